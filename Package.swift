@@ -1,0 +1,131 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+// Tests import what they use from transitive dependencies without re-declaring each one.
+let testSettings: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+
+let package = Package(
+    name: "veneer",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "veneer", targets: ["veneer"]),
+        .library(name: "VeneerCore", targets: ["VeneerCore"]),
+        .library(name: "VeneerConfig", targets: ["VeneerConfig"]),
+        .library(name: "VeneerDecorators", targets: ["VeneerDecorators"]),
+        .library(name: "VeneerOrigins", targets: ["VeneerOrigins"]),
+        .library(name: "VeneerRuntime", targets: ["VeneerRuntime"]),
+    ],
+    dependencies: [
+        // traits: [] keeps SwiftPM from re-planning Hummingbird on every build (TOOLCHAIN.md).
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLibYAML",
+            pkgConfig: "yaml-0.1",
+            providers: [.apt(["libyaml-dev"])]
+        ),
+        .target(
+            name: "VeneerCore",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "VeneerConfig",
+            dependencies: ["CLibYAML", "VeneerCore"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "VeneerDecorators",
+            dependencies: [
+                "VeneerCore", "VeneerConfig",
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "VeneerOrigins",
+            dependencies: [
+                "VeneerCore", "VeneerConfig",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "VeneerRuntime",
+            dependencies: [
+                "VeneerCore", "VeneerConfig", "VeneerDecorators", "VeneerOrigins",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "veneer",
+            dependencies: [
+                "VeneerRuntime", "VeneerConfig", "VeneerCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "VeneerTestSupport",
+            dependencies: [
+                "VeneerCore", "VeneerConfig", "VeneerRuntime", "VeneerDecorators", "VeneerOrigins",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Tests/VeneerTestSupport",
+            swiftSettings: testSettings
+        ),
+        .testTarget(name: "VeneerCoreTests", dependencies: ["VeneerCore", "VeneerTestSupport"], swiftSettings: testSettings),
+        .testTarget(name: "VeneerConfigTests", dependencies: ["VeneerConfig", "VeneerTestSupport"], swiftSettings: testSettings),
+        .testTarget(name: "VeneerOriginsTests", dependencies: ["VeneerOrigins", "VeneerTestSupport"], swiftSettings: testSettings),
+        .testTarget(name: "VeneerDecoratorsTests", dependencies: ["VeneerDecorators", "VeneerTestSupport"], swiftSettings: testSettings),
+        .testTarget(name: "VeneerRuntimeTests", dependencies: ["VeneerRuntime", "VeneerTestSupport"], swiftSettings: testSettings),
+        .testTarget(name: "EndToEndTests", dependencies: ["VeneerTestSupport"], swiftSettings: testSettings),
+    ]
+)

@@ -1,0 +1,51 @@
+import CoreMetrics
+import Logging
+
+/// Everything a factory may use to build an origin or a decorator. Nothing global: the
+/// clock, the logger, the metrics and the transports come in here, so tests inject theirs.
+public struct BuildContext: Sendable {
+    /// The logger (`veneer.<module>` labels are derived from it).
+    public var logger: Logger
+    /// Time.
+    public var clock: any VeneerClock
+    /// Where metrics are created (Prometheus in the daemon).
+    public var metrics: any MetricsFactory
+    /// Outbound HTTP.
+    public var transports: any TransportProvider
+    /// Where persistent state lives by default.
+    public var stateDirectory: String
+    /// The collections the environment exposes.
+    public var resources: [Resource]
+    /// Size limits of the environment.
+    public var limits: BuildLimits
+    /// State that outlives one chain: what a reload carries over.
+    public var carried: CarriedState
+    /// Where components report degraded health.
+    public var health: HealthBoard
+
+    /// Creates a context.
+    public init(logger: Logger, clock: any VeneerClock, metrics: any MetricsFactory, transports: any TransportProvider,
+                stateDirectory: String, resources: [Resource] = [.posts], limits: BuildLimits = BuildLimits(),
+                carried: CarriedState = CarriedState(), health: HealthBoard = HealthBoard()) {
+        self.logger = logger
+        self.clock = clock
+        self.metrics = metrics
+        self.transports = transports
+        self.stateDirectory = stateDirectory
+        self.resources = resources
+        self.limits = limits
+        self.carried = carried
+        self.health = health
+    }
+}
+
+/// The limits that factories need to know.
+public struct BuildLimits: Sendable, Hashable {
+    /// The largest upstream response body accepted.
+    public var responseBody: Int
+
+    /// Creates limits.
+    public init(responseBody: Int = 16 << 20) {
+        self.responseBody = responseBody
+    }
+}

@@ -1,0 +1,54 @@
+import Synchronization
+
+/// State that a reload carries over from one chain to the next: caches, token managers,
+/// stores. A factory asks for its state under a key that captures what the state depends
+/// on (its options); a reload with unchanged options gets the very same object back, and
+/// objects that no chain asked for are released after the swap.
+public final class CarriedState: Sendable {
+    private struct State {
+        var previous: [String: any Sendable] = [:]
+        var current: [String: any Sendable] = [:]
+    }
+    private let state = Mutex(State())
+
+    /// An empty carrier (the first chain).
+    public init() {}
+
+    /// The object kept under `key`, or a new one from `make`.
+    public func value<T: Sendable>(for key: String, make: () throws -> T) rethrows -> T {
+        if let existing = state.withLock({ $0.current[key] ?? $0.previous[key] }) as? T {
+            state.withLock { $0.current[key] = existing }
+            return existing
+        }
+        let made = try make()
+        state.withLock { $0.current[key] = made }
+        return made
+    }
+
+    /// A carrier for the next chain: it offers what this one holds.
+    public func next() -> CarriedState {
+        let next = CarriedState()
+        let held = state.withLock { $0.current }
+        next.state.withLock { $0.previous = held }
+        return next
+    }
+
+    /// The objects the previous chain held that this one did not take (to shut down).
+    public func released() -> [any Sendable] {
+        state.withLock { state in state.previous.filter { state.current[$0.key] == nil }.map(\.value) }
+    }
+
+    /// The keys held by this chain.
+    public var keys: [String] { state.withLock { Array($0.current.keys).sorted() } }
+}
+
+/// Carried state that holds something to close (a file, a database pool) once no chain uses it.
+public protocol CarriedResource: Sendable {
+    /// Releases what it holds.
+    func close() async
+}
+
+extension CarriedState {
+    /// Everything this chain holds.
+    public var all: [any Sendable] { state.withLock { Array($0.current.values) } }
+}

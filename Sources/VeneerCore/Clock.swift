@@ -1,0 +1,90 @@
+import Foundation
+import Synchronization
+
+/// Time as Veneer's components see it; injected through the build context so that tests
+/// can move time by hand instead of sleeping.
+public protocol VeneerClock: Sendable {
+    /// Wall-clock time (for `Date`, `Expires`, `Age`, token expiry).
+    func now() -> Date
+    /// A monotonic reading, for measuring durations.
+    func monotonic() -> Duration
+    /// Sleeps for `duration` of this clock's time.
+    func sleep(for duration: Duration) async throws
+}
+
+/// The real clock.
+public struct SystemClock: VeneerClock {
+    /// Creates the real clock.
+    public init() {}
+    /// The current wall-clock time.
+    public func now() -> Date { Date() }
+    /// `ContinuousClock` since an arbitrary origin.
+    public func monotonic() -> Duration { ContinuousClock.now - SystemClock.origin }
+    /// `Task.sleep`.
+    public func sleep(for duration: Duration) async throws { try await Task.sleep(for: duration) }
+
+    private static let origin = ContinuousClock.now
+}
+
+/// A clock that moves only when told to: ``advance(by:)`` moves both readings and wakes
+/// the sleepers whose time has come.
+public final class ManualClock: VeneerClock {
+    private struct State {
+        var now: Date
+        var elapsed: Duration = .zero
+        var sleepers: [(deadline: Duration, continuation: CheckedContinuation<Void, Never>)] = []
+    }
+    private let state: Mutex<State>
+
+    /// A manual clock that starts at `start`.
+    public init(start: Date = Date(timeIntervalSince1970: 1_800_000_000)) {
+        state = Mutex(State(now: start))
+    }
+
+    /// The clock's wall-clock time.
+    public func now() -> Date { state.withLock { $0.now } }
+    /// Time advanced so far.
+    public func monotonic() -> Duration { state.withLock { $0.elapsed } }
+
+    /// Suspends until the clock has been advanced by `duration`.
+    public func sleep(for duration: Duration) async throws {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ready: Bool = state.withLock { state in
+                if duration <= .zero { return true }
+                state.sleepers.append((state.elapsed + duration, continuation))
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+        try Task.checkCancellation()
+    }
+
+    /// The number of tasks sleeping on this clock.
+    public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
+
+    /// Moves time forward and wakes the sleepers that are due.
+    public func advance(by duration: Duration) {
+        let due = state.withLock { state in
+            state.elapsed += duration
+            state.now += TimeInterval(duration.seconds)
+            let due = state.sleepers.filter { $0.deadline <= state.elapsed }
+            state.sleepers.removeAll { $0.deadline <= state.elapsed }
+            return due
+        }
+        for sleeper in due { sleeper.continuation.resume() }
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a floating-point number.
+    public var seconds: Double {
+        let parts = components
+        return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
+    }
+
+    /// The duration in whole milliseconds.
+    public var milliseconds: Int64 {
+        let parts = components
+        return parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -1,0 +1,128 @@
+import HTTPTypes
+import NIOCore
+
+/// Where an outbound request goes: scheme, host, port and an optional path prefix, parsed
+/// once from configuration so that the hot path never parses a URL.
+public struct Endpoint: Hashable, Sendable, CustomStringConvertible {
+    /// `http` or `https`.
+    public let scheme: String
+    /// Host name or address (IPv6 without brackets).
+    public let host: String
+    /// TCP port.
+    public let port: Int
+    /// Path prefix without a trailing slash (`""` or `/v1`).
+    public let basePath: String
+
+    /// Creates an endpoint.
+    public init(scheme: String, host: String, port: Int, basePath: String) {
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.basePath = basePath
+    }
+
+    /// Parses `http(s)://host[:port][/prefix]`; nil for anything else (user info, query,
+    /// fragment, other schemes).
+    public init?(url: String) {
+        let lower = url.lowercased()
+        let scheme: String
+        if lower.hasPrefix("http://") { scheme = "http" } else if lower.hasPrefix("https://") { scheme = "https" } else { return nil }
+        var rest = url.dropFirst(scheme.count + 3)
+        guard !rest.contains("?"), !rest.contains("#"), !rest.contains("@"), !rest.contains(" ") else { return nil }
+        var path = ""
+        if let slash = rest.firstIndex(of: "/") {
+            path = String(rest[slash...])
+            rest = rest[..<slash]
+        }
+        while path.hasSuffix("/") { path.removeLast() }
+        var host = String(rest)
+        var port = scheme == "https" ? 443 : 80
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return nil }
+            let after = host[host.index(after: close)...]
+            let inner = String(host[host.index(after: host.startIndex)..<close])
+            if after.hasPrefix(":") {
+                guard let value = Int(after.dropFirst()), (1...65535).contains(value) else { return nil }
+                port = value
+            } else if !after.isEmpty {
+                return nil
+            }
+            host = inner
+        } else if let colon = host.lastIndex(of: ":") {
+            guard let value = Int(host[host.index(after: colon)...]), (1...65535).contains(value) else { return nil }
+            port = value
+            host = String(host[..<colon])
+        }
+        guard !host.isEmpty else { return nil }
+        self.init(scheme: scheme, host: host, port: port, basePath: path)
+    }
+
+    /// The `Host` header value: host, plus the port when it is not the scheme's default.
+    public var authority: String {
+        let name = host.contains(":") ? "[\(host)]" : host
+        let defaultPort = scheme == "https" ? 443 : 80
+        return port == defaultPort ? name : "\(name):\(port)"
+    }
+
+    /// `scheme://authority/prefix`.
+    public var description: String { "\(scheme)://\(authority)\(basePath)" }
+}
+
+/// A request that leaves Veneer: to the upstream, or to a token endpoint.
+public struct OutboundRequest: Sendable {
+    /// The method.
+    public var method: HTTPRequest.Method
+    /// Where it goes.
+    public var endpoint: Endpoint
+    /// Path and query after the endpoint's prefix, starting with `/`.
+    public var target: String
+    /// End-to-end headers; the transport sets `Host` and `Content-Length`.
+    public var headers: HTTPFields
+    /// The body, if any.
+    public var body: ByteBuffer?
+    /// How long the whole exchange may take.
+    public var timeout: Duration
+    /// The largest response body accepted; more is an error (`upstream_unavailable`).
+    public var maxResponseBodySize: Int
+
+    /// Creates a request.
+    public init(method: HTTPRequest.Method, endpoint: Endpoint, target: String, headers: HTTPFields = [:],
+                body: ByteBuffer? = nil, timeout: Duration, maxResponseBodySize: Int = 16 << 20) {
+        self.method = method
+        self.endpoint = endpoint
+        self.target = target
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+        self.maxResponseBodySize = maxResponseBodySize
+    }
+}
+
+/// The thing that does outbound HTTP I/O (kept apart from the decorators that only intercept).
+///
+/// Implementations throw ``ProxyError`` `upstream_unavailable` when the peer cannot be
+/// reached or breaks the exchange, and `upstream_timeout` when ``OutboundRequest/timeout`` passes.
+public protocol HTTPTransport: Sendable {
+    /// Sends one request and returns the whole response; redirects are returned, not followed.
+    func send(_ request: OutboundRequest) async throws -> ProxyResponse
+}
+
+/// Connection settings that transports are shared by.
+public struct TransportOptions: Hashable, Sendable {
+    /// How long establishing a connection may take.
+    public var connectTimeout: Duration
+    /// Connections per event loop and host; nil lets the client decide.
+    public var connectionsPerLoop: Int?
+
+    /// Creates options.
+    public init(connectTimeout: Duration = .seconds(2), connectionsPerLoop: Int? = nil) {
+        self.connectTimeout = connectTimeout
+        self.connectionsPerLoop = connectionsPerLoop
+    }
+}
+
+/// Hands out transports, one shared pool per distinct ``TransportOptions``, and owns their shutdown.
+public protocol TransportProvider: Sendable {
+    /// The transport for these options.
+    func transport(_ options: TransportOptions) -> any HTTPTransport
+}

@@ -1,0 +1,51 @@
+import HTTPTypes
+
+/// Hop-by-hop header fields (RFC 9110 §7.6.1): meaningful for one connection only, so a
+/// proxy removes them in both directions, together with every field that `Connection` names.
+public enum HopByHop {
+    /// The fields that are always hop-by-hop, lower-case.
+    public static let alwaysRemoved: [String] = [
+        "connection", "proxy-connection", "keep-alive", "te", "transfer-encoding", "upgrade",
+        "trailer", "proxy-authenticate", "proxy-authorization",
+    ]
+
+    /// Removes hop-by-hop fields, those named in `Connection`, and `Content-Length`
+    /// (which the sender sets anew from the buffered body). Cheap when there are none.
+    public static func strip(_ fields: inout HTTPFields) {
+        var found = false
+        var named: [String] = []
+        for field in fields {
+            let name = field.name.canonicalName
+            if name == "content-length" {
+                found = true
+            } else if alwaysRemoved.contains(name) {
+                found = true
+                if field.name == .connection {
+                    for token in field.value.split(separator: ",") {
+                        let token = token.trimmingSpaces.lowercased()
+                        if !token.isEmpty { named.append(token) }
+                    }
+                }
+            }
+        }
+        guard found else { return }
+        var kept = HTTPFields()
+        kept.reserveCapacity(fields.count)
+        for field in fields {
+            let name = field.name.canonicalName
+            if name == "content-length" || alwaysRemoved.contains(name) || named.contains(name) { continue }
+            kept.append(field)
+        }
+        fields = kept
+    }
+}
+
+extension StringProtocol {
+    /// The text without leading and trailing spaces and tabs.
+    public var trimmingSpaces: Substring {
+        let text = Substring(self)
+        guard let first = text.firstIndex(where: { $0 != " " && $0 != "\t" }) else { return "" }
+        let last = text.lastIndex(where: { $0 != " " && $0 != "\t" })!
+        return text[first...last]
+    }
+}

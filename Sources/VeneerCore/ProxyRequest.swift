@@ -1,0 +1,74 @@
+import HTTPTypes
+import NIOCore
+
+/// A request as every handler sees it: typed route, buffered body.
+///
+/// The server edge builds it after checking the path, the method and the body, so a
+/// handler never sees a route it does not know or a post body that is not a post.
+public struct ProxyRequest: Sendable {
+    /// The method (`GET`, `HEAD`, `POST`, `PUT`, `PATCH`, `DELETE`).
+    public var method: HTTPRequest.Method
+    /// The parsed route.
+    public var route: ResourceRoute
+    /// The raw query string without `?`, as the client sent it (checked for legal characters), or nil.
+    public var query: String?
+    /// The end-to-end request headers (hop-by-hop fields already removed).
+    public var headers: HTTPFields
+    /// The whole request body (empty when there is none).
+    public var body: ByteBuffer
+    /// The address of the client that sent the request, if known.
+    public var client: ClientAddress?
+    /// The request id: the client's `X-Request-Id` or a generated one.
+    public var requestID: String
+
+    /// Creates a request.
+    public init(
+        method: HTTPRequest.Method,
+        route: ResourceRoute,
+        query: String? = nil,
+        headers: HTTPFields = [:],
+        body: ByteBuffer = ByteBuffer(),
+        client: ClientAddress? = nil,
+        requestID: String = RequestID.generate()
+    ) {
+        self.method = method
+        self.route = route
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.client = client
+        self.requestID = requestID
+    }
+
+    /// The route's path plus `?query` when there is one: what goes to the upstream.
+    public var pathAndQuery: String {
+        guard let query, !query.isEmpty else { return route.path }
+        return route.path + "?" + query
+    }
+
+    /// GET or HEAD.
+    public var isRead: Bool { method == .get || method == .head }
+}
+
+/// Request ids: the caller's, or 16 random hex digits.
+public enum RequestID {
+    /// A fresh random id.
+    public static func generate() -> String {
+        var value = UInt64.random(in: .min ... .max)
+        var bytes = [UInt8](repeating: 0, count: 16)
+        let digits: StaticString = "0123456789abcdef"
+        digits.withUTF8Buffer { hex in
+            for index in (0..<16).reversed() {
+                bytes[index] = hex[Int(value & 0xF)]
+                value >>= 4
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Whether a caller's id is safe to pass on and log: 1 to 200 visible ASCII characters.
+    public static func isAcceptable(_ id: String) -> Bool {
+        let utf8 = id.utf8
+        return !utf8.isEmpty && utf8.count <= 200 && utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }
+    }
+}

@@ -1,0 +1,134 @@
+/// A collection that an environment exposes, such as `posts` or `comments`.
+public struct Resource: Hashable, Sendable, CustomStringConvertible {
+    /// How ids of a resource look and how its bodies are treated.
+    public enum Kind: String, Hashable, Sendable {
+        /// Integer ids; bodies are validated as posts (`title` and `body` strings).
+        case posts
+        /// Integer ids; bodies passed through untouched.
+        case integer
+        /// Ids of letters, digits, `-`, `_`, `.`, `~`; bodies passed through untouched.
+        case string
+    }
+
+    /// The collection name, the first path segment.
+    public let name: String
+    /// How ids and bodies of this collection are checked.
+    public let kind: Kind
+
+    /// Creates a resource.
+    public init(name: String, kind: Kind) {
+        self.name = name
+        self.kind = kind
+    }
+
+    /// The typed `posts` resource of DESIGN.md.
+    public static let posts = Resource(name: "posts", kind: .posts)
+
+    /// Whether ids are integers.
+    public var hasIntegerIDs: Bool { kind != .string }
+
+    /// `posts` or `comments (string ids)`.
+    public var description: String {
+        switch kind {
+        case .posts: return name
+        case .integer: return "\(name) (integer ids)"
+        case .string: return "\(name) (string ids)"
+        }
+    }
+
+    /// Checks a raw path segment as an id of this resource and returns its canonical form.
+    ///
+    /// Integer ids must be ASCII digits that fit an `Int` and are written without leading
+    /// zeros in the canonical form; string ids are 1 to 200 characters of RFC 3986
+    /// "unreserved" characters, and never `.` or `..` (which an upstream would resolve).
+    public func canonicalID(_ raw: Substring) -> String? {
+        if hasIntegerIDs {
+            guard !raw.isEmpty, raw.utf8.count <= 19, raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                  let value = Int(raw) else { return nil }
+            return String(value)
+        }
+        guard !raw.isEmpty, raw.utf8.count <= 200, raw != ".", raw != "..",
+              raw.utf8.allSatisfy(Resource.isUnreserved) else { return nil }
+        return String(raw)
+    }
+
+    @inline(__always)
+    static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"),
+             UInt8(ascii: "."), UInt8(ascii: "~"):
+            return true
+        default:
+            return false
+        }
+    }
+}
+
+/// The typed route of a request: a collection, or one item of it.
+///
+/// Veneer never forwards the path the client sent: it forwards ``path``, rebuilt from the
+/// parsed route, so `..`, encoded slashes or parameters cannot reach the upstream.
+public struct ResourceRoute: Hashable, Sendable, CustomStringConvertible {
+    /// What the route names.
+    public enum Target: Hashable, Sendable {
+        /// The collection itself: `/posts`.
+        case list
+        /// One item: `/posts/{id}` (canonical id).
+        case item(String)
+    }
+
+    /// The collection.
+    public let resource: Resource
+    /// The collection or one of its items.
+    public let target: Target
+
+    /// Creates a route.
+    public init(resource: Resource, target: Target) {
+        self.resource = resource
+        self.target = target
+    }
+
+    /// `GET /posts` and friends.
+    public static func list(_ resource: Resource) -> ResourceRoute {
+        ResourceRoute(resource: resource, target: .list)
+    }
+
+    /// `GET /posts/{id}` and friends; the id must already be canonical.
+    public static func item(_ resource: Resource, _ id: String) -> ResourceRoute {
+        ResourceRoute(resource: resource, target: .item(id))
+    }
+
+    /// The id of an item route.
+    public var id: String? {
+        if case .item(let id) = target { return id }
+        return nil
+    }
+
+    /// The canonical path: `/posts` or `/posts/13`.
+    public var path: String {
+        switch target {
+        case .list: return "/" + resource.name
+        case .item(let id): return "/" + resource.name + "/" + id
+        }
+    }
+
+    /// The route template, for logs and metrics: `/posts` or `/posts/{id}`.
+    public var template: String {
+        switch target {
+        case .list: return "/" + resource.name
+        case .item: return "/" + resource.name + "/{id}"
+        }
+    }
+
+    /// The methods this route answers, in `Allow` order.
+    public var allowedMethods: [String] {
+        switch target {
+        case .list: return ["GET", "HEAD", "POST"]
+        case .item: return ["GET", "HEAD", "PUT", "PATCH", "DELETE"]
+        }
+    }
+
+    /// Same as ``path``.
+    public var description: String { path }
+}
