@@ -1,0 +1,250 @@
+import VeneerCore
+
+/// Store names visible to decorator options while an environment is decoded.
+final class StoreCatalog {
+    let names: [String]
+    var referenced: Set<String> = []
+    init(names: [String]) { self.names = names }
+}
+
+extension ConfigMapping {
+    /// A reference to a named store (`store: local`), checked against the `stores:` section;
+    /// `memory` is always available. Returns the name, or nil when absent or unknown.
+    public func storeReference(_ key: String = "store") -> String? {
+        guard let value = self[key], let name = value.string() else { return nil }
+        let catalog = value.context.stores
+        if name == "memory" {
+            note(key, .string(name))
+            return name
+        }
+        guard let catalog, catalog.names.contains(name) else {
+            let known = ["memory"] + (value.context.stores?.names ?? [])
+            value.error("no store named '\(name)'\(Suggestions.hint(for: name, in: known)) (stores: \(known.joined(separator: ", ")))")
+            return nil
+        }
+        catalog.referenced.insert(name)
+        note(key, .string(name))
+        return name
+    }
+}
+
+extension ConfigDocument {
+    /// Decodes environment `name` with `registry`: every problem in it is reported at once.
+    ///
+    /// `variables` are used for `${VAR}`; relative file paths resolve against `workingDirectory`.
+    public func environment(
+        _ name: String, registry: Registry, variables: [String: String], workingDirectory: String
+    ) throws(ConfigError) -> EnvironmentSpec {
+        let context = DecodingContext(variables: variables, workingDirectory: workingDirectory)
+        context.sink.append(contentsOf: structuralProblems)
+        let spec = decodeEnvironment(name, registry: registry, context: context)
+        try context.sink.throwIfAny()
+        return spec!
+    }
+
+    /// Decodes every environment and every store; returns all problems of all of them.
+    public func checkAll(registry: Registry, variables: [String: String], workingDirectory: String) -> [ConfigDiagnostic] {
+        let sink = DiagnosticSink()
+        sink.append(contentsOf: structuralProblems)
+        for name in environmentNames {
+            let context = DecodingContext(sink: sink, variables: variables, workingDirectory: workingDirectory)
+            _ = decodeEnvironment(name, registry: registry, context: context)
+        }
+        let context = DecodingContext(sink: sink, variables: variables, workingDirectory: workingDirectory)
+        let stateDirectory = decodeStateDirectory(context)
+        _ = decodeStores(context, stateDirectory: stateDirectory, only: nil)
+        return sink.sorted
+    }
+
+    func decodeStateDirectory(_ context: DecodingContext) -> String {
+        let raw = root["state_dir"].map { ConfigValue(node: $0, path: "state_dir", context: context).string() } ?? nil
+        return resolve(path: raw ?? (context.variables["STATE_DIRECTORY"].flatMap { $0.split(separator: ":").first.map(String.init) } ?? ".veneer"),
+                       against: context.workingDirectory)
+    }
+
+    func decodeStores(_ context: DecodingContext, stateDirectory: String, only: Set<String>?) -> [String: StoreSpec] {
+        guard let node = root["stores"] else { return [:] }
+        guard let mapping = ConfigValue(node: node, path: "stores", context: context).mapping(allowedKeys: nil) else { return [:] }
+        var stores: [String: StoreSpec] = [:]
+        for entry in mapping.entries where only?.contains(entry.key) ?? true {
+            if entry.key == "memory" {
+                context.sink.error(entry.mark, "stores.memory", "'memory' is built in; give this store another name")
+                continue
+            }
+            guard let kinds = entry.value.mapping(allowedKeys: ["sqlite", "postgres"]) else { continue }
+            guard kinds.keys.count == 1 else {
+                entry.value.error("a store is one of { sqlite: PATH } or { postgres: URL }")
+                continue
+            }
+            if let sqlite = kinds["sqlite"] {
+                var pathValue: ConfigValue? = sqlite
+                if case .mapping = sqlite.node { pathValue = sqlite.mapping(allowedKeys: ["path"])?.required("path") }
+                if let path = pathValue?.string() {
+                    stores[entry.key] = .sqlite(path: resolve(path: path, against: stateDirectory))
+                }
+            } else if let postgres = kinds["postgres"] {
+                if case .mapping = postgres.node {
+                    guard let options = postgres.mapping(allowedKeys: ["url", "password", "password_file"]) else { continue }
+                    if let url = options.required("url")?.string() {
+                        if !(url.hasPrefix("postgres://") || url.hasPrefix("postgresql://")) {
+                            options["url"]?.error("\(quoted(PostgresURL.redacting(url))) is not a postgres:// URL")
+                        }
+                        stores[entry.key] = .postgres(url: url, password: options.secret("password"))
+                    }
+                } else if let url = postgres.string() {
+                    if !(url.hasPrefix("postgres://") || url.hasPrefix("postgresql://")) {
+                        postgres.error("\(quoted(PostgresURL.redacting(url))) is not a postgres:// URL")
+                    }
+                    stores[entry.key] = .postgres(url: url, password: nil)
+                }
+            } else {
+                entry.value.error("a store is one of { sqlite: PATH } or { postgres: URL }")
+            }
+        }
+        return stores
+    }
+
+    func decodeEnvironment(_ name: String, registry: Registry, context: DecodingContext) -> EnvironmentSpec? {
+        guard let node = resolvedEnvironment(name, sink: context.sink) else { return nil }
+        let base = "environments.\(name)"
+        let environment = ConfigMapping(mapping: node, value: ConfigValue(node: .mapping(node), path: base, context: context))
+        _ = environment.value.mapping(allowedKeys: Self.environmentKeys)
+
+        let stateDirectory = decodeStateDirectory(context)
+        let storeNames: [String] = {
+            guard case .mapping(let stores)? = root["stores"] else { return [] }
+            return stores.keys
+        }()
+        context.stores = StoreCatalog(names: storeNames)
+
+        var listen = ListenAddress(host: "127.0.0.1", port: 8080)
+        if let value = environment["listen"], let text = value.string() {
+            if let parsed = ListenAddress(text) { listen = parsed } else {
+                value.error("\(quoted(text)) is not a listen address (use e.g. 127.0.0.1:8080 or [::1]:8080)")
+            }
+        }
+
+        var adminListen: ListenAddress?
+        if let admin = environment.mapping("admin", allowedKeys: ["listen"]), let value = admin["listen"], let text = value.string() {
+            if let parsed = ListenAddress(text) { adminListen = parsed } else {
+                value.error("\(quoted(text)) is not a listen address (use e.g. 127.0.0.1:9090)")
+            }
+        }
+
+        let resources = decodeResources(environment["resources"])
+
+        var limits = Limits()
+        if let mapping = environment.mapping("limits", allowedKeys: ["request_body", "request_headers", "response_body"]) {
+            limits.requestBody = mapping.size("request_body", default: limits.requestBody) ?? limits.requestBody
+            limits.requestHeaders = mapping.size("request_headers", default: limits.requestHeaders) ?? limits.requestHeaders
+            limits.responseBody = mapping.size("response_body", default: limits.responseBody) ?? limits.responseBody
+            if limits.requestHeaders < 1024 { mapping.error("request_headers", "must be at least 1KB") }
+        }
+        let drainTimeout = environment.duration("drain_timeout", default: .seconds(10)) ?? .seconds(10)
+
+        let origin = decodeOrigin(environment, registry: registry)
+        let chain = decodeChain(environment, registry: registry)
+
+        let referenced = context.stores?.referenced ?? []
+        let stores = decodeStores(context, stateDirectory: stateDirectory, only: referenced)
+        guard let origin, let chain else { return nil }
+        return EnvironmentSpec(
+            name: name, configFile: source.file, listen: listen, adminListen: adminListen, resources: resources,
+            limits: limits, drainTimeout: drainTimeout, stateDirectory: stateDirectory, stores: stores,
+            origin: origin, chain: chain)
+    }
+
+    func decodeResources(_ value: ConfigValue?) -> [Resource] {
+        guard let value else { return [.posts] }
+        guard let items = value.list() else { return [.posts] }
+        var resources: [Resource] = []
+        for item in items {
+            var resource: Resource?
+            if case .scalar = item.node {
+                guard let name = item.string() else { continue }
+                resource = name == "posts" ? .posts : Resource(name: name, kind: .integer)
+            } else if let mapping = item.mapping(allowedKeys: ["name", "id"]) {
+                guard let name = mapping.required("name")?.string() else { continue }
+                let kind = mapping["id"]?.choice(["integer", "string"]) ?? "integer"
+                if name == "posts" && kind != "integer" { mapping.error("id", "posts has integer ids") }
+                resource = name == "posts" ? .posts : Resource(name: name, kind: kind == "string" ? .string : .integer)
+            }
+            guard let resource else { continue }
+            if resource.name.isEmpty || resource.name.utf8.count > 64 || !resource.name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) {
+                item.error("\(quoted(resource.name)) is not a collection name (letters, digits, '-', '_')")
+            } else if resource.name == "-" {
+                item.error("'-' is reserved for the admin API")
+            } else if resources.contains(where: { $0.name == resource.name }) {
+                item.error("'\(resource.name)' is listed twice")
+            } else {
+                resources.append(resource)
+            }
+        }
+        if resources.isEmpty { value.error("at least one resource is needed") }
+        return resources
+    }
+
+    func decodeOrigin(_ environment: ConfigMapping, registry: Registry) -> OriginSpec? {
+        guard let value = environment.required("origin") else { return nil }
+        let names = registry.originNames
+        guard case .mapping(let mapping) = value.node, mapping.entries.count == 1, let entry = mapping.entries.first else {
+            value.error("an origin is one of: \(names.map { "{ \($0): {...} }" }.joined(separator: ", "))")
+            return nil
+        }
+        let name = entry.key.value
+        guard let factory = registry.origins[name] else {
+            value.context.sink.error(entry.key.mark, value.childPath(name),
+                                     "unknown origin '\(name)'\(Suggestions.hint(for: name, in: names)) (known: \(names.joined(separator: ", ")))")
+            return nil
+        }
+        let optionsValue = ConfigValue(node: entry.value, path: value.childPath(name), context: value.context)
+        let before = value.context.sink.diagnostics.count
+        guard let options = optionsValue.mapping(allowedKeys: factory.allowedKeys) else { return nil }
+        let decoded = factory.decodeOptions(options)
+        guard let decoded, value.context.sink.diagnostics.count == before else { return nil }
+        return OriginSpec(name: name, factory: factory, options: decoded, summary: .object(options.summary))
+    }
+
+    func decodeChain(_ environment: ConfigMapping, registry: Registry) -> [DecoratorSpec]? {
+        guard let value = environment["chain"] else { return [] }
+        guard let items = value.list() else { return nil }
+        let names = registry.decoratorNames
+        var chain: [DecoratorSpec] = []
+        var failed = false
+        for (index, item) in items.enumerated() {
+            let name: String
+            let nameMark: SourceMark
+            let optionsNode: ConfigNode
+            switch item.node {
+            case .scalar(let scalar) where !scalar.isNull:
+                name = scalar.value
+                nameMark = scalar.mark
+                optionsNode = .scalar(.init(value: "", quoted: false, mark: scalar.mark))
+            case .mapping(let mapping) where mapping.entries.count == 1:
+                name = mapping.entries[0].key.value
+                nameMark = mapping.entries[0].key.mark
+                optionsNode = mapping.entries[0].value
+            default:
+                item.error("a chain entry is a decorator name or a one-key mapping 'name: {options}'")
+                failed = true
+                continue
+            }
+            guard let factory = registry.decorators[name] else {
+                item.context.sink.error(nameMark, item.path,
+                                        "unknown decorator '\(name)'\(Suggestions.hint(for: name, in: names)) (known: \(names.joined(separator: ", ")))")
+                failed = true
+                continue
+            }
+            let optionsValue = ConfigValue(node: optionsNode, path: "\(item.path).\(name)", context: item.context)
+            let before = item.context.sink.diagnostics.count
+            guard let options = optionsValue.mapping(allowedKeys: factory.allowedKeys) else { failed = true; continue }
+            let site = ChainSite(index: index, count: items.count)
+            guard let decoded = factory.decodeOptions(options, site), item.context.sink.diagnostics.count == before else {
+                failed = true
+                continue
+            }
+            chain.append(DecoratorSpec(name: name, factory: factory, options: decoded, summary: .object(options.summary), site: site))
+        }
+        return failed ? nil : chain
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+import VeneerCore
+
+/// A `host:port` to listen on.
+public struct ListenAddress: Hashable, Sendable, CustomStringConvertible {
+    /// Host name or address (IPv6 without brackets).
+    public let host: String
+    /// Port; 0 picks a free one.
+    public let port: Int
+
+    /// Creates an address.
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `127.0.0.1:8080`, `[::1]:8080` or `localhost:8080`.
+    public init?(_ text: String) {
+        var host: Substring
+        let portText: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
+            host = text[text.index(after: text.startIndex)..<close]
+            portText = text[text.index(close, offsetBy: 2)...]
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { return nil }
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+            if host.contains(":") { return nil }
+        }
+        guard !host.isEmpty, let port = Int(portText), (0...65535).contains(port) else { return nil }
+        if host == "*" { host = "0.0.0.0" }
+        self.init(host: String(host), port: port)
+    }
+
+    /// `host:port`, with brackets around IPv6.
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// Size limits of an environment's listener.
+public struct Limits: Sendable, Hashable {
+    /// Largest request body (413 beyond).
+    public var requestBody: Int = 1 << 20
+    /// Largest request header section.
+    public var requestHeaders: Int = 32 << 10
+    /// Largest upstream response body that is accepted (502 beyond).
+    public var responseBody: Int = 16 << 20
+
+    /// The defaults of DESIGN.md.
+    public init() {}
+}
+
+/// A named store of the `stores:` section.
+public enum StoreSpec: Sendable, Hashable, CustomStringConvertible {
+    /// A SQLite file (absolute, resolved against `state_dir`).
+    case sqlite(path: String)
+    /// A PostgreSQL database.
+    case postgres(url: String, password: Secret?)
+
+    /// For `veneer chain`; passwords are never shown.
+    public var description: String {
+        switch self {
+        case .sqlite(let path): return "sqlite:\(path)"
+        case .postgres(let url, _): return "postgres:\(PostgresURL.redacting(url))"
+        }
+    }
+}
+
+/// Helpers for PostgreSQL URLs in output.
+public enum PostgresURL {
+    /// The URL with any password replaced by `<redacted>`.
+    public static func redacting(_ url: String) -> String {
+        guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@") else { return url }
+        let userInfo = url[scheme.upperBound..<at]
+        guard let colon = userInfo.firstIndex(of: ":") else { return url }
+        return String(url[..<colon]) + ":" + Secret.redacted + String(url[at...])
+    }
+}
+
+/// A decorator of a chain, with its options decoded.
+public struct DecoratorSpec: Sendable {
+    /// The registered name.
+    public let name: String
+    /// The factory that builds it.
+    public let factory: DecoratorFactory
+    /// The decoded options (the factory's own type).
+    public let options: any Sendable
+    /// The options as resolved (defaults included, secrets redacted), for display.
+    public let summary: JSONValue
+    /// Where it stands.
+    public let site: ChainSite
+
+    /// Creates a spec.
+    public init(name: String, factory: DecoratorFactory, options: any Sendable, summary: JSONValue, site: ChainSite) {
+        self.name = name
+        self.factory = factory
+        self.options = options
+        self.summary = summary
+        self.site = site
+    }
+
+    /// A key that changes when the decorator's configuration changes (for carrying state over reloads).
+    public var identity: String { "\(name)@\(site.index):\(summary.text)" }
+}
+
+/// The origin of an environment, with its options decoded.
+public struct OriginSpec: Sendable {
+    /// The registered name.
+    public let name: String
+    /// The factory that builds it.
+    public let factory: OriginFactory
+    /// The decoded options.
+    public let options: any Sendable
+    /// The options as resolved, for display.
+    public let summary: JSONValue
+
+    /// Creates a spec.
+    public init(name: String, factory: OriginFactory, options: any Sendable, summary: JSONValue) {
+        self.name = name
+        self.factory = factory
+        self.options = options
+        self.summary = summary
+    }
+
+    /// A key that changes when the origin's configuration changes.
+    public var identity: String { "\(name):\(summary.text)" }
+}
+
+/// One environment, fully decoded and checked: what `veneer run` builds and `veneer chain` shows.
+public struct EnvironmentSpec: Sendable {
+    /// Its name.
+    public let name: String
+    /// The file it came from (or `<built-in>`).
+    public let configFile: String
+    /// The listener of the posts API (and of the admin API unless moved).
+    public var listen: ListenAddress
+    /// A separate admin listener; nil keeps the admin API under `/-/` of ``listen``.
+    public let adminListen: ListenAddress?
+    /// The collections exposed.
+    public let resources: [Resource]
+    /// Size limits.
+    public let limits: Limits
+    /// How long in-flight requests may take to finish at shutdown.
+    public let drainTimeout: Duration
+    /// Where persistent state lives.
+    public let stateDirectory: String
+    /// The stores the chain refers to.
+    public let stores: [String: StoreSpec]
+    /// The origin.
+    public let origin: OriginSpec
+    /// The decorators, outermost first.
+    public let chain: [DecoratorSpec]
+
+    /// The resolved environment as JSON (secrets redacted): what `veneer chain --json` prints.
+    public var summary: JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("environment", .string(name)),
+            ("config", .string(configFile)),
+            ("listen", .string(listen.description)),
+            ("admin", .string(adminListen.map { "\($0)/-/" } ?? "\(listen)/-/ (loopback clients only)")),
+            ("resources", .array(resources.map { .string($0.description) })),
+            ("limits", .object([
+                ("request_body", .string(Units.format(bytes: limits.requestBody))),
+                ("request_headers", .string(Units.format(bytes: limits.requestHeaders))),
+                ("response_body", .string(Units.format(bytes: limits.responseBody))),
+            ])),
+            ("drain_timeout", .string(Units.format(drainTimeout))),
+            ("state_dir", .string(stateDirectory)),
+        ]
+        if !stores.isEmpty {
+            members.append(("stores", .object(stores.keys.sorted().map { ($0, .string(stores[$0]!.description)) })))
+        }
+        members.append(("origin", .object([(origin.name, origin.summary)])))
+        members.append(("chain", .array(chain.map { .object([($0.name, $0.summary)]) })))
+        return .object(members)
+    }
+}

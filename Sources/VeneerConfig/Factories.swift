@@ -1,0 +1,148 @@
+import VeneerCore
+
+/// One option of a decorator or origin, as `veneer decorators` lists it. The list is also
+/// the set of keys the options mapping accepts.
+public struct OptionDoc: Sendable {
+    /// The key users write.
+    public let name: String
+    /// The kind of value: `duration`, `size`, `store name`, ...
+    public let type: String
+    /// The default, as users would write it; nil when there is none.
+    public let defaultValue: String?
+    /// One line on what it does.
+    public let summary: String
+    /// Whether it is a secret (then `NAME_file` is accepted too).
+    public let isSecret: Bool
+
+    /// Creates an option description.
+    public init(_ name: String, _ type: String, default defaultValue: String? = nil, _ summary: String, secret: Bool = false) {
+        self.name = name
+        self.type = type
+        self.defaultValue = defaultValue
+        self.summary = summary
+        self.isSecret = secret
+    }
+}
+
+/// Where a decorator stands in its chain. Factories may use it for defaults (latency_log's
+/// label); decorators themselves never see it.
+public struct ChainSite: Sendable, Hashable {
+    /// 0 for the outermost decorator.
+    public let index: Int
+    /// How many decorators the chain has.
+    public let count: Int
+
+    /// Creates a site.
+    public init(index: Int, count: Int) {
+        self.index = index
+        self.count = count
+    }
+}
+
+/// Turns a decorator's options into a decorator: decodes them once into an immutable
+/// value when the chain is checked, and builds the decorator around its inner handler.
+public struct DecoratorFactory: Sendable {
+    /// The name used in chains.
+    public let name: String
+    /// One line on what the decorator does.
+    public let summary: String
+    /// Its options.
+    public let options: [OptionDoc]
+    let decodeOptions: @Sendable (ConfigMapping, ChainSite) -> (any Sendable)?
+    let makeHandler: @Sendable (any Sendable, any Handler, BuildContext) async throws -> any Handler
+
+    /// Creates a factory from a typed decoder and builder.
+    public init<Options: Sendable>(
+        name: String,
+        summary: String,
+        options: [OptionDoc],
+        decode: @escaping @Sendable (ConfigMapping, ChainSite) -> Options?,
+        make: @escaping @Sendable (Options, any Handler, BuildContext) async throws -> any Handler
+    ) {
+        self.name = name
+        self.summary = summary
+        self.options = options
+        self.decodeOptions = { decode($0, $1) }
+        self.makeHandler = { options, inner, context in
+            guard let typed = options as? Options else {
+                preconditionFailure("\(name): options of type \(type(of: options)) given to a factory for \(Options.self)")
+            }
+            return try await make(typed, inner, context)
+        }
+    }
+
+    /// The keys its options mapping accepts.
+    public var allowedKeys: [String] { options.flatMap { $0.isSecret ? [$0.name, $0.name + "_file"] : [$0.name] } }
+
+    /// Builds the decorator around `inner`.
+    public func make(options: any Sendable, inner: any Handler, context: BuildContext) async throws -> any Handler {
+        try await makeHandler(options, inner, context)
+    }
+}
+
+/// Turns an origin's options into an origin (a handler that answers by itself).
+public struct OriginFactory: Sendable {
+    /// The name used under `origin:`.
+    public let name: String
+    /// One line on what the origin does.
+    public let summary: String
+    /// Its options.
+    public let options: [OptionDoc]
+    let decodeOptions: @Sendable (ConfigMapping) -> (any Sendable)?
+    let makeHandler: @Sendable (any Sendable, BuildContext) async throws -> any Handler
+
+    /// Creates a factory from a typed decoder and builder.
+    public init<Options: Sendable>(
+        name: String,
+        summary: String,
+        options: [OptionDoc],
+        decode: @escaping @Sendable (ConfigMapping) -> Options?,
+        make: @escaping @Sendable (Options, BuildContext) async throws -> any Handler
+    ) {
+        self.name = name
+        self.summary = summary
+        self.options = options
+        self.decodeOptions = { decode($0) }
+        self.makeHandler = { options, context in
+            guard let typed = options as? Options else {
+                preconditionFailure("\(name): options of type \(type(of: options)) given to a factory for \(Options.self)")
+            }
+            return try await make(typed, context)
+        }
+    }
+
+    /// The keys its options mapping accepts.
+    public var allowedKeys: [String] { options.flatMap { $0.isSecret ? [$0.name, $0.name + "_file"] : [$0.name] } }
+
+    /// Builds the origin.
+    public func make(options: any Sendable, context: BuildContext) async throws -> any Handler {
+        try await makeHandler(options, context)
+    }
+}
+
+/// The one place where names map to factories. ``Registry/standard`` (in VeneerRuntime)
+/// holds Veneer's own; code that links Veneer as a library registers more.
+public struct Registry: Sendable {
+    /// Decorator factories by name.
+    public private(set) var decorators: [String: DecoratorFactory] = [:]
+    /// Origin factories by name.
+    public private(set) var origins: [String: OriginFactory] = [:]
+
+    /// A registry with these factories.
+    public init(decorators: [DecoratorFactory] = [], origins: [OriginFactory] = []) {
+        for factory in decorators { register(factory) }
+        for factory in origins { register(factory) }
+    }
+
+    /// Adds (or replaces) a decorator factory.
+    public mutating func register(_ factory: DecoratorFactory) { decorators[factory.name] = factory }
+
+    /// Adds (or replaces) an origin factory.
+    public mutating func register(_ factory: OriginFactory) { origins[factory.name] = factory }
+
+    /// Decorator names, sorted.
+    public var decoratorNames: [String] { decorators.keys.sorted() }
+
+    /// Origin names, sorted.
+    public var originNames: [String] { origins.keys.sorted() }
+}

@@ -1,0 +1,177 @@
+import CLibYAML
+import Foundation
+
+/// Reads YAML text with the system libyaml into ``ConfigNode`` trees.
+public enum YAMLLoader {
+    /// At most this many nodes after alias expansion: an "alias bomb" stops here.
+    static let maxNodes = 200_000
+    /// At most this deep.
+    static let maxDepth = 64
+
+    /// Loads the first document of `text`; nil for an empty document. `file` is used in marks.
+    public static func load(_ text: String, file: String) throws(ConfigError) -> ConfigNode? {
+        let bytes = Array(text.utf8)
+        // libyaml keeps pointers into the parser and the input for the whole load: both are
+        // heap-allocated here and freed only at the end (TOOLCHAIN.md).
+        let input = UnsafeMutablePointer<UInt8>.allocate(capacity: max(bytes.count, 1))
+        input.initialize(from: bytes, count: bytes.count)
+        let parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
+        let document = UnsafeMutablePointer<yaml_document_t>.allocate(capacity: 1)
+        defer {
+            input.deallocate()
+            parser.deallocate()
+            document.deallocate()
+        }
+        guard yaml_parser_initialize(parser) == 1 else {
+            throw ConfigError([ConfigDiagnostic(mark: nil, path: "", message: "\(file): libyaml could not start (out of memory)")])
+        }
+        defer { yaml_parser_delete(parser) }
+        yaml_parser_set_input_string(parser, input, bytes.count)
+        yaml_parser_set_encoding(parser, YAML_UTF8_ENCODING)
+
+        guard yaml_parser_load(parser, document) == 1 else {
+            throw ConfigError([syntaxError(parser, file: file)])
+        }
+        defer { yaml_document_delete(document) }
+        guard let root = yaml_document_get_root_node(document) else { return nil }
+
+        // A second document is a mistake in a configuration file: say so.
+        let second = UnsafeMutablePointer<yaml_document_t>.allocate(capacity: 1)
+        defer { second.deallocate() }
+        if yaml_parser_load(parser, second) == 1 {
+            let hasRoot = yaml_document_get_root_node(second) != nil
+            let mark = second.pointee.start_mark
+            yaml_document_delete(second)
+            if hasRoot {
+                throw ConfigError([ConfigDiagnostic(
+                    mark: SourceMark(file: file, line: Int(mark.line) + 1, column: Int(mark.column) + 1), path: "",
+                    message: "a configuration file holds one YAML document; remove the second one (after '---')")])
+            }
+        } else {
+            throw ConfigError([syntaxError(parser, file: file)])
+        }
+
+        var converter = Converter(document: document, file: file)
+        let node = converter.convert(root, depth: 0)
+        if !converter.errors.isEmpty { throw ConfigError(converter.errors) }
+        return node
+    }
+
+    static func syntaxError(_ parser: UnsafeMutablePointer<yaml_parser_t>, file: String) -> ConfigDiagnostic {
+        let problem = parser.pointee.problem.map { String(cString: $0) } ?? "invalid YAML"
+        let mark = parser.pointee.problem_mark
+        var message = "YAML syntax error: \(problem)"
+        if let context = parser.pointee.context.map({ String(cString: $0) }) {
+            let contextMark = parser.pointee.context_mark
+            message += " (\(context) at line \(contextMark.line + 1), column \(contextMark.column + 1))"
+        }
+        return ConfigDiagnostic(mark: SourceMark(file: file, line: Int(mark.line) + 1, column: Int(mark.column) + 1),
+                                path: "", message: message)
+    }
+
+    struct Converter {
+        let document: UnsafeMutablePointer<yaml_document_t>
+        let file: String
+        var errors: [ConfigDiagnostic] = []
+        var nodeCount = 0
+
+        init(document: UnsafeMutablePointer<yaml_document_t>, file: String) {
+            self.document = document
+            self.file = file
+        }
+
+        func mark(_ node: UnsafeMutablePointer<yaml_node_t>) -> SourceMark {
+            SourceMark(file: file, line: Int(node.pointee.start_mark.line) + 1, column: Int(node.pointee.start_mark.column) + 1)
+        }
+
+        mutating func fail(_ mark: SourceMark, _ message: String) -> ConfigNode {
+            errors.append(ConfigDiagnostic(mark: mark, path: "", message: message))
+            return .scalar(.init(value: "", quoted: false, mark: mark))
+        }
+
+        mutating func convert(_ node: UnsafeMutablePointer<yaml_node_t>, depth: Int) -> ConfigNode {
+            nodeCount += 1
+            let here = mark(node)
+            if nodeCount > YAMLLoader.maxNodes {
+                if nodeCount == YAMLLoader.maxNodes + 1 {
+                    return fail(here, "the document expands to more than \(YAMLLoader.maxNodes) nodes (too many aliases?)")
+                }
+                return .scalar(.init(value: "", quoted: false, mark: here))
+            }
+            if depth > YAMLLoader.maxDepth {
+                return fail(here, "nesting deeper than \(YAMLLoader.maxDepth) levels (a recursive alias?)")
+            }
+            switch node.pointee.type {
+            case YAML_SCALAR_NODE:
+                let scalar = node.pointee.data.scalar
+                let text = String(decoding: UnsafeBufferPointer(start: scalar.value, count: Int(scalar.length)), as: UTF8.self)
+                // libyaml's loader gives every untagged scalar the str tag, so only the
+                // style tells a quoted "null" from a plain null.
+                let quoted = scalar.style != YAML_PLAIN_SCALAR_STYLE
+                return .scalar(.init(value: text, quoted: quoted, mark: here))
+            case YAML_SEQUENCE_NODE:
+                var items: [ConfigNode] = []
+                var item = node.pointee.data.sequence.items.start
+                while item != node.pointee.data.sequence.items.top {
+                    if let child = yaml_document_get_node(document, item!.pointee) {
+                        items.append(convert(child, depth: depth + 1))
+                    }
+                    item = item! + 1
+                }
+                return .sequence(.init(items: items, mark: here))
+            case YAML_MAPPING_NODE:
+                return convertMapping(node, depth: depth, mark: here)
+            default:
+                return fail(here, "empty node")
+            }
+        }
+
+        mutating func convertMapping(_ node: UnsafeMutablePointer<yaml_node_t>, depth: Int, mark here: SourceMark) -> ConfigNode {
+            var entries: [ConfigNode.Mapping.Entry] = []
+            var merged: [ConfigNode.Mapping.Entry] = []
+            var pair = node.pointee.data.mapping.pairs.start
+            while pair != node.pointee.data.mapping.pairs.top {
+                defer { pair = pair! + 1 }
+                guard let keyNode = yaml_document_get_node(document, pair!.pointee.key),
+                      let valueNode = yaml_document_get_node(document, pair!.pointee.value) else { continue }
+                let key = convert(keyNode, depth: depth + 1)
+                guard case .scalar(let keyScalar) = key else {
+                    _ = fail(key.mark, "mapping keys must be plain text, not \(key.kindDescription)")
+                    continue
+                }
+                let value = convert(valueNode, depth: depth + 1)
+                if keyScalar.value == "<<" && !keyScalar.quoted {
+                    // YAML merge key: the entries of the merged mapping(s) count as written
+                    // here, unless this mapping sets the key itself.
+                    let sources: [ConfigNode]
+                    switch value {
+                    case .mapping: sources = [value]
+                    case .sequence(let sequence): sources = sequence.items
+                    default:
+                        _ = fail(value.mark, "a merge key '<<' needs a mapping or a list of mappings, not \(value.kindDescription)")
+                        continue
+                    }
+                    for source in sources {
+                        guard case .mapping(let mapping) = source else {
+                            _ = fail(source.mark, "a merge key '<<' needs mappings, not \(source.kindDescription)")
+                            continue
+                        }
+                        for entry in mapping.entries where !merged.contains(where: { $0.key.value == entry.key.value }) {
+                            merged.append(entry)
+                        }
+                    }
+                    continue
+                }
+                if let previous = entries.first(where: { $0.key.value == keyScalar.value }) {
+                    _ = fail(keyScalar.mark, "duplicate key '\(keyScalar.value)' (first at line \(previous.key.mark.line))")
+                    continue
+                }
+                entries.append(.init(key: keyScalar, value: value))
+            }
+            for entry in merged where !entries.contains(where: { $0.key.value == entry.key.value }) {
+                entries.append(entry)
+            }
+            return .mapping(.init(entries: entries, mark: here))
+        }
+    }
+}
