@@ -1,0 +1,116 @@
+import AsyncHTTPClient
+import HTTPTypes
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypesHTTP1
+import NIOPosix
+import Synchronization
+import VeneerCore
+
+/// ``HTTPTransport`` over AsyncHTTPClient: one client (one connection pool) per distinct
+/// set of ``TransportOptions``, on the daemon's event loops.
+public final class AsyncHTTPClientTransport: HTTPTransport {
+    let client: HTTPClient
+
+    /// Creates a transport with its own client.
+    public init(options: TransportOptions, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+        var configuration = HTTPClient.Configuration()
+        configuration.redirectConfiguration = .disallow
+        configuration.decompression = .disabled
+        configuration.timeout = .init(connect: .init(options.connectTimeout), read: nil)
+        configuration.connectionPool = .init(
+            idleTimeout: .seconds(60),
+            concurrentHTTP1ConnectionsPerHostSoftLimit: options.connectionsPerLoop ?? 128)
+        configuration.httpVersion = .automatic
+        client = HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration)
+    }
+
+    /// Sends one request and buffers the response.
+    public func send(_ request: OutboundRequest) async throws -> ProxyResponse {
+        var outbound = HTTPClientRequest(url: request.endpoint.scheme + "://" + request.endpoint.authority + request.target)
+        outbound.method = HTTPMethod(request.method)
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(request.headers.count + 1)
+        headers.add(name: "Host", value: request.endpoint.authority)
+        for field in request.headers {
+            headers.add(name: field.name.rawName, value: field.value)
+        }
+        outbound.headers = headers
+        if let body = request.body {
+            outbound.body = .bytes(body)
+        }
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(outbound, timeout: .init(request.timeout))
+        } catch {
+            throw Self.map(error, request)
+        }
+        let body: ByteBuffer
+        do {
+            body = try await response.body.collect(upTo: request.maxResponseBodySize)
+        } catch is NIOTooManyBytesError {
+            throw ProxyError.upstreamUnavailable("The upstream response is larger than \(request.maxResponseBodySize) bytes.")
+        } catch {
+            throw Self.map(error, request)
+        }
+        var fields = HTTPFields(response.headers, splitCookie: false)
+        HopByHop.strip(&fields)
+        let status = HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase)
+        return ProxyResponse(status: status, headers: fields, body: body)
+    }
+
+    static func map(_ error: any Error, _ request: OutboundRequest) -> ProxyError {
+        let target = request.endpoint.authority
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .readTimeout, .writeTimeout:
+                return .upstreamTimeout("The upstream \(target) did not answer within \(request.timeout).")
+            case .connectTimeout:
+                return .upstreamTimeout("Connecting to the upstream \(target) timed out.")
+            default:
+                return .upstreamUnavailable("The upstream \(target) failed: \(error.shortDescription).")
+            }
+        }
+        if error is CancellationError {
+            return .upstreamUnavailable("The request to the upstream \(target) was cancelled.")
+        }
+        return .upstreamUnavailable("The upstream \(target) is unreachable.")
+    }
+
+    /// Closes every connection.
+    public func shutdown() async throws {
+        try await client.shutdown()
+    }
+}
+
+/// Hands out one ``AsyncHTTPClientTransport`` per distinct ``TransportOptions`` and shuts
+/// them all down at the end.
+public final class AsyncHTTPClientTransportProvider: TransportProvider {
+    private let transports = Mutex<[TransportOptions: AsyncHTTPClientTransport]>([:])
+    private let eventLoopGroup: any EventLoopGroup
+
+    /// Creates a provider on `eventLoopGroup`.
+    public init(eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+        self.eventLoopGroup = eventLoopGroup
+    }
+
+    /// The shared transport for these options.
+    public func transport(_ options: TransportOptions) -> any HTTPTransport {
+        transports.withLock { transports in
+            if let existing = transports[options] { return existing }
+            let made = AsyncHTTPClientTransport(options: options, eventLoopGroup: eventLoopGroup)
+            transports[options] = made
+            return made
+        }
+    }
+
+    /// Shuts down every client.
+    public func shutdown() async {
+        let all = transports.withLock { transports in
+            defer { transports.removeAll() }
+            return Array(transports.values)
+        }
+        for transport in all { try? await transport.shutdown() }
+    }
+}

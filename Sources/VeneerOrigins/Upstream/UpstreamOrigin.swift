@@ -1,0 +1,43 @@
+import HTTPTypes
+import NIOCore
+import VeneerCore
+
+/// The `upstream` origin: forwards each request to the real API over a shared connection pool.
+///
+/// The path sent is rebuilt from the typed route (never the client's raw path), hop-by-hop
+/// headers are gone in both directions, `X-Forwarded-For` gets the client's address, and
+/// redirects come back to the caller instead of being followed.
+public struct UpstreamOrigin: Handler {
+    let options: UpstreamOriginOptions
+    let transport: any HTTPTransport
+    let maxResponseBodySize: Int
+
+    /// Creates an upstream origin that sends through `transport`.
+    public init(options: UpstreamOriginOptions, transport: any HTTPTransport, maxResponseBodySize: Int = 16 << 20) {
+        self.options = options
+        self.transport = transport
+        self.maxResponseBodySize = maxResponseBodySize
+    }
+
+    /// Forwards the request.
+    public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
+        var headers = request.headers
+        if let client = request.client {
+            let address = client.unmapped.description
+            if let existing = headers[.xForwardedFor], !existing.isEmpty {
+                headers[.xForwardedFor] = existing + ", " + address
+            } else {
+                headers[.xForwardedFor] = address
+            }
+        }
+        let outbound = OutboundRequest(
+            method: request.method,
+            endpoint: options.endpoint,
+            target: options.endpoint.basePath + request.pathAndQuery,
+            headers: headers,
+            body: request.body.readableBytes > 0 || request.method == .post || request.method == .put || request.method == .patch ? request.body : nil,
+            timeout: options.timeout,
+            maxResponseBodySize: maxResponseBodySize)
+        return try await transport.send(outbound)
+    }
+}

@@ -1,0 +1,63 @@
+import VeneerConfig
+import VeneerCore
+
+/// Options of the `upstream` origin, decoded once.
+public struct UpstreamOriginOptions: Sendable {
+    /// Where requests go (scheme, host, port, path prefix).
+    public var endpoint: Endpoint
+    /// How long a whole exchange may take (504 beyond).
+    public var timeout: Duration
+    /// Connection settings, shared by every origin with the same ones.
+    public var transport: TransportOptions
+
+    /// Creates options.
+    public init(endpoint: Endpoint, timeout: Duration = .seconds(10), transport: TransportOptions = TransportOptions()) {
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.transport = transport
+    }
+
+    static let docs: [OptionDoc] = [
+        OptionDoc("url", "URL", "the upstream API: http(s)://host[:port][/prefix] (required)"),
+        OptionDoc("timeout", "duration", default: "10s", "how long a request may take before 504 upstream_timeout"),
+        OptionDoc("connect_timeout", "duration", default: "2s", "how long connecting may take"),
+        OptionDoc("connections", "integer", default: "auto", "connection pool size per event loop"),
+    ]
+
+    static func decode(_ mapping: ConfigMapping) -> UpstreamOriginOptions? {
+        let urlValue = mapping.required("url")
+        let url = mapping.string("url")
+        let timeout = mapping.duration("timeout", default: .seconds(10)) ?? .seconds(10)
+        let connectTimeout = mapping.duration("connect_timeout", default: .seconds(2)) ?? .seconds(2)
+        var connections: Int?
+        if mapping["connections"]?.scalarText() == "auto" {
+            mapping.note("connections", .string("auto"))
+        } else {
+            connections = mapping.int("connections", in: 1...4096)
+            if connections == nil { mapping.note("connections", .string("auto")) }
+        }
+        if timeout <= .zero { mapping.error("timeout", "must be more than 0s") }
+        if connectTimeout <= .zero { mapping.error("connect_timeout", "must be more than 0s") }
+        guard let url else { return nil }
+        guard let endpoint = Endpoint(url: url) else {
+            urlValue?.error("\"\(url)\" is not an upstream URL (use http(s)://host[:port][/prefix], without query or credentials)")
+            return nil
+        }
+        return UpstreamOriginOptions(endpoint: endpoint, timeout: timeout,
+                                     transport: TransportOptions(connectTimeout: connectTimeout, connectionsPerLoop: connections))
+    }
+}
+
+extension UpstreamOrigin {
+    /// The `upstream` entry of the registry.
+    public static let factory = OriginFactory(
+        name: "upstream",
+        summary: "forwards to the real API over HTTP(S) with a shared connection pool",
+        options: UpstreamOriginOptions.docs,
+        decode: UpstreamOriginOptions.decode,
+        make: { options, context in
+            UpstreamOrigin(options: options, transport: context.transports.transport(options.transport),
+                           maxResponseBodySize: context.limits.responseBody)
+        }
+    )
+}
