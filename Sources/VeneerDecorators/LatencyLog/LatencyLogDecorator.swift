@@ -1,0 +1,110 @@
+import CoreMetrics
+import Foundation
+import HTTPTypes
+import NIOCore
+import Synchronization
+import VeneerCore
+
+/// `latency_log`: times everything inside it and writes one JSON line per request.
+///
+/// A line has the time, request id, method, route, path, status, duration, label and cache
+/// status; never a body, a query, a token, `Authorization` or `Cookie`. Durations also go
+/// to the `veneer_request_duration_seconds` histogram, by label, route and status.
+public struct LatencyLogDecorator: Handler {
+    let inner: any Handler
+    let options: LatencyLogOptions
+    let sink: any LogLineSink
+    let clock: any VeneerClock
+    let timers: TimerCache
+
+    /// Wraps `inner`.
+    public init(inner: any Handler, options: LatencyLogOptions, sink: any LogLineSink,
+                clock: any VeneerClock, metrics: any MetricsFactory) {
+        self.inner = inner
+        self.options = options
+        self.sink = sink
+        self.clock = clock
+        self.timers = TimerCache(label: options.label, factory: metrics)
+    }
+
+    /// Times the inner handler and logs the outcome, also when it throws.
+    public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
+        let start = clock.monotonic()
+        do {
+            let response = try await inner.handle(request)
+            record(request, status: response.status.code, error: nil,
+                   cacheStatus: response.headers[.cacheStatus], elapsed: clock.monotonic() - start)
+            return response
+        } catch {
+            let proxyError = error as? ProxyError ?? .internal
+            record(request, status: proxyError.status.code, error: proxyError.code.rawValue,
+                   cacheStatus: nil, elapsed: clock.monotonic() - start)
+            throw error
+        }
+    }
+
+    func record(_ request: ProxyRequest, status: Int, error: String?, cacheStatus: String?, elapsed: Duration) {
+        timers.timer(route: request.route.template, method: request.method.rawValue, status: status).record(elapsed)
+        var line = ByteBuffer()
+        line.reserveCapacity(256)
+        line.writeStaticString("{\"time\":\"")
+        line.writeString(Timestamp.iso8601(clock.now()))
+        line.writeStaticString("\",\"request_id\":")
+        JSONText.writeQuoted(request.requestID, into: &line)
+        line.writeStaticString(",\"method\":\"")
+        line.writeString(request.method.rawValue)
+        line.writeStaticString("\",\"route\":\"")
+        line.writeString(request.route.template)
+        line.writeStaticString("\",\"path\":\"")
+        line.writeString(request.route.path)
+        line.writeStaticString("\",\"status\":")
+        line.writeString(String(status))
+        line.writeStaticString(",\"duration_ms\":")
+        line.writeString(Timestamp.milliseconds(elapsed))
+        line.writeStaticString(",\"label\":")
+        JSONText.writeQuoted(options.label, into: &line)
+        if let cacheStatus {
+            line.writeStaticString(",\"cache\":")
+            JSONText.writeQuoted(cacheStatus, into: &line)
+        }
+        if let error {
+            line.writeStaticString(",\"error\":\"")
+            line.writeString(error)
+            line.writeStaticString("\"")
+        }
+        if let slow = options.slow, elapsed > slow {
+            line.writeStaticString(",\"slow\":true")
+        }
+        line.writeStaticString("}\n")
+        sink.write(line)
+    }
+}
+
+/// One histogram per route, method and status, created once and reused.
+final class TimerCache: Sendable {
+    private let label: String
+    private let factory: any MetricsFactory
+    private let timers = Mutex<[String: CoreMetrics.Timer]>([:])
+
+    init(label: String, factory: any MetricsFactory) {
+        self.label = label
+        self.factory = factory
+    }
+
+    func timer(route: String, method: String, status: Int) -> CoreMetrics.Timer {
+        let key = "\(method) \(route) \(status)"
+        if let timer = timers.withLock({ $0[key] }) { return timer }
+        let timer = CoreMetrics.Timer(label: "veneer_request_duration_seconds",
+                          dimensions: [("label", label), ("method", method), ("route", route), ("status", String(status))],
+                          factory: factory)
+        timers.withLock { $0[key] = timer }
+        return timer
+    }
+}
+
+extension CoreMetrics.Timer {
+    func record(_ duration: Duration) {
+        let parts = duration.components
+        recordNanoseconds(parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000)
+    }
+}
