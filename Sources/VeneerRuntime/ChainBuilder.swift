@@ -1,0 +1,34 @@
+import VeneerConfig
+import VeneerCore
+
+/// The one place where chains are assembled: the origin first, then each decorator around
+/// the handler built so far, from the last entry to the first, so that the first entry
+/// is the outermost (it sees the request first and the response last).
+public enum ChainBuilder {
+    /// Builds the handler of `spec`.
+    public static func build(_ spec: EnvironmentSpec, context: BuildContext) async throws(ConfigError) -> any Handler {
+        var handler: any Handler
+        let base = "environments.\(spec.name)"
+        do {
+            handler = try await spec.origin.factory.make(options: spec.origin.options, context: context)
+        } catch {
+            throw ConfigError([ConfigDiagnostic(mark: nil, path: "\(base).origin.\(spec.origin.name)", message: Self.describe(error))])
+        }
+        var problems: [ConfigDiagnostic] = []
+        for decorator in spec.chain.reversed() {
+            do {
+                handler = try await decorator.factory.make(options: decorator.options, inner: handler, context: context)
+            } catch {
+                problems.append(ConfigDiagnostic(mark: nil, path: "\(base).chain[\(decorator.site.index)].\(decorator.name)",
+                                                 message: Self.describe(error)))
+            }
+        }
+        if !problems.isEmpty { throw ConfigError(problems.reversed()) }
+        return handler
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? ConfigError { return error.description }
+        return String(describing: error)
+    }
+}

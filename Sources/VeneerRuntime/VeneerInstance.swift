@@ -1,0 +1,246 @@
+import Foundation
+import Logging
+import Metrics
+import NIOCore
+import NIOPosix
+import Prometheus
+import ServiceLifecycle
+import Synchronization
+import UnixSignals
+import VeneerConfig
+import VeneerCore
+import VeneerOrigins
+
+/// What a running instance is told about itself once its listeners accept connections.
+public struct ReadyInfo: Sendable {
+    /// The port of the posts API listener (useful when the configuration says port 0).
+    public let port: Int
+    /// The port of the separate admin listener, if there is one.
+    public let adminPort: Int?
+}
+
+/// How to start an instance: where its configuration comes from and what it is given.
+public struct InstanceConfiguration: Sendable {
+    /// Reads the configuration (again at each reload).
+    public var readSource: @Sendable () throws(ConfigError) -> ConfigSource
+    /// The environment to run.
+    public var environment: String
+    /// The process environment, for `${VAR}`.
+    public var variables: [String: String]
+    /// Where relative paths resolve.
+    public var workingDirectory: String
+    /// Names to factories.
+    public var registry: Registry
+    /// Time.
+    public var clock: any VeneerClock
+    /// The logger.
+    public var logger: Logger
+    /// The event loops of the listeners and the HTTP clients.
+    public var eventLoopGroup: any EventLoopGroup
+    /// Listen here instead of the environment's `listen` (the command line's `--listen`).
+    public var listenOverride: ListenAddress?
+
+    /// Creates a configuration.
+    public init(readSource: @escaping @Sendable () throws(ConfigError) -> ConfigSource, environment: String,
+                variables: [String: String] = ProcessInfo.processInfo.environment,
+                workingDirectory: String = FileManager.default.currentDirectoryPath,
+                registry: Registry = .standard, clock: any VeneerClock = SystemClock(),
+                logger: Logger = Logger(label: "veneer.runtime"),
+                eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+        self.readSource = readSource
+        self.environment = environment
+        self.variables = variables
+        self.workingDirectory = workingDirectory
+        self.registry = registry
+        self.clock = clock
+        self.logger = logger
+        self.eventLoopGroup = eventLoopGroup
+    }
+
+    /// Reads and decodes the environment: every problem at once.
+    public func loadSpec() throws(ConfigError) -> EnvironmentSpec {
+        let document = try ConfigDocument(source: try readSource())
+        var spec = try document.environment(environment, registry: registry, variables: variables, workingDirectory: workingDirectory)
+        if let listenOverride { spec.listen = listenOverride }
+        return spec
+    }
+}
+
+/// One running Veneer: its listeners, its active chain, reload and shutdown. A `Service`:
+/// run it in a `ServiceGroup` (the command line does, with SIGTERM/SIGINT as graceful
+/// shutdown signals), and it serves until graceful shutdown, draining in-flight requests.
+public final class VeneerInstance: Service, Sendable {
+    /// What it was started with.
+    public let configuration: InstanceConfiguration
+    /// The chain serving new requests.
+    public let chain: ActiveChain
+    /// Health reports of the components.
+    public let health: HealthBoard
+    /// The Prometheus registry behind `/-/metrics`.
+    public let metrics: PrometheusCollectorRegistry
+    let transports: AsyncHTTPClientTransportProvider
+    let reloadStatus = ReloadStatus()
+    let reloadLock = Mutex<Bool>(false)
+    let onReady: @Sendable (ReadyInfo) async -> Void
+    let logger: Logger
+
+    /// Builds the first chain; nothing listens until ``run()``. Throws every configuration
+    /// problem (the command line exits 78 on them).
+    public init(configuration: InstanceConfiguration, onReady: @escaping @Sendable (ReadyInfo) async -> Void = { _ in }) async throws(ConfigError) {
+        self.configuration = configuration
+        self.onReady = onReady
+        self.logger = configuration.logger
+        let spec = try configuration.loadSpec()
+        metrics = PrometheusCollectorRegistry()
+        health = HealthBoard()
+        transports = AsyncHTTPClientTransportProvider(eventLoopGroup: configuration.eventLoopGroup)
+        let carried = CarriedState()
+        let handler = try await ChainBuilder.build(spec, context: Self.context(configuration, spec: spec, metrics: metrics, transports: transports, health: health, carried: carried))
+        chain = ActiveChain(ChainGeneration(handler: handler, spec: spec, loadedAt: configuration.clock.now(), number: 1, carried: carried))
+    }
+
+    static func context(_ configuration: InstanceConfiguration, spec: EnvironmentSpec, metrics: PrometheusCollectorRegistry,
+                        transports: any TransportProvider, health: HealthBoard, carried: CarriedState) -> BuildContext {
+        var factory = PrometheusMetricsFactory(registry: metrics)
+        factory.durationHistogramBuckets["veneer_request_duration_seconds"] = [
+            .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+            .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
+            .seconds(5), .seconds(10),
+        ]
+        return BuildContext(
+            logger: configuration.logger, clock: configuration.clock, metrics: factory, transports: transports,
+            stateDirectory: spec.stateDirectory, resources: spec.resources,
+            limits: BuildLimits(responseBody: spec.limits.responseBody), carried: carried, health: health)
+    }
+
+    /// Listens and serves until graceful shutdown.
+    public func run() async throws {
+        let spec = chain.generation.spec
+        let admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus)
+        let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2, onReady: onReady)
+        var services: [any Service] = [TransportShutdown(transports: transports), ReloadOnHangup(instance: self)]
+        services.append(Listener.make(
+            address: spec.listen,
+            edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil),
+            headerLimit: spec.limits.requestHeaders, eventLoopGroup: configuration.eventLoopGroup, logger: logger,
+            onBound: { port in await readiness.bound(main: port) }))
+        if let adminListen = spec.adminListen {
+            services.append(Listener.make(
+                address: adminListen,
+                edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: true, servesAdmin: true),
+                headerLimit: spec.limits.requestHeaders, eventLoopGroup: configuration.eventLoopGroup, logger: logger,
+                onBound: { port in await readiness.bound(admin: port) }))
+        }
+        logger.info("veneer starting", metadata: [
+            "environment": .string(spec.name), "config": .string(spec.configFile), "listen": .string(spec.listen.description),
+            "chain": .string(spec.chain.map(\.name).joined(separator: " -> ") + (spec.chain.isEmpty ? "" : " -> ") + spec.origin.name),
+        ])
+        var groupConfiguration = ServiceGroupConfiguration(services: services, logger: logger)
+        groupConfiguration.maximumGracefulShutdownDuration = spec.drainTimeout
+        groupConfiguration.maximumCancellationDuration = .seconds(5)
+        try await ServiceGroup(configuration: groupConfiguration).run()
+        await releaseAll()
+        logger.info("veneer stopped", metadata: ["environment": .string(spec.name)])
+    }
+
+    /// Re-reads the configuration and swaps the chain atomically. On any problem the old
+    /// chain keeps serving and the problems are returned (and logged).
+    @discardableResult
+    public func reload() async -> Result<ChainGeneration, ConfigError> {
+        // One reload at a time: a second SIGHUP during a reload waits for the next turn.
+        while reloadLock.withLock({ busy in defer { busy = true }; return busy }) {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        defer { reloadLock.withLock { $0 = false } }
+
+        let old = chain.generation
+        do {
+            let spec = try configuration.loadSpec()
+            var warnings: [String] = []
+            if spec.listen != old.spec.listen || spec.adminListen != old.spec.adminListen {
+                warnings.append("listen addresses cannot change on reload (still \(old.spec.listen)); restart to move them")
+            }
+            if spec.limits.requestHeaders != old.spec.limits.requestHeaders {
+                warnings.append("limits.request_headers changes on restart only")
+            }
+            let carried = old.carried.next()
+            let handler = try await ChainBuilder.build(spec, context: Self.context(configuration, spec: spec, metrics: metrics, transports: transports, health: health, carried: carried))
+            let next = ChainGeneration(handler: handler, spec: spec, loadedAt: configuration.clock.now(), number: old.number + 1, carried: carried)
+            _ = chain.swap(to: next)
+            reloadStatus.set(nil)
+            for warning in warnings { logger.warning("\(warning)") }
+            logger.info("configuration reloaded", metadata: [
+                "environment": .string(spec.name), "generation": .stringConvertible(next.number),
+                "carried_over": .string(carried.keys.joined(separator: ",")),
+            ])
+            let released = carried.released()
+            if !released.isEmpty {
+                // Close what the new chain no longer uses once the old chain is idle.
+                Task { [logger] in
+                    while old.requestsInFlight > 0 { try? await Task.sleep(for: .milliseconds(20)) }
+                    for item in released { await (item as? any CarriedResource)?.close() }
+                    logger.debug("released \(released.count) object(s) of chain generation \(old.number)")
+                }
+            }
+            return .success(next)
+        } catch {
+            reloadStatus.set("\(error.diagnostics.count) problem(s): " + error.diagnostics.map(\.description).joined(separator: "; "))
+            logger.error("reload failed; the previous configuration keeps serving", metadata: ["problems": .stringConvertible(error.diagnostics.count)])
+            for diagnostic in error.diagnostics { logger.error("\(diagnostic)") }
+            return .failure(error)
+        }
+    }
+
+    func releaseAll() async {
+        let generation = chain.generation
+        for item in generation.carried.all { await (item as? any CarriedResource)?.close() }
+    }
+}
+
+/// Calls `onReady` once every listener is bound.
+actor Readiness {
+    let expected: Int
+    let onReady: @Sendable (ReadyInfo) async -> Void
+    var main: Int?
+    var admin: Int?
+
+    init(expected: Int, onReady: @escaping @Sendable (ReadyInfo) async -> Void) {
+        self.expected = expected
+        self.onReady = onReady
+    }
+
+    func bound(main port: Int) async {
+        main = port
+        await fireIfReady()
+    }
+
+    func bound(admin port: Int) async {
+        admin = port
+        await fireIfReady()
+    }
+
+    func fireIfReady() async {
+        guard let main, (expected == 1 || admin != nil) else { return }
+        await onReady(ReadyInfo(port: main, adminPort: admin))
+    }
+}
+
+/// Shuts the HTTP clients down after the listeners have drained.
+struct TransportShutdown: Service {
+    let transports: AsyncHTTPClientTransportProvider
+    func run() async throws {
+        try? await gracefulShutdown()
+        await transports.shutdown()
+    }
+}
+
+/// SIGHUP: reload the configuration.
+struct ReloadOnHangup: Service {
+    let instance: VeneerInstance
+    func run() async throws {
+        let signals = await UnixSignalsSequence(trapping: .sighup)
+        for await _ in signals.cancelOnGracefulShutdown() {
+            await instance.reload()
+        }
+    }
+}

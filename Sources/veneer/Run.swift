@@ -1,0 +1,71 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+import UnixSignals
+import VeneerConfig
+import VeneerRuntime
+
+struct Run: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve the posts API of an environment until SIGTERM or SIGINT; SIGHUP reloads the configuration.")
+
+    @OptionGroup var options: ConfigOptions
+
+    @Option(help: "Listen on this address instead of the environment's (e.g. 127.0.0.1:9000; port 0 picks a free port).")
+    var listen: String?
+
+    @Option(help: "Event-loop threads (else $VENEER_THREADS, else one per core).")
+    var threads: Int?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (else $VENEER_LOG_LEVEL, else info).")
+    var logLevel: String?
+
+    func run() async throws {
+        let levelText = logLevel ?? ProcessInfo.processInfo.environment["VENEER_LOG_LEVEL"] ?? "info"
+        guard let level = Logger.Level(rawValue: levelText) else {
+            throw ValidationError("unknown log level '\(levelText)'")
+        }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "veneer.runtime")
+        let explicit = options.config
+        let variables = options.variables
+        // Resolve the file once: a reload re-reads the same file.
+        let firstSource: ConfigSource
+        do {
+            firstSource = try options.source()
+        } catch {
+            throw failWithConfigError(error)
+        }
+        let path = firstSource.file
+        let builtIn = path == "<built-in>"
+        var listenOverride: ListenAddress?
+        if let listen {
+            guard let address = ListenAddress(listen) else { throw ValidationError("--listen: '\(listen)' is not host:port") }
+            listenOverride = address
+        }
+        var configuration = InstanceConfiguration(
+            readSource: { () throws(ConfigError) -> ConfigSource in
+                builtIn ? ConfigSource(file: path, text: ConfigLocator.builtInText) : try ConfigSource.read(explicit ?? path)
+            },
+            environment: options.environmentName,
+            variables: variables,
+            logger: logger)
+        configuration.listenOverride = listenOverride
+        let instance: VeneerInstance
+        do {
+            instance = try await VeneerInstance(configuration: configuration, onReady: { info in
+                logger.info("veneer ready", metadata: ["port": .stringConvertible(info.port)])
+            })
+        } catch {
+            throw failWithConfigError(error, context: "veneer: cannot start environment '\(options.environmentName)' from \(path)")
+        }
+        let group = ServiceGroup(configuration: .init(
+            services: [instance], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+}

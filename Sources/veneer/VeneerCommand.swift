@@ -1,0 +1,64 @@
+import ArgumentParser
+import Foundation
+import Logging
+import VeneerConfig
+import VeneerCore
+import VeneerRuntime
+
+/// `veneer`: the command line. Each subcommand lives in its own file.
+struct VeneerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "veneer",
+        abstract: "A local forwarding proxy that puts behaviours (cache, auth refresh, block list, latency log) in front of a REST API.",
+        version: VeneerVersion.text,
+        subcommands: [Run.self, Check.self, Chain.self, Decorators.self, Version.self],
+        defaultSubcommand: nil
+    )
+}
+
+/// The exit status for configuration errors (sysexits.h EX_CONFIG); systemd's
+/// `RestartPreventExitStatus=78` stops a restart loop on it.
+let exitConfigError: Int32 = 78
+
+/// Options shared by the commands that read the configuration.
+struct ConfigOptions: ParsableArguments {
+    @Option(name: .long, help: "The configuration file (else $VENEER_CONFIG, config/veneer.yaml, /etc/veneer/veneer.yaml, the built-in default).")
+    var config: String?
+
+    @Option(name: [.customShort("e"), .long], help: "The environment (else $VENEER_ENV, else development).")
+    var environment: String?
+
+    var variables: [String: String] { ProcessInfo.processInfo.environment }
+
+    func source() throws(ConfigError) -> ConfigSource {
+        try ConfigLocator.source(explicit: config, variables: variables)
+    }
+
+    var environmentName: String { ConfigLocator.environment(explicit: environment, variables: variables) }
+}
+
+/// Prints configuration problems to stderr and exits 78.
+func failWithConfigError(_ error: ConfigError, context: String? = nil) -> ExitCode {
+    var stderr = StandardError()
+    if let context { print(context, to: &stderr) }
+    for diagnostic in error.diagnostics { print("error: \(diagnostic)", to: &stderr) }
+    print("\(error.diagnostics.count) configuration error\(error.diagnostics.count == 1 ? "" : "s")", to: &stderr)
+    return ExitCode(exitConfigError)
+}
+
+struct StandardError: TextOutputStream {
+    mutating func write(_ string: String) {
+        FileHandle.standardError.write(Data(string.utf8))
+    }
+}
+
+enum VeneerVersion {
+    static let text = "0.1.0"
+}
+
+struct Version: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print the version.")
+    func run() {
+        print("veneer \(VeneerVersion.text)")
+    }
+}
