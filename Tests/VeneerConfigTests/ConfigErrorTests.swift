@@ -1,0 +1,126 @@
+import Testing
+import VeneerConfig
+import VeneerCore
+
+@Suite("Configuration errors: each with file, line, column and key path, all at once")
+struct ConfigErrorTests {
+    @Test("a bad duration names its place and how to write one")
+    func badDuration() {
+        let yaml = """
+            version: 1
+            environments:
+              production:
+                origin:
+                  upstream: { url: https://api.example.com }
+                chain:
+                  - latency_log
+                  - cache: { ttl: 5 minutes }
+            """
+        #expect(problems(yaml, environment: "production") == [
+            #"veneer.yaml:8:23: environments.production.chain[1].cache.ttl: "5 minutes" is not a duration (use e.g. 30s, 5m, 1h)"#,
+        ])
+    }
+
+    @Test("unknown keys are errors with a did-you-mean, at the key")
+    func unknownKey() {
+        let yaml = """
+            environments:
+              development:
+                origin: { mock: {} }
+                chain:
+                  - cache: { tll: 30s }
+                listn: 127.0.0.1:8080
+            """
+        #expect(problems(yaml) == [
+            "veneer.yaml:5:18: environments.development.chain[0].cache.tll: unknown key 'tll' (did you mean 'ttl'?)",
+            "veneer.yaml:6:5: environments.development.listn: unknown key 'listn' (did you mean 'listen'?)",
+        ])
+    }
+
+    @Test("unknown decorator and origin names are errors with a did-you-mean and the known names")
+    func unknownNames() {
+        let yaml = """
+            environments:
+              development:
+                origin: { mokc: {} }
+                chain: [latency_log, cahce]
+            """
+        #expect(problems(yaml) == [
+            "veneer.yaml:3:15: environments.development.origin.mokc: unknown origin 'mokc' (did you mean 'mock'?) (known: mock, upstream)",
+            "veneer.yaml:4:26: environments.development.chain[1]: unknown decorator 'cahce' (did you mean 'cache'?) (known: auth_refresh, cache, latency_log)",
+        ])
+    }
+
+    @Test("every problem is reported in one go, in file order")
+    func allAtOnce() {
+        let yaml = """
+            environments:
+              development:
+                listen: localhost
+                origin: { upstream: { url: https://x, timeout: soon } }
+                chain:
+                  - cache: { ttl: 1h, max_bytes: lots, max_entries: -5 }
+                  - cache: { store: locl }
+                resources: [posts, "bad name"]
+            """
+        let found = problems(yaml)
+        #expect(found == [
+            #"veneer.yaml:3:13: environments.development.listen: "localhost" is not a listen address (use e.g. 127.0.0.1:8080 or [::1]:8080)"#,
+            #"veneer.yaml:4:52: environments.development.origin.upstream.timeout: "soon" is not a duration (use e.g. 30s, 5m, 1h)"#,
+            #"veneer.yaml:6:38: environments.development.chain[0].cache.max_bytes: "lots" is not a size (use e.g. 512KB, 10MB, 1GB)"#,
+            "veneer.yaml:6:57: environments.development.chain[0].cache.max_entries: -5 is out of range (1...1000000)",
+            "veneer.yaml:7:25: environments.development.chain[1].cache.store: no store named 'locl' (stores: memory)",
+            #"veneer.yaml:8:24: environments.development.resources[1]: "bad name" is not a collection name (letters, digits, '-', '_')"#,
+        ])
+    }
+
+    @Test("YAML syntax errors carry libyaml's line and column")
+    func syntax() {
+        let yaml = "environments:\n  development:\n    origin: { mock: {}\n    chain: []\n"
+        let found = problems(yaml)
+        #expect(found.count == 1)
+        #expect(found.first?.hasPrefix("veneer.yaml:4:") == true)
+        #expect(found.first?.contains("YAML syntax error") == true)
+    }
+
+    @Test("duplicate keys, a second document and another version are errors")
+    func structure() {
+        #expect(problems("environments:\n  development:\n    origin: { mock: {} }\n    origin: { mock: {} }\n") == [
+            "veneer.yaml:4:5: duplicate key 'origin' (first at line 3)",
+        ])
+        #expect(problems("environments: {development: {origin: {mock: {}}}}\n---\nx: 1\n") == [
+            "veneer.yaml:2:1: a configuration file holds one YAML document; remove the second one (after '---')",
+        ])
+        #expect(problems("version: 2\nenvironments: {development: {origin: {mock: {}}}}\n") == [
+            "veneer.yaml:1:10: version: version 2 is not supported; this Veneer reads version 1",
+        ])
+        #expect(problems("environments: {development: {origin: {mock: {}}}}\nenvironmnts: {}\n") == [
+            "veneer.yaml:2:1: environmnts: unknown key 'environmnts' (did you mean 'environments'?)",
+        ])
+    }
+
+    @Test("an environment that does not exist is named with a did-you-mean")
+    func unknownEnvironment() {
+        let yaml = "environments: {development: {origin: {mock: {}}}, production: {origin: {mock: {}}}}"
+        #expect(problems(yaml, environment: "prodution") == [
+            "veneer.yaml: no environment 'prodution' (did you mean 'production'?) (defined: development, production)",
+        ])
+    }
+
+    @Test("an origin is required, and is exactly one of the registered kinds")
+    func origin() {
+        #expect(problems("environments: {development: {chain: []}}") == [
+            "veneer.yaml:1:29: environments.development.origin: required",
+        ])
+        #expect(problems("environments: {development: {origin: {mock: {}, upstream: {url: 'http://x'}}}}") == [
+            "veneer.yaml:1:38: environments.development.origin: an origin is one of: { mock: {...} }, { upstream: {...} }",
+        ])
+    }
+
+    @Test("chain entries are names or one-key mappings")
+    func chainEntries() {
+        #expect(problems("environments: {development: {origin: {mock: {}}, chain: [{cache: {}, latency_log: {}}]}}") == [
+            "veneer.yaml:1:58: environments.development.chain[0]: a chain entry is a decorator name or a one-key mapping 'name: {options}'",
+        ])
+    }
+}

@@ -1,0 +1,77 @@
+import HTTPTypes
+import Testing
+import VeneerCore
+
+@Suite("Addresses, endpoints and ids")
+struct AddressTests {
+    @Test("IPv4 and IPv6 addresses parse and print canonically", arguments: [
+        ("127.0.0.1", "127.0.0.1"), ("::1", "::1"), ("2001:db8:0:0:0:0:2:1", "2001:db8::2:1"),
+        ("::ffff:10.0.0.1", "::ffff:a00:1"), ("fe80::", "fe80::"), ("1:0:0:2:0:0:0:3", "1:0:0:2::3"),
+    ])
+    func parse(_ text: String, _ printed: String) throws {
+        let address = try #require(ClientAddress(text))
+        #expect(address.description == printed)
+    }
+
+    @Test("malformed addresses are rejected", arguments: ["256.0.0.1", "1.2.3", "01.2.3.4", "1::2::3", "::g", "", "1.2.3.4.5", "fe80::1%eth0"])
+    func malformed(_ text: String) {
+        #expect(ClientAddress(text) == nil)
+    }
+
+    @Test("loopback covers 127/8, ::1 and mapped IPv4 loopback")
+    func loopback() throws {
+        #expect(try #require(ClientAddress("127.4.5.6")).isLoopback)
+        #expect(try #require(ClientAddress("::1")).isLoopback)
+        #expect(try #require(ClientAddress("::ffff:127.0.0.1")).isLoopback)
+        #expect(try !#require(ClientAddress("10.0.0.1")).isLoopback)
+    }
+
+    @Test("upstream URLs parse into endpoints")
+    func endpoints() throws {
+        let plain = try #require(Endpoint(url: "https://api.example.com"))
+        #expect(plain.port == 443 && plain.basePath == "" && plain.authority == "api.example.com")
+        let prefixed = try #require(Endpoint(url: "http://127.0.0.1:9000/v1/"))
+        #expect(prefixed.port == 9000 && prefixed.basePath == "/v1" && prefixed.authority == "127.0.0.1:9000")
+        let v6 = try #require(Endpoint(url: "http://[::1]:81"))
+        #expect(v6.host == "::1" && v6.authority == "[::1]:81")
+        for bad in ["ftp://x", "http://", "http://user:pw@x", "http://x?q=1", "http://x:0", "http://x:99999", "api.example.com"] {
+            #expect(Endpoint(url: bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test("ids: posts take canonical integers, string ids take unreserved characters but never dot segments")
+    func ids() {
+        #expect(Resource.posts.canonicalID("007") == "7")
+        #expect(Resource.posts.canonicalID("-1") == nil)
+        #expect(Resource.posts.canonicalID("1.css") == nil)
+        #expect(Resource.posts.canonicalID("99999999999999999999") == nil)
+        let comments = Resource(name: "comments", kind: .string)
+        #expect(comments.canonicalID("a-b_c.d~e") == "a-b_c.d~e")
+        #expect(comments.canonicalID("..") == nil)
+        #expect(comments.canonicalID(".") == nil)
+        #expect(comments.canonicalID("a%2f") == nil)
+        #expect(comments.canonicalID("a;b") == nil)
+    }
+}
+
+@Suite("Hop-by-hop headers")
+struct HopByHopTests {
+    @Test("removes the RFC 9110 fields, those named in Connection, and Content-Length")
+    func strip() {
+        var fields: HTTPFields = [
+            .connection: "keep-alive, X-Secret-Hop", .init("Keep-Alive")!: "timeout=5", .te: "trailers",
+            .transferEncoding: "chunked", .upgrade: "h2c", .init("X-Secret-Hop")!: "1", .init("Proxy-Authorization")!: "Basic x",
+            .contentLength: "3", .accept: "application/json", .authorization: "Bearer t",
+        ]
+        HopByHop.strip(&fields)
+        #expect(fields.map(\.name.canonicalName) == ["accept", "authorization"])
+    }
+
+    @Test("leaves end-to-end fields alone")
+    func keeps() {
+        var fields: HTTPFields = [.accept: "*/*", .init("X-Request-Id")!: "abc"]
+        let before = fields
+        HopByHop.strip(&fields)
+        #expect(fields == before)
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+import HTTPTypes
+import Metrics
+import NIOCore
+import Prometheus
+import Testing
+import VeneerCore
+import VeneerDecorators
+import VeneerTestSupport
+
+@Suite("latency_log")
+struct LatencyLogTests {
+    func decorator(_ inner: any Handler, options: LatencyLogOptions = LatencyLogOptions(label: "0"), clock: any VeneerClock = ManualClock(),
+                   sink: CollectingSink = CollectingSink(), registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) -> LatencyLogDecorator {
+        LatencyLogDecorator(inner: inner, options: options, sink: sink, clock: clock, metrics: PrometheusMetricsFactory(registry: registry))
+    }
+
+    func object(_ line: String) throws -> [String: Any] {
+        try #require(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+    }
+
+    @Test("one JSON line per request with time, id, method, route, path, status, duration, label and cache status")
+    func line() async throws {
+        let clock = ManualClock()
+        let sink = CollectingSink()
+        let inner = RecordingHandler { _ in
+            clock.advance(by: .milliseconds(42))
+            return ProxyResponse(status: .ok, headers: [.cacheStatus: "veneer; hit"], body: ByteBuffer(string: "{}"))
+        }
+        let log = decorator(inner, clock: clock, sink: sink)
+        _ = try await log.handle(ProxyRequest(method: .get, route: .item(.posts, "13"), requestID: "req-1"))
+        #expect(sink.lines.count == 1)
+        let fields = try object(try #require(sink.lines.first))
+        #expect(fields["request_id"] as? String == "req-1")
+        #expect(fields["method"] as? String == "GET")
+        #expect(fields["route"] as? String == "/posts/{id}")
+        #expect(fields["path"] as? String == "/posts/13")
+        #expect(fields["status"] as? Int == 200)
+        #expect(fields["duration_ms"] as? Double == 42)
+        #expect(fields["label"] as? String == "0")
+        #expect(fields["cache"] as? String == "veneer; hit")
+        #expect((fields["time"] as? String)?.hasSuffix("Z") == true)
+        #expect(fields["slow"] == nil)
+    }
+
+    @Test("requests over the slow threshold are flagged")
+    func slow() async throws {
+        let clock = ManualClock()
+        let sink = CollectingSink()
+        let inner = RecordingHandler { request in
+            clock.advance(by: request.route.id == "1" ? .milliseconds(600) : .milliseconds(100))
+            return ProxyResponse(status: .ok)
+        }
+        let log = decorator(inner, options: LatencyLogOptions(label: "edge", slow: .milliseconds(500)), clock: clock, sink: sink)
+        _ = try await log.handle(.getPost(1))
+        _ = try await log.handle(.getPost(2))
+        #expect(try sink.lines.map { try object($0)["slow"] as? Bool } == [true, nil])
+    }
+
+    @Test("errors thrown inside are logged with their status and code, then passed on")
+    func errors() async throws {
+        let sink = CollectingSink()
+        let log = decorator(RecordingHandler { _ in throw ProxyError.upstreamTimeout("slow") }, sink: sink)
+        await #expect(throws: ProxyError.upstreamTimeout("slow")) { _ = try await log.handle(.getPost(1)) }
+        let fields = try object(try #require(sink.lines.first))
+        #expect(fields["status"] as? Int == 504)
+        #expect(fields["error"] as? String == "upstream_timeout")
+    }
+
+    @Test("never logs bodies, queries, Authorization, Cookie or tokens")
+    func secrets() async throws {
+        let sink = CollectingSink()
+        let log = decorator(RecordingHandler { _ in
+            ProxyResponse(status: .ok, headers: [.setCookie: "session=SETCOOKIE"], body: ByteBuffer(string: #"{"secret":"RESPONSEBODY"}"#))
+        }, sink: sink)
+        _ = try await log.handle(ProxyRequest(
+            method: .post, route: .list(.posts), query: "access_token=QUERYTOKEN",
+            headers: [.authorization: "Bearer BEARERTOKEN", .cookie: "session=COOKIEVALUE"],
+            body: ByteBuffer(string: #"{"title":"REQUESTBODY","body":"b"}"#)))
+        let line = try #require(sink.lines.first)
+        for secret in ["SETCOOKIE", "RESPONSEBODY", "QUERYTOKEN", "BEARERTOKEN", "COOKIEVALUE", "REQUESTBODY"] {
+            #expect(!line.contains(secret), "\(secret) leaked into \(line)")
+        }
+    }
+
+    @Test("several in one chain measure different spans, told apart by label")
+    func nested() async throws {
+        let clock = ManualClock()
+        let sink = CollectingSink()
+        let origin = RecordingHandler { _ in clock.advance(by: .milliseconds(10)); return ProxyResponse(status: .ok) }
+        let inner = decorator(origin, options: LatencyLogOptions(label: "network"), clock: clock, sink: sink)
+        let middle = RecordingHandler { request in clock.advance(by: .milliseconds(5)); return try await inner.handle(request) }
+        let outer = decorator(middle, options: LatencyLogOptions(label: "total"), clock: clock, sink: sink)
+        _ = try await outer.handle(.getPost(1))
+        let lines = try sink.lines.map { try object($0) }
+        #expect(lines.map { $0["label"] as? String } == ["network", "total"])
+        #expect(lines.map { $0["duration_ms"] as? Double } == [10, 15])
+    }
+
+    @Test("durations feed the veneer_request_duration_seconds histogram")
+    func histogram() async throws {
+        let registry = PrometheusCollectorRegistry()
+        let clock = ManualClock()
+        let log = decorator(RecordingHandler { _ in clock.advance(by: .milliseconds(3)); return ProxyResponse(status: .ok) },
+                            options: LatencyLogOptions(label: "0"), clock: clock, registry: registry)
+        _ = try await log.handle(.getPost(1))
+        _ = try await log.handle(.getPost(2))
+        let text = registry.emitToString()
+        #expect(text.contains(#"veneer_request_duration_seconds_count{label="0",method="GET",route="/posts/{id}",status="200"} 2"#))
+        #expect(text.contains(#"veneer_request_duration_seconds_sum{label="0",method="GET",route="/posts/{id}",status="200"} 0.006"#))
+    }
+
+    @Test("a log file is appended to and reopened, so that rotation by rename works")
+    func fileRotation() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("veneer-log-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/latency.log"
+        let sink = try AppendingFileSink(path: path)
+        let log = LatencyLogDecorator(inner: RecordingHandler(), options: LatencyLogOptions(label: "0", file: path), sink: sink,
+                                      clock: ManualClock(), metrics: PrometheusMetricsFactory(registry: PrometheusCollectorRegistry()))
+        _ = try await log.handle(.getPost(1))
+        try FileManager.default.moveItem(atPath: path, toPath: path + ".1")
+        _ = try await log.handle(.getPost(2))
+        try sink.reopen()
+        _ = try await log.handle(.getPost(3))
+        let rotated = try String(contentsOfFile: path + ".1", encoding: .utf8)
+        let current = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(rotated.split(separator: "\n").count == 2)
+        #expect(current.split(separator: "\n").count == 1 && current.contains("/posts/3"))
+    }
+}

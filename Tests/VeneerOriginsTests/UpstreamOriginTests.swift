@@ -1,0 +1,138 @@
+import HTTPTypes
+import NIOCore
+import NIOPosix
+import Testing
+import VeneerCore
+import VeneerOrigins
+import VeneerTestSupport
+
+@Suite("Upstream origin against a real local upstream")
+struct UpstreamOriginTests {
+    func origin(_ url: String, timeout: Duration = .seconds(5)) -> (UpstreamOrigin, AsyncHTTPClientTransportProvider) {
+        let provider = AsyncHTTPClientTransportProvider()
+        let options = UpstreamOriginOptions(endpoint: Endpoint(url: url)!, timeout: timeout,
+                                            transport: TransportOptions(connectTimeout: .seconds(1)))
+        return (UpstreamOrigin(options: options, transport: provider.transport(options.transport)), provider)
+    }
+
+    @Test("forwards method, canonical path under the prefix, query, body and end-to-end headers")
+    func forwards() async throws {
+        try await withTestUpstream({ _ in .json(#"{"id":5,"title":"t","body":"b","extra":1}"#, status: 201, headers: [("X-Upstream", "yes")]) }) { (upstream: TestUpstream) async throws in
+            let (origin, provider) = origin(upstream.url + "/v1")
+            defer { Task { await provider.shutdown() } }
+            let request = ProxyRequest(
+                method: .post, route: .list(.posts), query: "a=1&b=%20", headers: [.accept: "application/json", .xRequestID: "rid-1"],
+                body: ByteBuffer(string: #"{"title":"t","body":"b"}"#), client: ClientAddress("10.1.2.3"), requestID: "rid-1")
+            let response = try await origin.handle(request)
+            #expect(response.status == .created)
+            #expect(String(buffer: response.body).contains(#""extra":1"#))
+            #expect(response.headers[HTTPField.Name("X-Upstream")!] == "yes")
+            let received = try #require(upstream.requests.first)
+            #expect(received.method == "POST")
+            #expect(received.target == "/v1/posts?a=1&b=%20")
+            #expect(received.host == "127.0.0.1:\(upstream.port)")
+            #expect(received.text == #"{"title":"t","body":"b"}"#)
+            #expect(received.header("accept") == "application/json")
+            #expect(received.header("x-request-id") == "rid-1")
+            #expect(received.header("x-forwarded-for") == "10.1.2.3")
+        }
+    }
+
+    @Test("X-Forwarded-For is appended to, not replaced")
+    func forwardedFor() async throws {
+        try await withTestUpstream({ _ in .json("{}") }) { (upstream: TestUpstream) async throws in
+            let (origin, provider) = origin(upstream.url)
+            defer { Task { await provider.shutdown() } }
+            _ = try await origin.handle(ProxyRequest(method: .get, route: .item(.posts, "1"), headers: [.xForwardedFor: "203.0.113.9"],
+                                                     client: ClientAddress("::ffff:127.0.0.1")))
+            #expect(upstream.requests.first?.header("x-forwarded-for") == "203.0.113.9, 127.0.0.1")
+        }
+    }
+
+    @Test("hop-by-hop headers of the upstream's response are not passed back")
+    func responseHopByHop() async throws {
+        try await withTestUpstream({ _ in
+            .json("{}", headers: [("Connection", "X-Hop"), ("X-Hop", "1"), ("Keep-Alive", "timeout=5"), ("X-End", "2")])
+        }) { (upstream: TestUpstream) async throws in
+            // The upstream really sends them...
+            let direct = try await RawHTTP.request(port: upstream.port, "GET", "/posts/1")
+            #expect(direct.header("X-Hop") == "1" && direct.header("Keep-Alive") == "timeout=5")
+            // ...and the origin drops them.
+            let (origin, provider) = origin(upstream.url)
+            defer { Task { await provider.shutdown() } }
+            let response = try await origin.handle(.getPost(1))
+            #expect(response.headers[HTTPField.Name("X-Hop")!] == nil)
+            #expect(response.headers[HTTPField.Name("Keep-Alive")!] == nil)
+            #expect(response.headers[.connection] == nil)
+            #expect(response.headers[HTTPField.Name("X-End")!] == "2")
+        }
+    }
+
+    @Test("redirects come back to the caller instead of being followed")
+    func redirects() async throws {
+        try await withTestUpstream({ _ in UpstreamReply(status: 302, headers: [("Location", "/posts/2")], body: "") }) { (upstream: TestUpstream) async throws in
+            let (origin, provider) = origin(upstream.url)
+            defer { Task { await provider.shutdown() } }
+            let response = try await origin.handle(.getPost(1))
+            #expect(response.status == .found)
+            #expect(response.headers[.location] == "/posts/2")
+            #expect(upstream.count == 1)
+        }
+    }
+
+    @Test("upstream 4xx and 5xx answers are passed through unchanged")
+    func upstreamErrors() async throws {
+        try await withTestUpstream({ _ in .json(#"{"message":"nope"}"#, status: 503, headers: [("Retry-After", "7")]) }) { (upstream: TestUpstream) async throws in
+            let (origin, provider) = origin(upstream.url)
+            defer { Task { await provider.shutdown() } }
+            let response = try await origin.handle(.getPost(1))
+            #expect(response.status == .serviceUnavailable)
+            #expect(String(buffer: response.body) == #"{"message":"nope"}"#)
+            #expect(response.headers[.retryAfter] == "7")
+        }
+    }
+
+    @Test("an unreachable upstream is 502 upstream_unavailable")
+    func unreachable() async throws {
+        let port = try await freePort()
+        let (origin, provider) = origin("http://127.0.0.1:\(port)")
+        defer { Task { await provider.shutdown() } }
+        await #expect(throws: ProxyError.self) {
+            do {
+                _ = try await origin.handle(.getPost(1))
+            } catch let error as ProxyError {
+                #expect(error.code == .upstreamUnavailable)
+                throw error
+            }
+        }
+    }
+
+    @Test("a slow upstream is 504 upstream_timeout after the timeout")
+    func timeout() async throws {
+        try await withTestUpstream({ _ in UpstreamReply(body: "{}", delay: .seconds(3)) }) { (upstream: TestUpstream) async throws in
+            let (origin, provider) = origin(upstream.url, timeout: .milliseconds(300))
+            defer { Task { await provider.shutdown() } }
+            let start = ContinuousClock.now
+            do {
+                _ = try await origin.handle(.getPost(1))
+                Issue.record("expected a timeout")
+            } catch let error as ProxyError {
+                #expect(error.code == .upstreamTimeout)
+            }
+            #expect(ContinuousClock.now - start < .seconds(2))
+        }
+    }
+
+    @Test("a response larger than the limit is refused, not buffered")
+    func oversized() async throws {
+        try await withTestUpstream({ _ in .json(String(repeating: "x", count: 10_000)) }) { (upstream: TestUpstream) async throws in
+            let provider = AsyncHTTPClientTransportProvider()
+            defer { Task { await provider.shutdown() } }
+            let options = UpstreamOriginOptions(endpoint: Endpoint(url: upstream.url)!)
+            let origin = UpstreamOrigin(options: options, transport: provider.transport(options.transport), maxResponseBodySize: 1000)
+            await #expect(throws: ProxyError.upstreamUnavailable("The upstream response is larger than 1000 bytes.")) {
+                _ = try await origin.handle(.getPost(1))
+            }
+        }
+    }
+}

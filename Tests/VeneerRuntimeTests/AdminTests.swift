@@ -1,0 +1,70 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Testing
+@testable import VeneerRuntime
+import VeneerCore
+import VeneerTestSupport
+
+@Suite("Admin API under /-/")
+struct AdminTests {
+    @Test("health says ok with the environment; chain shows the active chain; metrics are Prometheus text")
+    func endpoints() async throws {
+        let yaml = "environments: {development: {origin: {mock: {}}, chain: [{latency_log: {label: edge, slow: 1s}}]}}"
+        try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
+            _ = try await veneer.request("GET", "/posts")
+            let health = try await veneer.request("GET", "/-/health")
+            #expect(health.status == 200)
+            #expect(health.json?["status"] as? String == "ok")
+            #expect(health.json?["environment"] as? String == "development")
+            let chain = try await veneer.request("GET", "/-/chain")
+            let links = try #require(chain.json?["chain"] as? [[String: Any]])
+            #expect((links.first?["latency_log"] as? [String: Any])?["label"] as? String == "edge")
+            #expect((chain.json?["origin"] as? [String: Any])?["mock"] != nil)
+            let metrics = try await veneer.request("GET", "/-/metrics")
+            #expect(metrics.header("Content-Type")?.hasPrefix("text/plain") == true)
+            #expect(metrics.text.contains(#"veneer_request_duration_seconds_count{label="edge",method="GET",route="/posts",status="200"} 1"#))
+        }
+    }
+
+    @Test("health turns 503 degraded with the reasons a component reports")
+    func degraded() async throws {
+        try await withVeneer(yaml: "environments: {development: {origin: {mock: {}}}}") { (veneer: RunningVeneer) async throws in
+            veneer.instance.health.report("auth_refresh", .degraded("refresh token rejected (invalid_grant)"))
+            let health = try await veneer.request("GET", "/-/health")
+            #expect(health.status == 503)
+            #expect(health.json?["status"] as? String == "degraded")
+            #expect(health.json?["problems"] as? [String] == ["auth_refresh: refresh token rejected (invalid_grant)"])
+        }
+    }
+
+    @Test("the admin API answers loopback clients only")
+    func loopbackOnly() async throws {
+        try await withVeneer(yaml: "environments: {development: {origin: {mock: {}}}}") { (veneer: RunningVeneer) async throws in
+            let admin = AdminAPI(chain: veneer.instance.chain, health: veneer.instance.health, metrics: veneer.instance.metrics,
+                                 reloadStatus: ReloadStatus())
+            let edge = ProxyEdge(chain: veneer.instance.chain, admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true)
+            let request = Request(head: HTTPRequest(method: .get, scheme: "http", authority: "x", path: "/-/health"),
+                                  body: RequestBody(buffer: ByteBuffer()))
+            let (remote, _) = await edge.respond(to: request, client: ClientAddress("192.0.2.7"))
+            #expect(remote.status == .notFound)
+            let (local, _) = await edge.respond(to: request, client: ClientAddress("127.0.0.1"))
+            #expect(local.status == .ok)
+            let (ipv6, _) = await edge.respond(to: request, client: ClientAddress("::1"))
+            #expect(ipv6.status == .ok)
+        }
+    }
+
+    @Test("admin: {listen: ...} moves the admin API to its own listener")
+    func separateListener() async throws {
+        let adminPort = try await freePort()
+        let yaml = "environments: {development: {origin: {mock: {}}, admin: {listen: \"127.0.0.1:\(adminPort)\"}}}"
+        try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
+            #expect(veneer.adminPort == adminPort)
+            #expect(try await veneer.request("GET", "/-/health").status == 404)
+            #expect(try await RawHTTP.request(port: adminPort, "GET", "/-/health").status == 200)
+            #expect(try await RawHTTP.request(port: adminPort, "GET", "/posts").status == 404)
+        }
+    }
+}

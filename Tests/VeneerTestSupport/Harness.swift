@@ -1,0 +1,67 @@
+import Foundation
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+import VeneerConfig
+import VeneerCore
+import VeneerRuntime
+
+/// A Veneer instance running in-process for a test, on a free port.
+public struct RunningVeneer: Sendable {
+    /// The instance.
+    public let instance: VeneerInstance
+    /// Its posts API port.
+    public let port: Int
+    /// Its admin port, when separate.
+    public let adminPort: Int?
+
+    /// Sends a request to it.
+    public func request(_ method: String = "GET", _ target: String, headers: [(String, String)] = [], body: String? = nil) async throws -> RawResponse {
+        try await RawHTTP.request(port: port, method, target, headers: headers, body: body)
+    }
+}
+
+/// A logger that stays quiet unless a test asks otherwise.
+public func quietLogger(_ label: String = "veneer.test") -> Logger {
+    var logger = Logger(label: label)
+    logger.logLevel = .critical
+    return logger
+}
+
+/// Starts Veneer from YAML text (listening on a free port), runs `body`, then shuts it
+/// down gracefully and waits for it to stop.
+public func withVeneer<T>(
+    yaml: String,
+    environment: String = "development",
+    variables: [String: String] = [:],
+    registry: Registry = .standard,
+    clock: any VeneerClock = SystemClock(),
+    workingDirectory: String = FileManager.default.currentDirectoryPath,
+    yamlProvider: (@Sendable () -> String)? = nil,
+    _ body: (RunningVeneer) async throws -> T
+) async throws -> T {
+    let fixed = yaml
+    var configuration = InstanceConfiguration(
+        readSource: { () throws(ConfigError) -> ConfigSource in ConfigSource(file: "test.yaml", text: yamlProvider?() ?? fixed) },
+        environment: environment, variables: variables, workingDirectory: workingDirectory,
+        registry: registry, clock: clock, logger: quietLogger())
+    configuration.listenOverride = ListenAddress(host: "127.0.0.1", port: 0)
+    let (stream, continuation) = AsyncStream<ReadyInfo>.makeStream()
+    let instance = try await VeneerInstance(configuration: configuration, onReady: { continuation.yield($0) })
+    let group = ServiceGroup(configuration: .init(services: [instance], logger: quietLogger()))
+    let task = Task { try await group.run() }
+    var iterator = stream.makeAsyncIterator()
+    guard let ready = await iterator.next() else { throw CancellationError() }
+    let running = RunningVeneer(instance: instance, port: ready.port, adminPort: ready.adminPort)
+    do {
+        let result = try await body(running)
+        await group.triggerGracefulShutdown()
+        try await task.value
+        return result
+    } catch {
+        await group.triggerGracefulShutdown()
+        _ = try? await task.value
+        throw error
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+
+/// What a ``TestUpstream`` received.
+public struct RecordedRequest: Sendable {
+    /// The method.
+    public let method: String
+    /// The request target exactly as received (path and query).
+    public let target: String
+    /// The `Host` the proxy sent.
+    public let host: String?
+    /// Every header field, names lower-cased.
+    public let headers: [(name: String, value: String)]
+    /// The body.
+    public let body: [UInt8]
+
+    /// The first value of a header.
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name == name.lowercased() }?.value
+    }
+
+    /// The body as text.
+    public var text: String { String(decoding: body, as: UTF8.self) }
+}
+
+/// What a ``TestUpstream`` answers.
+public struct UpstreamReply: Sendable {
+    /// Status code.
+    public var status: Int
+    /// Header fields.
+    public var headers: [(String, String)]
+    /// Body.
+    public var body: String
+    /// Wait this long before answering.
+    public var delay: Duration
+
+    /// Creates a reply.
+    public init(status: Int = 200, headers: [(String, String)] = [("Content-Type", "application/json")], body: String = "{}", delay: Duration = .zero) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.delay = delay
+    }
+
+    /// A JSON reply.
+    public static func json(_ body: String, status: Int = 200, headers: [(String, String)] = []) -> UpstreamReply {
+        UpstreamReply(status: status, headers: [("Content-Type", "application/json")] + headers, body: body)
+    }
+}
+
+/// A real HTTP upstream for tests: Hummingbird on 127.0.0.1 and a free port, answering
+/// with a closure and counting and recording every request it receives.
+public final class TestUpstream: Sendable {
+    /// The port it listens on.
+    public let port: Int
+    private let recorded: RequestLog
+    private let group: ServiceGroup
+    private let task: Task<Void, any Error>
+
+    /// The requests received so far.
+    public var requests: [RecordedRequest] { recorded.all }
+    /// How many requests were received.
+    public var count: Int { recorded.all.count }
+    /// Forgets what was recorded so far.
+    public func reset() { recorded.reset() }
+    /// `http://127.0.0.1:PORT`.
+    public var url: String { "http://127.0.0.1:\(port)" }
+
+    /// Starts an upstream; stop it with ``stop()`` (or use ``withTestUpstream(_:_:)``).
+    public static func start(_ handler: @escaping @Sendable (RecordedRequest) async throws -> UpstreamReply) async throws -> TestUpstream {
+        let recorded = RequestLog()
+        let responder = CallbackResponder { request, context in
+            var body = try await request.body.collect(upTo: 64 << 20)
+            let bytes = body.readBytes(length: body.readableBytes) ?? []
+            let record = RecordedRequest(
+                method: request.method.rawValue, target: request.head.path ?? "", host: request.head.authority,
+                headers: request.headers.map { ($0.name.canonicalName, $0.value) }, body: bytes)
+            recorded.append(record)
+            let reply = try await handler(record)
+            if reply.delay > .zero { try await Task.sleep(for: reply.delay) }
+            var fields = HTTPFields()
+            for (name, value) in reply.headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
+            return Response(status: .init(code: reply.status), headers: fields, body: .init(byteBuffer: ByteBuffer(string: reply.body)))
+        }
+        let (stream, continuation) = AsyncStream<Int>.makeStream()
+        var logger = Logger(label: "test-upstream")
+        logger.logLevel = .warning
+        let app = Application(
+            responder: responder,
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
+            logger: logger)
+        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        let task = Task { try await group.run() }
+        var iterator = stream.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CancellationError() }
+        return TestUpstream(port: port, recorded: recorded, group: group, task: task)
+    }
+
+    private init(port: Int, recorded: RequestLog, group: ServiceGroup, task: Task<Void, any Error>) {
+        self.port = port
+        self.recorded = recorded
+        self.group = group
+        self.task = task
+    }
+
+    /// Stops the server.
+    public func stop() async {
+        await group.triggerGracefulShutdown()
+        _ = try? await task.value
+    }
+}
+
+struct CallbackResponder: HTTPResponder {
+    typealias Context = BasicRequestContext
+    let callback: @Sendable (Request, BasicRequestContext) async throws -> Response
+    func respond(to request: Request, context: BasicRequestContext) async throws -> Response {
+        try await callback(request, context)
+    }
+}
+
+/// Runs `body` with a started upstream and stops it afterwards.
+public func withTestUpstream<T>(
+    _ handler: @escaping @Sendable (RecordedRequest) async throws -> UpstreamReply,
+    _ body: (TestUpstream) async throws -> T
+) async throws -> T {
+    let upstream = try await TestUpstream.start(handler)
+    do {
+        let result = try await body(upstream)
+        await upstream.stop()
+        return result
+    } catch {
+        await upstream.stop()
+        throw error
+    }
+}
+
+final class RequestLog: Sendable {
+    private let entries = Mutex<[RecordedRequest]>([])
+    var all: [RecordedRequest] { entries.withLock { $0 } }
+    func append(_ request: RecordedRequest) { entries.withLock { $0.append(request) } }
+    func reset() { entries.withLock { $0.removeAll() } }
+}
