@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "veneer", targets: ["veneer"]),
         .library(name: "VeneerCore", targets: ["VeneerCore"]),
         .library(name: "VeneerConfig", targets: ["VeneerConfig"]),
+        .library(name: "VeneerStores", targets: ["VeneerStores"]),
         .library(name: "VeneerDecorators", targets: ["VeneerDecorators"]),
         .library(name: "VeneerOrigins", targets: ["VeneerOrigins"]),
         .library(name: "VeneerRuntime", targets: ["VeneerRuntime"]),
@@ -33,6 +34,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
     ],
     targets: [
         .systemLibrary(
@@ -56,10 +59,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "VeneerStores",
+            dependencies: [
+                "VeneerCore",
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "VeneerDecorators",
             dependencies: [
-                "VeneerCore", "VeneerConfig",
+                "VeneerCore", "VeneerConfig", "VeneerStores",
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -83,7 +98,7 @@ let package = Package(
         .target(
             name: "VeneerRuntime",
             dependencies: [
-                "VeneerCore", "VeneerConfig", "VeneerDecorators", "VeneerOrigins",
+                "VeneerCore", "VeneerConfig", "VeneerStores", "VeneerDecorators", "VeneerOrigins",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -123,6 +138,7 @@ let package = Package(
         ),
         .testTarget(name: "VeneerCoreTests", dependencies: ["VeneerCore", "VeneerTestSupport"], swiftSettings: testSettings),
         .testTarget(name: "VeneerConfigTests", dependencies: ["VeneerConfig", "VeneerTestSupport"], swiftSettings: testSettings),
+        .testTarget(name: "VeneerStoresTests", dependencies: ["VeneerStores", "VeneerTestSupport"], swiftSettings: testSettings),
         .testTarget(name: "VeneerOriginsTests", dependencies: ["VeneerOrigins", "VeneerTestSupport"], swiftSettings: testSettings),
         .testTarget(name: "VeneerDecoratorsTests", dependencies: ["VeneerDecorators", "VeneerTestSupport"], swiftSettings: testSettings),
         .testTarget(name: "VeneerRuntimeTests", dependencies: ["VeneerRuntime", "VeneerTestSupport"], swiftSettings: testSettings),

@@ -22,11 +22,14 @@ public struct BuildContext: Sendable {
     public var carried: CarriedState
     /// Where components report degraded health.
     public var health: HealthBoard
+    /// The named stores of the configuration.
+    public var stores: any StoreProvider
 
     /// Creates a context.
     public init(logger: Logger, clock: any VeneerClock, metrics: any MetricsFactory, transports: any TransportProvider,
                 stateDirectory: String, resources: [Resource] = [.posts], limits: BuildLimits = BuildLimits(),
-                carried: CarriedState = CarriedState(), health: HealthBoard = HealthBoard()) {
+                carried: CarriedState = CarriedState(), health: HealthBoard = HealthBoard(),
+                stores: any StoreProvider = NoStores()) {
         self.logger = logger
         self.clock = clock
         self.metrics = metrics
@@ -36,6 +39,7 @@ public struct BuildContext: Sendable {
         self.limits = limits
         self.carried = carried
         self.health = health
+        self.stores = stores
     }
 }
 
@@ -47,5 +51,15 @@ public struct BuildLimits: Sendable, Hashable {
     /// Creates limits.
     public init(responseBody: Int = 16 << 20) {
         self.responseBody = responseBody
+    }
+}
+
+/// A store provider with only `memory`, for code that builds chains without a configuration.
+public struct NoStores: StoreProvider {
+    /// Creates the provider.
+    public init() {}
+    /// Fails for every name: there are no named stores.
+    public func store(named name: String) async throws -> any KeyValueStore {
+        throw StoreError(store: name, reason: "no such store")
     }
 }

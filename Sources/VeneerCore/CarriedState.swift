@@ -25,6 +25,16 @@ public final class CarriedState: Sendable {
         return made
     }
 
+    /// The object kept under `key` by this chain or offered by the previous one, without
+    /// creating anything.
+    public func existing(for key: String) -> (any Sendable)? {
+        state.withLock { state in
+            guard let found = state.current[key] ?? state.previous[key] else { return nil }
+            state.current[key] = found
+            return found
+        }
+    }
+
     /// A carrier for the next chain: it offers what this one holds.
     public func next() -> CarriedState {
         let next = CarriedState()
@@ -51,4 +61,12 @@ public protocol CarriedResource: Sendable {
 extension CarriedState {
     /// Everything this chain holds.
     public var all: [any Sendable] { state.withLock { Array($0.current.values) } }
+}
+
+/// Carried state with background work (a purge loop, a proactive token refresh): the
+/// runtime runs ``run()`` from the moment a chain first takes it until no chain holds it
+/// (then the task is cancelled and ``CarriedResource/close()`` called) or Veneer stops.
+public protocol CarriedService: CarriedResource {
+    /// The background loop; returns when cancelled.
+    func run() async
 }

@@ -1,0 +1,62 @@
+import Foundation
+
+/// A value kept by a ``KeyValueStore``.
+public struct StoredValue: Sendable, Equatable {
+    /// The bytes.
+    public var bytes: [UInt8]
+    /// When the value stops being useful; nil: never. Expired values are not returned.
+    public var expiresAt: Date?
+
+    /// Creates a value.
+    public init(bytes: [UInt8], expiresAt: Date? = nil) {
+        self.bytes = bytes
+        self.expiresAt = expiresAt
+    }
+}
+
+/// A named store of the configuration (`stores:`): namespaced keys and bytes with expiry,
+/// shared by every decorator that names it. Memory, SQLite (survives restarts) and
+/// PostgreSQL (shared by several instances) implement it.
+public protocol KeyValueStore: Sendable, CustomStringConvertible {
+    /// The value of `key`, unless missing or expired at `now`.
+    func get(_ namespace: String, _ key: String, now: Date) async throws -> StoredValue?
+    /// Stores `value`; `durable` asks for it to survive a power loss once this returns
+    /// (refresh tokens), not only a crash.
+    func put(_ namespace: String, _ key: String, _ value: StoredValue, durable: Bool) async throws
+    /// Removes one key; true when it was there.
+    @discardableResult func delete(_ namespace: String, _ key: String) async throws -> Bool
+    /// Removes every key that starts with `prefix`; returns how many.
+    @discardableResult func delete(_ namespace: String, prefix: String) async throws -> Int
+    /// Every unexpired key and value of a namespace, in key order.
+    func list(_ namespace: String, now: Date) async throws -> [(key: String, value: StoredValue)]
+    /// Removes what expired before `date`; returns how many.
+    @discardableResult func purge(expiredBefore date: Date) async throws -> Int
+    /// Keeps at most `maxEntries` keys and `maxBytes` bytes in a namespace, removing the
+    /// least recently stored or read first; returns how many were removed.
+    @discardableResult func trim(_ namespace: String, maxEntries: Int, maxBytes: Int) async throws -> Int
+    /// Releases connections and files.
+    func close() async
+}
+
+/// Where factories get the stores they name.
+public protocol StoreProvider: Sendable {
+    /// The store called `name` in `stores:` (`memory` is always there).
+    func store(named name: String) async throws -> any KeyValueStore
+}
+
+/// A store failure, with the store and what failed; never fatal for the cache.
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    /// Which store.
+    public let store: String
+    /// What went wrong.
+    public let reason: String
+
+    /// Creates an error.
+    public init(store: String, reason: String) {
+        self.store = store
+        self.reason = reason
+    }
+
+    /// `STORE: reason`.
+    public var description: String { "\(store): \(reason)" }
+}

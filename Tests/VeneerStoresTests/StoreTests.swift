@@ -1,0 +1,96 @@
+import Foundation
+import Logging
+import Testing
+import VeneerCore
+import VeneerStores
+import VeneerTestSupport
+
+/// The same behaviour asked of every store.
+func exercise(_ store: any KeyValueStore) async throws {
+    let now = Date()
+    try await store.put("ns", "a", StoredValue(bytes: [1, 2, 3]), durable: false)
+    try await store.put("ns", "ab", StoredValue(bytes: [4], expiresAt: now.addingTimeInterval(60)), durable: true)
+    try await store.put("ns", "b%_", StoredValue(bytes: [5], expiresAt: now.addingTimeInterval(-1)), durable: false)
+    try await store.put("other", "a", StoredValue(bytes: [9]), durable: false)
+    #expect(try await store.get("ns", "a", now: now)?.bytes == [1, 2, 3])
+    #expect(try await store.get("other", "a", now: now)?.bytes == [9])
+    #expect(try await store.get("ns", "b%_", now: now) == nil, "expired values are not returned")
+    #expect(try await store.list("ns", now: now).map(\.key) == ["a", "ab"])
+    try await store.put("ns", "a", StoredValue(bytes: [7]), durable: false)
+    #expect(try await store.get("ns", "a", now: now)?.bytes == [7])
+    #expect(try await store.purge(expiredBefore: now) == 1)
+    #expect(try await store.delete("ns", prefix: "a") == 2)
+    #expect(try await store.list("ns", now: now).isEmpty)
+    #expect(try await store.delete("other", "a"))
+    #expect(try await !store.delete("other", "a"))
+
+    for index in 0..<10 {
+        try await store.put("lru", "k\(index)", StoredValue(bytes: [UInt8](repeating: 0, count: 100)), durable: false)
+        try await Task.sleep(for: .milliseconds(2))
+    }
+    _ = try await store.get("lru", "k0", now: now)  // k0 becomes the most recently used
+    #expect(try await store.trim("lru", maxEntries: 5, maxBytes: 10_000) == 5)
+    #expect(try await store.list("lru", now: now).map(\.key) == ["k0", "k6", "k7", "k8", "k9"])
+    #expect(try await store.trim("lru", maxEntries: 100, maxBytes: 250) == 3)
+    #expect(try await store.list("lru", now: now).count == 2)
+}
+
+@Suite("Stores")
+struct StoreTests {
+    @Test("the memory store keeps, expires, lists, deletes by prefix and trims least recently used first")
+    func memory() async throws {
+        try await exercise(MemoryStore())
+    }
+
+    @Test("the sqlite store does the same, on disk")
+    func sqlite() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = await SQLiteStore.open(path: directory + "/store.sqlite", logger: quietLogger())
+        #expect(store.problem == nil)
+        try await exercise(store)
+        await store.close()
+    }
+
+    @Test("what a sqlite store holds is there after reopening the file")
+    func persistence() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = await SQLiteStore.open(path: directory + "/s.sqlite", logger: quietLogger())
+        try await first.put("tokens", "refresh", StoredValue(bytes: Array("r2".utf8)), durable: true)
+        await first.close()
+        let second = await SQLiteStore.open(path: directory + "/s.sqlite", logger: quietLogger())
+        #expect(try await second.get("tokens", "refresh", now: Date())?.bytes == Array("r2".utf8))
+        await second.close()
+    }
+
+    @Test("a corrupt file is moved aside and replaced, never fatal")
+    func corrupt() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/broken.sqlite"
+        try Data(repeating: 0x42, count: 8192).write(to: URL(fileURLWithPath: path))
+        let store = await SQLiteStore.open(path: path, logger: quietLogger())
+        #expect(store.recovery?.contains("moved aside") == true)
+        #expect(store.problem == nil)
+        try await store.put("ns", "k", StoredValue(bytes: [1]), durable: false)
+        #expect(try await store.get("ns", "k", now: Date())?.bytes == [1])
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory)
+        #expect(files.contains { $0.hasPrefix("broken.sqlite.corrupt-") })
+        await store.close()
+    }
+
+    @Test("an unusable location falls back to memory and says so")
+    func unusable() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // A regular file where the directory should be: neither the file nor a replacement can exist.
+        try Data("x".utf8).write(to: URL(fileURLWithPath: directory + "/not-a-directory"))
+        let path = directory + "/not-a-directory/cache.sqlite"
+        let store = await SQLiteStore.open(path: path, logger: quietLogger())
+        try await store.put("ns", "k", StoredValue(bytes: [2]), durable: false)
+        #expect(try await store.get("ns", "k", now: Date())?.bytes == [2])
+        #expect(store.problem != nil)
+        await store.close()
+    }
+}
