@@ -14,6 +14,7 @@ public enum ConfigLocator {
               mock: {}
             chain:
               - latency_log
+              - cache: { ttl: 30s }
         """
 
     /// `--config`, else `$VENEER_CONFIG`, else `config/veneer.yaml` if present, else

@@ -8,6 +8,7 @@ extension Registry {
     public static let standard = Registry(
         decorators: [
             LatencyLogDecorator.factory,
+            CacheDecorator.factory,
         ],
         origins: [
             MockOrigin.factory,

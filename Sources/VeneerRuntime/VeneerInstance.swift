@@ -79,6 +79,7 @@ public final class VeneerInstance: Service, Sendable {
     /// The Prometheus registry behind `/-/metrics`.
     public let metrics: PrometheusCollectorRegistry
     let transports: AsyncHTTPClientTransportProvider
+    let background: BackgroundRunner
     let reloadStatus = ReloadStatus()
     let reloadLock = Mutex<Bool>(false)
     let onReady: @Sendable (ReadyInfo) async -> Void
@@ -94,9 +95,11 @@ public final class VeneerInstance: Service, Sendable {
         metrics = PrometheusCollectorRegistry()
         health = HealthBoard()
         transports = AsyncHTTPClientTransportProvider(eventLoopGroup: configuration.eventLoopGroup)
+        background = BackgroundRunner(logger: configuration.logger)
         let carried = CarriedState()
         let handler = try await ChainBuilder.build(spec, context: Self.context(configuration, spec: spec, metrics: metrics, transports: transports, health: health, carried: carried))
         chain = ActiveChain(ChainGeneration(handler: handler, spec: spec, loadedAt: configuration.clock.now(), number: 1, carried: carried))
+        background.adopt(carried.all)
     }
 
     static func context(_ configuration: InstanceConfiguration, spec: EnvironmentSpec, metrics: PrometheusCollectorRegistry,
@@ -110,7 +113,8 @@ public final class VeneerInstance: Service, Sendable {
         return BuildContext(
             logger: configuration.logger, clock: configuration.clock, metrics: factory, transports: transports,
             stateDirectory: spec.stateDirectory, resources: spec.resources,
-            limits: BuildLimits(responseBody: spec.limits.responseBody), carried: carried, health: health)
+            limits: BuildLimits(responseBody: spec.limits.responseBody), carried: carried, health: health,
+            stores: StoreRegistry(specs: spec.stores, carried: carried, health: health, logger: configuration.logger))
     }
 
     /// Listens and serves until graceful shutdown.
@@ -118,7 +122,9 @@ public final class VeneerInstance: Service, Sendable {
         let spec = chain.generation.spec
         let admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus)
         let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2, onReady: onReady)
-        var services: [any Service] = [TransportShutdown(transports: transports), ReloadOnHangup(instance: self)]
+        // Shut down in reverse order: listeners drain first, then reloads stop, background
+        // loops end (flushing caches), and the HTTP clients close last.
+        var services: [any Service] = [TransportShutdown(transports: transports), background, ReloadOnHangup(instance: self)]
         services.append(Listener.make(
             address: spec.listen,
             edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil),
@@ -166,6 +172,7 @@ public final class VeneerInstance: Service, Sendable {
             let carried = old.carried.next()
             let handler = try await ChainBuilder.build(spec, context: Self.context(configuration, spec: spec, metrics: metrics, transports: transports, health: health, carried: carried))
             let next = ChainGeneration(handler: handler, spec: spec, loadedAt: configuration.clock.now(), number: old.number + 1, carried: carried)
+            background.adopt(carried.all)
             _ = chain.swap(to: next)
             reloadStatus.set(nil)
             for warning in warnings { logger.warning("\(warning)") }
@@ -176,9 +183,15 @@ public final class VeneerInstance: Service, Sendable {
             let released = carried.released()
             if !released.isEmpty {
                 // Close what the new chain no longer uses once the old chain is idle.
-                Task { [logger] in
+                Task { [logger, background] in
                     while old.requestsInFlight > 0 { try? await Task.sleep(for: .milliseconds(20)) }
-                    for item in released { await (item as? any CarriedResource)?.close() }
+                    for item in released {
+                        if let service = item as? any CarriedService {
+                            background.release(service)
+                        } else {
+                            await (item as? any CarriedResource)?.close()
+                        }
+                    }
                     logger.debug("released \(released.count) object(s) of chain generation \(old.number)")
                 }
             }
@@ -193,7 +206,10 @@ public final class VeneerInstance: Service, Sendable {
 
     func releaseAll() async {
         let generation = chain.generation
-        for item in generation.carried.all { await (item as? any CarriedResource)?.close() }
+        // Background services were closed by the runner; close the rest (stores last).
+        let resources = generation.carried.all.filter { !($0 is any CarriedService) }.compactMap { $0 as? any CarriedResource }
+        for resource in resources where !(resource is CarriedStore) { await resource.close() }
+        for resource in resources where resource is CarriedStore { await resource.close() }
     }
 }
 

@@ -1,6 +1,8 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
+import NIOPosix
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -72,30 +74,43 @@ public final class TestUpstream: Sendable {
     public var url: String { "http://127.0.0.1:\(port)" }
 
     /// Starts an upstream; stop it with ``stop()`` (or use ``withTestUpstream(_:_:)``).
+    ///
+    /// It runs Hummingbird's HTTP/1.1 server without the Application layer, so that the
+    /// replies carry exactly the headers a test gives (no `Date` unless asked for): cache
+    /// tests that move a manual clock need that.
     public static func start(_ handler: @escaping @Sendable (RecordedRequest) async throws -> UpstreamReply) async throws -> TestUpstream {
         let recorded = RequestLog()
-        let responder = CallbackResponder { request, context in
+        let responder: HTTPChannelHandler.Responder = { request, writer, _ in
             var body = try await request.body.collect(upTo: 64 << 20)
             let bytes = body.readBytes(length: body.readableBytes) ?? []
             let record = RecordedRequest(
                 method: request.method.rawValue, target: request.head.path ?? "", host: request.head.authority,
                 headers: request.headers.map { ($0.name.canonicalName, $0.value) }, body: bytes)
             recorded.append(record)
-            let reply = try await handler(record)
+            let reply: UpstreamReply
+            do {
+                reply = try await handler(record)
+            } catch {
+                reply = UpstreamReply(status: 500, body: "{}")
+            }
             if reply.delay > .zero { try await Task.sleep(for: reply.delay) }
             var fields = HTTPFields()
             for (name, value) in reply.headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
-            return Response(status: .init(code: reply.status), headers: fields, body: .init(byteBuffer: ByteBuffer(string: reply.body)))
+            let bodyBuffer = ByteBuffer(string: reply.body)
+            if fields[.contentLength] == nil { fields[.contentLength] = String(bodyBuffer.readableBytes) }
+            try await writer.write(response: HTTPResponse(status: .init(code: reply.status), headerFields: fields),
+                                   body: ResponseBody(byteBuffer: bodyBuffer))
         }
         let (stream, continuation) = AsyncStream<Int>.makeStream()
         var logger = Logger(label: "test-upstream")
-        logger.logLevel = .warning
-        let app = Application(
-            responder: responder,
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+        logger.logLevel = .critical
+        let server = Server(
+            childChannelSetup: HTTP1Channel(responder: responder),
+            configuration: ServerConfiguration(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
             logger: logger)
-        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
         let task = Task { try await group.run() }
         var iterator = stream.makeAsyncIterator()
         guard let port = await iterator.next() else { throw CancellationError() }
@@ -113,14 +128,6 @@ public final class TestUpstream: Sendable {
     public func stop() async {
         await group.triggerGracefulShutdown()
         _ = try? await task.value
-    }
-}
-
-struct CallbackResponder: HTTPResponder {
-    typealias Context = BasicRequestContext
-    let callback: @Sendable (Request, BasicRequestContext) async throws -> Response
-    func respond(to request: Request, context: BasicRequestContext) async throws -> Response {
-        try await callback(request, context)
     }
 }
 

@@ -1,0 +1,39 @@
+import CoreMetrics
+import Logging
+import VeneerConfig
+import VeneerCore
+
+extension CacheDecorator {
+    /// The `cache` entry of the registry.
+    public static let factory = DecoratorFactory(
+        name: "cache",
+        summary: "shared HTTP cache: read-through GETs, write-through creates and updates, coalesced misses, stale-if-error",
+        options: CacheOptions.docs,
+        decode: CacheOptions.decode,
+        make: { options, inner, context in
+            var persistent: (any KeyValueStore)?
+            if let name = options.store { persistent = try await context.stores.store(named: name) }
+            // The same options (and position) find the same storage after a reload: the cache stays warm.
+            let storage = context.carried.value(for: "cache:\(options)") {
+                CacheStorage(maxEntries: options.maxEntries, maxBytes: options.maxBytes, persistent: persistent, clock: context.clock,
+                             metrics: CacheMetrics(label: options.store ?? "memory", factory: context.metrics),
+                             logger: context.logger)
+            }
+            return CacheDecorator(inner: inner, options: options, storage: storage)
+        }
+    )
+
+    /// A cache in front of `inner` with its own storage, for code that builds chains by hand.
+    public static func make(inner: any Handler, options: CacheOptions, clock: any VeneerClock = SystemClock(),
+                            store: (any KeyValueStore)? = nil, metrics: any CoreMetrics.MetricsFactory) -> CacheDecorator {
+        CacheDecorator(inner: inner, options: options,
+                       storage: CacheStorage(maxEntries: options.maxEntries, maxBytes: options.maxBytes, persistent: store, clock: clock,
+                                             metrics: CacheMetrics(label: "memory", factory: metrics), logger: .init(label: "veneer.cache")))
+    }
+
+    /// Drops expired entries now (the background loop does this every 30 seconds).
+    public func purge() async { await storage.purge() }
+
+    /// Waits until the persistent tier has every write.
+    public func flush() async { await storage.flush() }
+}

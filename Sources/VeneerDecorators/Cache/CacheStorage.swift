@@ -1,0 +1,298 @@
+import CoreMetrics
+import Foundation
+import HTTPTypes
+import Logging
+import NIOCore
+import Synchronization
+import VeneerCore
+
+/// What a cache holds, apart from the decorator so that a reload with the same options
+/// keeps it warm: an LRU memory tier (the hot path), an optional persistent tier (a
+/// `sqlite` or `postgres` store) behind it, and the requests in flight for coalescing.
+final class CacheStorage: CarriedService {
+    /// The response variants stored under one key (one per set of `Vary` values).
+    typealias Variants = [CacheEntry]
+
+    static let namespace = "cache"
+    static let maxVariants = 8
+
+    private struct State {
+        var memory = LRUIndex<Variants>()
+        var flights: [String: Flight] = [:]
+    }
+
+    private let state = Mutex(State())
+    let persistent: (any KeyValueStore)?
+    private let queue = SerialQueue()
+    let maxEntries: Int
+    let maxBytes: Int
+    let clock: any VeneerClock
+    let metrics: CacheMetrics
+    let logger: Logger
+
+    init(maxEntries: Int, maxBytes: Int, persistent: (any KeyValueStore)?, clock: any VeneerClock, metrics: CacheMetrics, logger: Logger) {
+        self.maxEntries = maxEntries
+        self.maxBytes = maxBytes
+        self.persistent = persistent
+        self.clock = clock
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    // MARK: Lookup and store
+
+    /// The stored variant for these request headers: from memory, else from the persistent
+    /// tier (then kept in memory). `varyMiss` says a response is stored but for other values.
+    func lookup(_ key: String, request: HTTPFields) async -> (entry: CacheEntry?, varyMiss: Bool) {
+        if let variants = state.withLock({ $0.memory.get(key) }) {
+            return Self.pick(variants, request)
+        }
+        guard let persistent else { return (nil, false) }
+        let now = clock.now()
+        let stored: StoredValue? = await queue.run { [logger] in
+            do {
+                return try await persistent.get(Self.namespace, key, now: now)
+            } catch {
+                logger.warning("cache store read failed; treating as a miss", metadata: ["store": .string(persistent.description), "error": .string("\(error)")])
+                return nil
+            }
+        }
+        guard let stored, let variants = Self.decode(stored.bytes), !variants.isEmpty else { return (nil, false) }
+        let size = variants.reduce(0) { $0 + $1.size }
+        state.withLock { state in
+            if state.memory.peek(key) == nil { state.memory.set(key, variants, size: size) }
+        }
+        enforceBounds()
+        return Self.pick(variants, request)
+    }
+
+    static func pick(_ variants: Variants, _ request: HTTPFields) -> (entry: CacheEntry?, varyMiss: Bool) {
+        if let match = variants.first(where: { $0.matches(request) }) { return (match, false) }
+        return (nil, !variants.isEmpty)
+    }
+
+    /// Stores a response variant (replacing the one with the same `Vary` values).
+    func store(_ key: String, _ entry: CacheEntry) {
+        let variants: Variants = state.withLock { state in
+            var variants = state.memory.peek(key) ?? []
+            variants.removeAll { old in old.vary.count == entry.vary.count && zip(old.vary, entry.vary).allSatisfy { $0 == $1 } }
+            variants.insert(entry, at: 0)
+            if variants.count > Self.maxVariants { variants.removeLast(variants.count - Self.maxVariants) }
+            state.memory.set(key, variants, size: variants.reduce(0) { $0 + $1.size })
+            return variants
+        }
+        enforceBounds()
+        guard let persistent else { return }
+        let bytes = Self.encode(variants)
+        let expiry = variants.map(\.discardAfter).max()
+        queue.enqueue { [logger] in
+            do {
+                try await persistent.put(Self.namespace, key, StoredValue(bytes: bytes, expiresAt: expiry), durable: false)
+            } catch {
+                logger.warning("cache store write failed", metadata: ["store": .string(persistent.description), "error": .string("\(error)")])
+            }
+        }
+    }
+
+    /// Removes the exact key and every key starting with each prefix, in memory and in the
+    /// persistent tier (waiting for the latter, so that no later read finds them).
+    func invalidate(prefixes: [String]) async {
+        let removed = state.withLock { state in
+            let keys = state.memory.keys { key in prefixes.contains { key.hasPrefix($0) } }
+            for key in keys { state.memory.remove(key) }
+            return keys.count
+        }
+        metrics.evicted(removed, reason: "invalidated")
+        metrics.update(entries: entryCount, bytes: byteCount)
+        guard let persistent else { return }
+        await queue.run { [logger] in
+            for prefix in prefixes {
+                do {
+                    try await persistent.delete(Self.namespace, prefix: prefix)
+                } catch {
+                    logger.warning("cache store invalidation failed", metadata: ["store": .string(persistent.description), "error": .string("\(error)")])
+                }
+            }
+        }
+    }
+
+    private func enforceBounds() {
+        let evicted = state.withLock { state in
+            var evicted = 0
+            while state.memory.count > maxEntries || state.memory.totalSize > maxBytes, state.memory.removeOldest() != nil {
+                evicted += 1
+            }
+            return evicted
+        }
+        metrics.evicted(evicted, reason: "lru")
+        metrics.update(entries: entryCount, bytes: byteCount)
+    }
+
+    var entryCount: Int { state.withLock { $0.memory.count } }
+    var byteCount: Int { state.withLock { $0.memory.totalSize } }
+
+    // MARK: Coalescing
+
+    /// Joins the request in flight for `key`, or starts one (then the caller is the leader
+    /// and must call ``finish(_:_:)``).
+    func join(_ key: String) -> (flight: Flight, leader: Bool) {
+        state.withLock { state in
+            if let flight = state.flights[key] { return (flight, false) }
+            let flight = Flight()
+            state.flights[key] = flight
+            return (flight, true)
+        }
+    }
+
+    /// Ends the flight for `key` and wakes its followers.
+    func finish(_ key: String, _ flight: Flight, _ outcome: Flight.Outcome) {
+        state.withLock { state in
+            if state.flights[key] === flight { state.flights[key] = nil }
+        }
+        flight.finish(outcome)
+    }
+
+    // MARK: Background upkeep
+
+    /// Drops what is of no further use, in memory and in the persistent tier, and keeps the
+    /// persistent tier within the same bounds.
+    func purge() async {
+        let now = clock.now()
+        let removed = state.withLock { state in
+            var removed = 0
+            for (key, variants) in state.memory.all {
+                let kept = variants.filter { $0.discardAfter > now }
+                if kept.isEmpty {
+                    state.memory.remove(key)
+                    removed += 1
+                } else if kept.count != variants.count {
+                    state.memory.set(key, kept, size: kept.reduce(0) { $0 + $1.size })
+                }
+            }
+            return removed
+        }
+        metrics.evicted(removed, reason: "expired")
+        metrics.update(entries: entryCount, bytes: byteCount)
+        guard let persistent else { return }
+        await queue.run { [logger, maxEntries, maxBytes] in
+            do {
+                try await persistent.purge(expiredBefore: now)
+                try await persistent.trim(Self.namespace, maxEntries: maxEntries, maxBytes: maxBytes)
+            } catch {
+                logger.warning("cache store purge failed", metadata: ["store": .string(persistent.description), "error": .string("\(error)")])
+            }
+        }
+    }
+
+    /// Waits until every write to the persistent tier is done.
+    func flush() async {
+        await queue.drain()
+    }
+
+    /// The purge loop, every 30 seconds, until the storage is released or Veneer stops.
+    func run() async {
+        while !Task.isCancelled {
+            do {
+                try await clock.sleep(for: .seconds(30))
+            } catch {
+                break
+            }
+            await purge()
+        }
+    }
+
+    func close() async {
+        await flush()
+    }
+
+    // MARK: Encoding of variants for the persistent tier
+
+    static func encode(_ variants: Variants) -> [UInt8] {
+        var out: [UInt8] = [UInt8(variants.count)]
+        for entry in variants {
+            let bytes = entry.encoded()
+            withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { out += $0 }
+            out += bytes
+        }
+        return out
+    }
+
+    static func decode(_ bytes: [UInt8]) -> Variants? {
+        guard let count = bytes.first else { return nil }
+        var index = 1
+        var variants: Variants = []
+        for _ in 0..<count {
+            guard index + 4 <= bytes.count else { return nil }
+            let length = bytes[index..<index + 4].reduce(0) { $0 << 8 | Int($1) }
+            index += 4
+            guard index + length <= bytes.count, let entry = CacheEntry(decoding: Array(bytes[index..<index + length])) else { return nil }
+            variants.append(entry)
+            index += length
+        }
+        return index == bytes.count ? variants : nil
+    }
+}
+
+/// One request in flight that others wait for.
+final class Flight: Sendable {
+    enum Outcome: Sendable {
+        /// A response the followers may use as their own.
+        case shared(ProxyResponse)
+        /// The response was for the leader only (not storable); followers ask on their own.
+        case notShared
+        /// The upstream failed; followers get the same error.
+        case failed(ProxyError)
+    }
+
+    private let state = Mutex<(outcome: Outcome?, waiters: [CheckedContinuation<Outcome, Never>])>((nil, []))
+
+    func wait() async -> Outcome {
+        await withCheckedContinuation { continuation in
+            let ready: Outcome? = state.withLock { state in
+                if let outcome = state.outcome { return outcome }
+                state.waiters.append(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    func finish(_ outcome: Outcome) {
+        let waiters = state.withLock { state in
+            state.outcome = outcome
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: outcome) }
+    }
+}
+
+/// Hit, miss, stale and eviction counters, and size gauges, for `/-/metrics`.
+struct CacheMetrics: Sendable {
+    let results: [String: Counter]
+    let evictions: [String: Counter]
+    let entries: Gauge
+    let bytes: Gauge
+
+    init(label: String, factory: any MetricsFactory) {
+        var results: [String: Counter] = [:]
+        for result in ["hit", "miss", "stale", "revalidated", "bypass", "collapsed"] {
+            results[result] = Counter(label: "veneer_cache_requests_total", dimensions: [("cache", label), ("result", result)], factory: factory)
+        }
+        var evictions: [String: Counter] = [:]
+        for reason in ["lru", "invalidated", "expired"] {
+            evictions[reason] = Counter(label: "veneer_cache_evictions_total", dimensions: [("cache", label), ("reason", reason)], factory: factory)
+        }
+        self.results = results
+        self.evictions = evictions
+        entries = Gauge(label: "veneer_cache_entries", dimensions: [("cache", label)], factory: factory)
+        bytes = Gauge(label: "veneer_cache_bytes", dimensions: [("cache", label)], factory: factory)
+    }
+
+    func count(_ result: String) { results[result]?.increment() }
+    func evicted(_ count: Int, reason: String) { if count > 0 { evictions[reason]?.increment(by: count) } }
+    func update(entries: Int, bytes: Int) {
+        self.entries.record(entries)
+        self.bytes.record(bytes)
+    }
+}

@@ -1,0 +1,93 @@
+import Logging
+import ServiceLifecycle
+import Synchronization
+import VeneerCore
+
+/// Runs the background loops of carried state (cache purges, token refreshes) as child
+/// tasks of one service: a loop starts when a chain first takes its object, stops when no
+/// chain holds it any more, and every loop stops at graceful shutdown.
+final class BackgroundRunner: Service, Sendable {
+    private enum Command: Sendable {
+        case start(any CarriedService, StopSignal)
+    }
+
+    private let started = Mutex<[ObjectIdentifier: StopSignal]>([:])
+    private let commands: AsyncStream<Command>
+    private let continuation: AsyncStream<Command>.Continuation
+    let logger: Logger
+
+    init(logger: Logger) {
+        (commands, continuation) = AsyncStream.makeStream()
+        self.logger = logger
+    }
+
+    /// Starts the loops of the services among `objects` that are not running yet.
+    func adopt(_ objects: [any Sendable]) {
+        for case let service as any CarriedService in objects {
+            let id = ObjectIdentifier(service as AnyObject)
+            let signal: StopSignal? = started.withLock { started in
+                guard started[id] == nil else { return nil }
+                let signal = StopSignal()
+                started[id] = signal
+                return signal
+            }
+            if let signal { continuation.yield(.start(service, signal)) }
+        }
+    }
+
+    /// Stops the loop of `service` (and closes it) once it is no longer held.
+    func release(_ service: any CarriedService) {
+        let id = ObjectIdentifier(service as AnyObject)
+        started.withLock { $0.removeValue(forKey: id) }?.stop()
+    }
+
+    func run() async throws {
+        await withDiscardingTaskGroup { group in
+            for await command in commands.cancelOnGracefulShutdown() {
+                switch command {
+                case .start(let service, let signal):
+                    group.addTask {
+                        await withTaskGroup(of: Void.self) { loop in
+                            loop.addTask { await service.run() }
+                            loop.addTask { await signal.wait() }
+                            _ = await loop.next()
+                            loop.cancelAll()
+                        }
+                        await service.close()
+                    }
+                }
+            }
+            // Graceful shutdown: stop every loop; each closes its object on the way out.
+            for signal in started.withLock({ Array($0.values) }) { signal.stop() }
+        }
+    }
+}
+
+/// A one-shot signal that a background loop should stop.
+final class StopSignal: Sendable {
+    private let state = Mutex<(stopped: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func stop() {
+        let waiters = state.withLock { state in
+            state.stopped = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func wait() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let done = state.withLock { state in
+                    if state.stopped { return true }
+                    state.waiters.append(continuation)
+                    return false
+                }
+                if done { continuation.resume() }
+            }
+        } onCancel: {
+            stop()
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import Testing
+import VeneerTestSupport
+
+@Suite("cache with a sqlite store, across real process restarts")
+struct CachePersistenceTests {
+    func config(_ directory: String, upstream: String) -> String {
+        """
+        state_dir: \(directory)/state
+        stores:
+          local: { sqlite: cache.sqlite }
+        environments:
+          development:
+            origin: { upstream: { url: "\(upstream)" } }
+            chain:
+              - cache: { store: local, ttl: 1h }
+        """
+    }
+
+    func start(_ directory: String) async throws -> (VeneerProcess, Int) {
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+        return (process, try await process.waitUntilReady())
+    }
+
+    @Test("entries survive a clean restart and a kill -9")
+    func restart() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await withTestUpstream({ request in post(Int(request.target.split(separator: "/").last!) ?? 0) }) { (upstream: TestUpstream) async throws in
+            try config(directory, upstream: upstream.url).write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+
+            var (process, port) = try await start(directory)
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").header("Cache-Status")?.contains("stored") == true)
+            process.signal(SIGTERM)
+            #expect(await process.wait() == 0)
+
+            (process, port) = try await start(directory)
+            let afterRestart = try await RawHTTP.request(port: port, "GET", "/posts/1")
+            #expect(afterRestart.header("Cache-Status")?.hasPrefix("veneer; hit") == true)
+            #expect(afterRestart.json?["id"] as? Int == 1)
+            _ = try await RawHTTP.request(port: port, "GET", "/posts/2")
+            try await Task.sleep(for: .milliseconds(300))  // the write to the store is asynchronous
+            process.signal(SIGKILL)
+            _ = await process.wait()
+
+            (process, port) = try await start(directory)
+            defer { process.terminate() }
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/2").header("Cache-Status")?.hasPrefix("veneer; hit") == true)
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").header("Cache-Status")?.hasPrefix("veneer; hit") == true)
+            #expect(upstream.count == 2)
+            #expect(try await RawHTTP.request(port: port, "GET", "/-/health").status == 200)
+            process.signal(SIGTERM)
+            #expect(await process.wait() == 0)
+        }
+    }
+
+    @Test("a corrupt cache file is reported and replaced, never fatal")
+    func corruptFile() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory + "/state", withIntermediateDirectories: true)
+        try Data(repeating: 0x5A, count: 16384).write(to: URL(fileURLWithPath: directory + "/state/cache.sqlite"))
+        try await withTestUpstream({ _ in post(1) }) { (upstream: TestUpstream) async throws in
+            try config(directory, upstream: upstream.url).write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+            let (process, port) = try await start(directory)
+            defer { process.terminate() }
+            _ = try await RawHTTP.request(port: port, "GET", "/posts/1")
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").header("Cache-Status")?.hasPrefix("veneer; hit") == true)
+            #expect(process.stderr.contains("sqlite store file is unusable"))
+            let files = try FileManager.default.contentsOfDirectory(atPath: directory + "/state")
+            #expect(files.contains { $0.hasPrefix("cache.sqlite.corrupt-") })
+        }
+    }
+}
+
+func post(_ id: Int) -> UpstreamReply {
+    .json(#"{"id":\#(id),"title":"t","body":"b"}"#, headers: [("Cache-Control", "max-age=3600")])
+}

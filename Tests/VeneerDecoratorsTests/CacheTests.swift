@@ -1,0 +1,154 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+import Synchronization
+import Testing
+import VeneerCore
+import VeneerDecorators
+import VeneerTestSupport
+
+@Suite("cache: read-through, write-through, invalidation")
+struct CacheBehaviourTests {
+    @Test("a GET is read through once, then answered from the cache with Age and Cache-Status")
+    func readThrough() async throws {
+        try await withCache(reply: { _ in post(1) }) { (rig: CacheRig) async throws in
+            let first = try await rig.get("/posts/1")
+            #expect(first.cacheStatus == "veneer; fwd=uri-miss; fwd-status=200; stored")
+            rig.clock.advance(by: .seconds(7))
+            let second = try await rig.get("/posts/1")
+            #expect(second.text == first.text)
+            #expect(second.cacheStatus == "veneer; hit; ttl=53")
+            #expect(second.headers[.age] == "7")
+            #expect(rig.upstream.count == 1)
+        }
+    }
+
+    @Test("lists are keyed by path and sorted query")
+    func listKeys() async throws {
+        try await withCache(reply: { _ in .json("[]") }) { (rig: CacheRig) async throws in
+            _ = try await rig.get("/posts?b=2&a=1")
+            _ = try await rig.get("/posts?a=1&b=2")
+            #expect(rig.upstream.count == 1)
+            _ = try await rig.get("/posts?a=2")
+            _ = try await rig.get("/posts")
+            #expect(rig.upstream.count == 3)
+            #expect(rig.upstream.requests.first?.target == "/posts?b=2&a=1")
+        }
+    }
+
+    @Test("a created post is written through: the next GET makes no upstream call")
+    func writeThroughCreate() async throws {
+        try await withCache(reply: { request in
+            request.method == "POST" ? .json(#"{"id":42,"title":"new","body":"b"}"#, status: 201, headers: [("Location", "/posts/42")]) : post(0)
+        }) { (rig: CacheRig) async throws in
+            let created = try await rig.send(.post, "/posts", #"{"title":"new","body":"b"}"#)
+            #expect(created.status == .created)
+            #expect(created.cacheStatus == "veneer; fwd=request; stored")
+            let fetched = try await rig.get("/posts/42")
+            #expect(fetched.status == .ok && fetched.text == #"{"id":42,"title":"new","body":"b"}"#)
+            #expect(fetched.cacheStatus.hasPrefix("veneer; hit"))
+            #expect(rig.upstream.requests.map(\.method) == ["POST"])
+        }
+    }
+
+    @Test("PUT and PATCH write the new item through and evict every list; DELETE evicts the item and lists")
+    func invalidation() async throws {
+        let version = Mutex(1)
+        try await withCache(reply: { request in
+            switch request.method {
+            case "PUT", "PATCH": return .json(#"{"id":1,"title":"v2","body":"b"}"#)
+            case "DELETE": return UpstreamReply(status: 204, headers: [], body: "")
+            default:
+                if request.target.hasPrefix("/posts/1") { return post(1, title: "v\(version.withLock { $0 })") }
+                return .json("[]")
+            }
+        }) { (rig: CacheRig) async throws in
+            _ = try await rig.get("/posts/1")
+            _ = try await rig.get("/posts")
+            _ = try await rig.get("/posts?userId=1")
+            #expect(rig.upstream.count == 3)
+            _ = try await rig.send(.put, "/posts/1", #"{"title":"v2","body":"b"}"#)
+            #expect(try await rig.get("/posts/1").text.contains("v2"))
+            #expect(rig.upstream.count == 4, "the updated item comes from the cache")
+            _ = try await rig.get("/posts")
+            _ = try await rig.get("/posts?userId=1")
+            #expect(rig.upstream.count == 6, "both lists were evicted")
+            _ = try await rig.send(.delete, "/posts/1")
+            version.withLock { $0 = 3 }
+            _ = try await rig.get("/posts/1")
+            _ = try await rig.get("/posts")
+            #expect(rig.upstream.count == 9)
+        }
+    }
+
+    @Test("concurrent misses for one key make exactly one upstream request")
+    func coalescing() async throws {
+        try await withCache(reply: { _ in UpstreamReply(headers: [("Content-Type", "application/json")], body: #"{"id":1,"title":"t","body":"b"}"#, delay: .milliseconds(300)) }) { (rig: CacheRig) async throws in
+            let statuses = try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<100 { group.addTask { try await rig.get("/posts/1").cacheStatus } }
+                return try await group.reduce(into: [String]()) { $0.append($1) }
+            }
+            #expect(rig.upstream.count == 1)
+            #expect(statuses.count == 100)
+            #expect(statuses.filter { $0.contains("collapsed") }.count == 99)
+        }
+    }
+
+    @Test("least recently used entries go first when max_entries is reached")
+    func lruEntries() async throws {
+        var options = CacheOptions()
+        options.maxEntries = 2
+        try await withCache(options, reply: { request in post(Int(request.target.split(separator: "/").last!)!) }) { (rig: CacheRig) async throws in
+            _ = try await rig.get("/posts/1")
+            _ = try await rig.get("/posts/2")
+            _ = try await rig.get("/posts/1")  // 2 is now the least recently used
+            _ = try await rig.get("/posts/3")  // evicts 2
+            #expect(rig.upstream.count == 3)
+            _ = try await rig.get("/posts/1")
+            _ = try await rig.get("/posts/3")
+            #expect(rig.upstream.count == 3)
+            _ = try await rig.get("/posts/2")
+            #expect(rig.upstream.count == 4)
+            #expect(rig.registry.emitToString().contains(#"veneer_cache_evictions_total{cache="memory",reason="lru"} 2"#))
+        }
+    }
+
+    @Test("max_bytes bounds the memory tier and max_entry_size passes large responses through unstored")
+    func byteBounds() async throws {
+        var options = CacheOptions()
+        options.maxBytes = 2000
+        options.maxEntrySize = 1000
+        try await withCache(options, reply: { request in
+            request.target == "/posts/9" ? .json(String(repeating: "x", count: 1500)) : .json(String(repeating: "y", count: 600))
+        }) { (rig: CacheRig) async throws in
+            _ = try await rig.get("/posts/9")
+            _ = try await rig.get("/posts/9")
+            #expect(rig.upstream.count == 2, "too large to store")
+            for id in 1...3 { _ = try await rig.get("/posts/\(id)") }
+            _ = try await rig.get("/posts/1")
+            #expect(rig.upstream.count == 6, "three 600-byte entries do not fit in 2000 bytes with their headers")
+        }
+    }
+
+    @Test("hit, miss and stale counters are in the metrics")
+    func metrics() async throws {
+        try await withCache(reply: { _ in post(1) }) { (rig: CacheRig) async throws in
+            _ = try await rig.get("/posts/1")
+            _ = try await rig.get("/posts/1")
+            let text = rig.registry.emitToString()
+            #expect(text.contains(#"veneer_cache_requests_total{cache="memory",result="hit"} 1"#))
+            #expect(text.contains(#"veneer_cache_requests_total{cache="memory",result="miss"} 1"#))
+            #expect(text.contains(#"veneer_cache_entries{cache="memory"} 1"#))
+        }
+    }
+
+    @Test("expired entries are purged")
+    func purge() async throws {
+        try await withCache(reply: { _ in post(1, headers: [("Cache-Control", "max-age=10")]) }) { (rig: CacheRig) async throws in
+            _ = try await rig.get("/posts/1")
+            rig.clock.advance(by: .seconds(11))
+            await rig.cache.purge()
+            #expect(rig.registry.emitToString().contains(#"veneer_cache_entries{cache="memory"} 0"#))
+        }
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+import VeneerCore
+import VeneerTestSupport
+
+@Suite("cache through the server")
+struct CacheThroughServerTests {
+    @Test("the seed behaviour: a post created through Veneer is served from the cache next")
+    func seedBehaviour() async throws {
+        let yaml = "environments: {development: {origin: {mock: {}}, chain: [latency_log, {cache: {ttl: 30s}}]}}"
+        try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
+            let created = try await veneer.request("POST", "/posts", body: #"{"title":"hello","body":"world"}"#)
+            #expect(created.status == 201 && created.header("Cache-Status") == "veneer; fwd=request; stored")
+            let fetched = try await veneer.request("GET", "/posts/1")
+            #expect(fetched.header("Cache-Status")?.hasPrefix("veneer; hit") == true)
+            #expect(fetched.json?["title"] as? String == "hello")
+        }
+    }
+
+    @Test("an upstream that breaks off its body leaves nothing in the cache")
+    func partialBody() async throws {
+        let upstream = try await RawUpstream.start(reply: Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control: max-age=60\r\nContent-Length: 100\r\n\r\n{\"id\":1,\"ti".utf8))
+        defer { Task { await upstream.stop() } }
+        let yaml = "environments: {development: {origin: {upstream: {url: \"http://127.0.0.1:\(upstream.port)\"}}, chain: [{cache: {ttl: 1h}}]}}"
+        try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
+            let first = try await veneer.request("GET", "/posts/1")
+            #expect(first.status == 502 && first.errorCode == "upstream_unavailable")
+            let second = try await veneer.request("GET", "/posts/1")
+            #expect(second.status == 502)
+            #expect(upstream.connections == 2, "nothing was stored, so the second request went upstream again")
+        }
+    }
+
+    @Test("a reload with the same cache options keeps the cache warm")
+    func warmAcrossReload() async throws {
+        try await withTestUpstream({ _ in post(1) }) { (upstream: TestUpstream) async throws in
+            let box = YAMLBox("environments: {development: {origin: {upstream: {url: \"\(upstream.url)\"}}, chain: [{cache: {ttl: 1h}}]}}")
+            try await withVeneer(yaml: "", yamlProvider: { box.value }) { (veneer: RunningVeneer) async throws in
+                _ = try await veneer.request("GET", "/posts/1")
+                box.set("environments: {development: {origin: {upstream: {url: \"\(upstream.url)\"}}, chain: [latency_log, {cache: {ttl: 1h}}]}}")
+                _ = try await veneer.instance.reload().get()
+                #expect(try await veneer.request("GET", "/posts/1").header("Cache-Status")?.hasPrefix("veneer; hit") == true)
+                #expect(upstream.count == 1)
+            }
+        }
+    }
+
+    @Test("cache counters appear in /-/metrics")
+    func metrics() async throws {
+        try await withVeneer(yaml: "environments: {development: {origin: {mock: {}}, chain: [{cache: {}}]}}") { (veneer: RunningVeneer) async throws in
+            _ = try await veneer.request("GET", "/posts")
+            _ = try await veneer.request("GET", "/posts")
+            let text = try await veneer.request("GET", "/-/metrics").text
+            #expect(text.contains(#"veneer_cache_requests_total{cache="memory",result="hit"} 1"#))
+            #expect(text.contains(#"veneer_cache_requests_total{cache="memory",result="miss"} 1"#))
+        }
+    }
+}
+
+func post(_ id: Int) -> UpstreamReply {
+    .json(#"{"id":\#(id),"title":"t","body":"b"}"#, headers: [("Cache-Control", "max-age=3600")])
+}
