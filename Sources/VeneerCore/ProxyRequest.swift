@@ -1,5 +1,6 @@
 import HTTPTypes
 import NIOCore
+import Synchronization
 
 /// A request as every handler sees it: typed route, buffered body.
 ///
@@ -50,11 +51,16 @@ public struct ProxyRequest: Sendable {
     public var isRead: Bool { method == .get || method == .head }
 }
 
-/// Request ids: the caller's, or 16 random hex digits.
+/// Request ids: the caller's, or 16 random-looking hex digits.
 public enum RequestID {
-    /// A fresh random id.
+    /// A fresh id: a per-process random seed and a counter through the splitmix64 mixer,
+    /// unique within the process and unpredictable enough for correlation (not a secret),
+    /// without a getrandom(2) call per request.
     public static func generate() -> String {
-        var value = UInt64.random(in: .min ... .max)
+        var value = counter.wrappingAdd(0x9E37_79B9_7F4A_7C15, ordering: .relaxed).newValue
+        value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
+        value ^= value >> 31
         var bytes = [UInt8](repeating: 0, count: 16)
         let digits: StaticString = "0123456789abcdef"
         digits.withUTF8Buffer { hex in
@@ -65,6 +71,8 @@ public enum RequestID {
         }
         return String(decoding: bytes, as: UTF8.self)
     }
+
+    private static let counter = Atomic<UInt64>(UInt64.random(in: .min ... .max))
 
     /// Whether a caller's id is safe to pass on and log: 1 to 200 visible ASCII characters.
     public static func isAcceptable(_ id: String) -> Bool {

@@ -23,7 +23,7 @@ struct CacheBehaviourTests {
         }
     }
 
-    @Test("lists are keyed by path and sorted query")
+    @Test("responses are keyed by path and sorted query")
     func listKeys() async throws {
         try await withCache(reply: { _ in .json("[]") }) { (rig: CacheRig) async throws in
             _ = try await rig.get("/posts?b=2&a=1")
@@ -33,6 +33,10 @@ struct CacheBehaviourTests {
             _ = try await rig.get("/posts")
             #expect(rig.upstream.count == 3)
             #expect(rig.upstream.requests.first?.target == "/posts?b=2&a=1")
+            _ = try await rig.get("/posts/1?v=1")
+            _ = try await rig.get("/posts/1?v=2")
+            _ = try await rig.get("/posts/1?v=1")
+            #expect(rig.upstream.count == 5, "the query is part of an item's key too")
         }
     }
 

@@ -233,16 +233,16 @@ public struct CacheDecorator: Handler {
 
     // MARK: Keys
 
-    /// `I /posts/13 ` or `L /posts a=1&b=2 `, then the credentials partition (if any).
-    /// Lists and items are told apart so that writes can drop every list at once.
+    /// `I /posts/13 q=1 ` or `L /posts a=1&b=2 `: kind, path, sorted query, then the
+    /// credentials partition (if any). Lists and items are told apart, and the path ends
+    /// with a space, so that a write can drop an item (with any query) and every list by prefix.
     static func key(for request: ProxyRequest) -> String {
-        let partition = Self.partition(request.headers)
+        let prefix: String
         switch request.route.target {
-        case .item(let id):
-            return itemPrefix(request.route.resource, id) + partition
-        case .list:
-            return listPrefix(request.route.resource) + sortedQuery(request.query) + " " + partition
+        case .item(let id): prefix = itemPrefix(request.route.resource, id)
+        case .list: prefix = listPrefix(request.route.resource)
         }
+        return prefix + sortedQuery(request.query) + " " + Self.partition(request.headers)
     }
 
     static func itemPrefix(_ resource: Resource, _ id: String) -> String { "I /\(resource.name)/\(id) " }
