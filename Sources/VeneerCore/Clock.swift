@@ -32,7 +32,8 @@ public final class ManualClock: VeneerClock {
     private struct State {
         var now: Date
         var elapsed: Duration = .zero
-        var sleepers: [(deadline: Duration, continuation: CheckedContinuation<Void, Never>)] = []
+        var sleepers: [(id: UInt64, deadline: Duration, continuation: CheckedContinuation<Void, Never>)] = []
+        var nextID: UInt64 = 0
     }
     private let state: Mutex<State>
 
@@ -46,15 +47,28 @@ public final class ManualClock: VeneerClock {
     /// Time advanced so far.
     public func monotonic() -> Duration { state.withLock { $0.elapsed } }
 
-    /// Suspends until the clock has been advanced by `duration`.
+    /// Suspends until the clock has been advanced by `duration`, or the task is cancelled
+    /// (then it throws `CancellationError`, like `Task.sleep`).
     public func sleep(for duration: Duration) async throws {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready: Bool = state.withLock { state in
-                if duration <= .zero { return true }
-                state.sleepers.append((state.elapsed + duration, continuation))
-                return false
+        let id = state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let ready: Bool = state.withLock { state in
+                    if duration <= .zero || Task.isCancelled { return true }
+                    state.sleepers.append((id, state.elapsed + duration, continuation))
+                    return false
+                }
+                if ready { continuation.resume() }
             }
-            if ready { continuation.resume() }
+        } onCancel: {
+            let sleeper = state.withLock { state in
+                let index = state.sleepers.firstIndex { $0.id == id }
+                return index.map { state.sleepers.remove(at: $0) }
+            }
+            sleeper?.continuation.resume()
         }
         try Task.checkCancellation()
     }

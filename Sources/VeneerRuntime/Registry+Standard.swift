@@ -9,6 +9,7 @@ extension Registry {
         decorators: [
             LatencyLogDecorator.factory,
             CacheDecorator.factory,
+            AuthRefreshDecorator.factory,
         ],
         origins: [
             MockOrigin.factory,

@@ -1,0 +1,55 @@
+import Foundation
+import Logging
+import VeneerConfig
+import VeneerCore
+
+extension AuthRefreshDecorator {
+    /// The `auth_refresh` entry of the registry.
+    public static let factory = DecoratorFactory(
+        name: "auth_refresh",
+        summary: "holds the credentials: injects a Bearer token, refreshes it before expiry and after a 401 (one refresh at a time)",
+        options: AuthRefreshOptions.docs,
+        decode: AuthRefreshOptions.decode,
+        make: { (options: AuthRefreshOptions, inner: any Handler, context: BuildContext) in
+            let clientSecret: String?
+            do {
+                clientSecret = try options.clientSecret?.reveal()
+                _ = try options.refreshToken.reveal()
+            } catch {
+                throw ConfigError([ConfigDiagnostic(mark: nil, path: "", message: String(describing: error))])
+            }
+            let store: any RefreshTokenStore
+            if let name = options.store {
+                store = KeyValueRefreshTokenStore(store: try await context.stores.store(named: name), key: options.stateName)
+            } else {
+                store = FileRefreshTokenStore(path: context.stateDirectory + "/auth_refresh/\(options.stateName).json")
+            }
+            let endpoint = TokenEndpoint(options: options, transport: context.transports.transport(TransportOptions()),
+                                         clientSecret: clientSecret)
+            // One manager per client and options: a reload with the same options keeps the
+            // token; after invalid_grant, a reload makes it try again.
+            let manager = context.carried.value(for: "auth_refresh:\(options)") {
+                TokenManager(options: options, endpoint: endpoint, store: store, clock: context.clock, health: context.health,
+                             logger: context.logger)
+            }
+            await manager.resumeIfStopped(initial: options.refreshToken)
+            return AuthRefreshDecorator(inner: inner, manager: manager, callerAuthorization: options.callerAuthorization)
+        }
+    )
+
+    /// A decorator with its own token manager, for code that builds chains by hand.
+    public static func make(inner: any Handler, options: AuthRefreshOptions, transport: any HTTPTransport, stateDirectory: String,
+                            clock: any VeneerClock = SystemClock(), health: HealthBoard = HealthBoard()) throws -> AuthRefreshDecorator {
+        let endpoint = TokenEndpoint(options: options, transport: transport, clientSecret: try options.clientSecret?.reveal())
+        let manager = TokenManager(options: options, endpoint: endpoint,
+                                   store: FileRefreshTokenStore(path: stateDirectory + "/auth_refresh/\(options.stateName).json"),
+                                   clock: clock, health: health, logger: .init(label: "veneer.auth_refresh"))
+        return AuthRefreshDecorator(inner: inner, manager: manager, callerAuthorization: options.callerAuthorization)
+    }
+
+    /// How many refreshes this decorator's manager has sent.
+    public var refreshCount: Int { get async { await manager.refreshCount } }
+
+    /// Runs the proactive refresh loop (the daemon runs it for decorators it builds).
+    public func runBackground() async { await manager.run() }
+}

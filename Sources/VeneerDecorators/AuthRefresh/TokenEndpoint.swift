@@ -1,0 +1,87 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+import VeneerCore
+
+/// What the token endpoint answered.
+enum TokenGrantResult: Sendable {
+    /// A new access token (and maybe a rotated refresh token).
+    case granted(accessToken: String, expiresIn: Int?, refreshToken: String?)
+    /// The grant was refused for good (`invalid_grant` and other 400/401 answers).
+    case rejected(reason: String)
+    /// The endpoint could not answer now (down, slow, 5xx, nonsense); worth retrying later.
+    case unavailable(ProxyError)
+}
+
+/// The OAuth 2.0 `refresh_token` grant (RFC 6749 §6) over the shared HTTP transport.
+struct TokenEndpoint: Sendable {
+    let options: AuthRefreshOptions
+    let transport: any HTTPTransport
+    let clientSecret: String?
+
+    func refresh(with refreshToken: String) async -> TokenGrantResult {
+        var form: [(String, String)] = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
+        if let scope = options.scope { form.append(("scope", scope)) }
+        var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded", .accept: "application/json"]
+        switch options.clientAuthentication {
+        case .basic:
+            // RFC 6749 §2.3.1: the id and secret are form-encoded before Base64.
+            let credentials = Self.formEncode(options.clientID) + ":" + Self.formEncode(clientSecret ?? "")
+            headers[.authorization] = "Basic " + Data(credentials.utf8).base64EncodedString()
+        case .body:
+            form.append(("client_id", options.clientID))
+            if let clientSecret { form.append(("client_secret", clientSecret)) }
+        }
+        let body = form.map { Self.formEncode($0.0) + "=" + Self.formEncode($0.1) }.joined(separator: "&")
+        let request = OutboundRequest(
+            method: .post, endpoint: Endpoint(scheme: options.tokenEndpoint.scheme, host: options.tokenEndpoint.host,
+                                              port: options.tokenEndpoint.port, basePath: ""),
+            target: options.tokenEndpoint.basePath.isEmpty ? "/" : options.tokenEndpoint.basePath,
+            headers: headers, body: ByteBuffer(string: body), timeout: options.timeout, maxResponseBodySize: 1 << 20)
+        let response: ProxyResponse
+        do {
+            response = try await transport.send(request)
+        } catch let error as ProxyError {
+            return .unavailable(error.code == .upstreamTimeout
+                ? .upstreamTimeout("The token endpoint did not answer in time.")
+                : .upstreamUnavailable("The token endpoint is unreachable."))
+        } catch {
+            return .unavailable(.upstreamUnavailable("The token endpoint is unreachable."))
+        }
+        let json = try? JSONValue.parse(response.body)
+        switch response.status.code {
+        case 200:
+            guard let json, let accessToken = json["access_token"]?.stringValue, !accessToken.isEmpty else {
+                return .unavailable(.upstreamUnavailable("The token endpoint answered without an access token."))
+            }
+            if let type = json["token_type"]?.stringValue, type.lowercased() != "bearer" {
+                return .rejected(reason: "the token endpoint issued a '\(type)' token; only Bearer tokens are supported")
+            }
+            let expiresIn = json["expires_in"]?.intValue ?? json["expires_in"]?.stringValue.flatMap { Int($0) }
+            return .granted(accessToken: accessToken, expiresIn: expiresIn, refreshToken: json["refresh_token"]?.stringValue)
+        case 400, 401, 403:
+            let code = json?["error"]?.stringValue ?? "HTTP \(response.status.code)"
+            // The description comes from the endpoint, not from us: keep it short, never echo tokens.
+            return .rejected(reason: "refresh token rejected (\(code.prefix(64)))")
+        default:
+            return .unavailable(.upstreamUnavailable("The token endpoint failed with HTTP \(response.status.code)."))
+        }
+    }
+
+    /// application/x-www-form-urlencoded: unreserved characters as they are, space as '+', the rest %XX.
+    static func formEncode(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "*"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            case UInt8(ascii: " "):
+                out += "+"
+            default:
+                out += String(format: "%%%02X", byte)
+            }
+        }
+        return out
+    }
+}

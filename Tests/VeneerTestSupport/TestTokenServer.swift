@@ -1,0 +1,162 @@
+import Foundation
+import Synchronization
+import VeneerCore
+
+/// A real OAuth 2.0 token endpoint for tests (served by a ``TestUpstream``): it issues
+/// short-lived access tokens, rotates refresh tokens, and — as RFC 9700 §4.14.2 asks —
+/// revokes the whole token family when an already-rotated refresh token is presented again.
+public final class TestTokenServer: Sendable {
+    public struct Settings: Sendable {
+        /// Seconds an access token lives.
+        public var expiresIn: Int = 60
+        /// Whether each refresh returns a new refresh token.
+        public var rotate = true
+        /// The client credentials it accepts.
+        public var clientID = "veneer"
+        public var clientSecret = "s3cret"
+        /// Answer this status (for failure tests) instead of issuing tokens; nil: work normally.
+        public var failWith: Int?
+        /// Wait before answering.
+        public var delay: Duration = .zero
+        public init() {}
+    }
+
+    struct State {
+        var settings = Settings()
+        /// refresh token -> family; the current token of each family.
+        var family: [String: Int] = [:]
+        var current: [Int: String] = [:]
+        var revoked: Set<Int> = []
+        /// access token -> (expiry, family)
+        var access: [String: (Date, Int)] = [:]
+        var counter = 0
+        var refreshes = 0
+        var reuses = 0
+        var requests: [[String: String]] = []
+        var authorizations: [String?] = []
+    }
+
+    private let box: StateBox
+    /// The clock that decides expiry (the same manual clock as Veneer's in in-process tests).
+    public let clock: any VeneerClock
+    /// The upstream serving it.
+    public let upstream: TestUpstream
+
+    final class StateBox: Sendable {
+        let state = Mutex(State())
+    }
+
+    /// Starts a token endpoint whose first refresh token is `initial`.
+    public static func start(initial: String = "rt-0", clock: any VeneerClock = SystemClock(), settings: Settings = Settings()) async throws -> TestTokenServer {
+        let box = StateBox()
+        box.state.withLock { state in
+            state.settings = settings
+            state.family[initial] = 0
+            state.current[0] = initial
+        }
+        let upstream = try await TestUpstream.start { request in TestTokenServer.answer(request, box: box, clock: clock) }
+        return TestTokenServer(box: box, clock: clock, upstream: upstream)
+    }
+
+    private init(box: StateBox, clock: any VeneerClock, upstream: TestUpstream) {
+        self.box = box
+        self.clock = clock
+        self.upstream = upstream
+    }
+
+    /// `http://127.0.0.1:PORT/oauth/token`.
+    public var url: String { upstream.url + "/oauth/token" }
+    /// Refresh grants answered with new tokens.
+    public var refreshes: Int { box.state.withLock { $0.refreshes } }
+    /// Presentations of already-rotated refresh tokens (each revoked a family).
+    public var reuses: Int { box.state.withLock { $0.reuses } }
+    /// The form fields of every request.
+    public var forms: [[String: String]] { box.state.withLock { $0.requests } }
+    /// The Authorization header of every request.
+    public var authorizations: [String?] { box.state.withLock { $0.authorizations } }
+    /// The refresh token that is valid now for family 0.
+    public var currentRefreshToken: String? { box.state.withLock { $0.current[0] } }
+
+    /// Changes how it behaves from now on.
+    public func update(_ change: (inout Settings) -> Void) { box.state.withLock { change(&$0.settings) } }
+
+    /// Starts a new family from `token` (an operator issuing a new refresh token).
+    public func issueNewFamily(_ token: String) {
+        box.state.withLock { state in
+            state.counter += 1
+            let id = 1000 + state.counter
+            state.family[token] = id
+            state.current[id] = token
+        }
+    }
+
+    /// Whether an access token is valid now (known, unexpired, family not revoked).
+    public func isValid(_ accessToken: String) -> Bool {
+        let now = clock.now()
+        return box.state.withLock { state in
+            guard let (expiry, family) = state.access[accessToken] else { return false }
+            return expiry > now && !state.revoked.contains(family)
+        }
+    }
+
+    /// An upstream reply that checks `Authorization: Bearer` against this server.
+    public func protectedReply(_ request: RecordedRequest, body: String = #"{"id":1,"title":"t","body":"b"}"#) -> UpstreamReply {
+        guard let header = request.header("authorization"), header.hasPrefix("Bearer "), isValid(String(header.dropFirst(7))) else {
+            return .json(#"{"error":"invalid_token"}"#, status: 401, headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")])
+        }
+        return .json(body)
+    }
+
+    static func answer(_ request: RecordedRequest, box: StateBox, clock: any VeneerClock) -> UpstreamReply {
+        var form: [String: String] = [:]
+        for pair in request.text.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
+            form[parts[0]] = parts.count > 1 ? parts[1] : ""
+        }
+        let now = clock.now()
+        let (reply, delay): (UpstreamReply, Duration) = box.state.withLock { state in
+            state.requests.append(form)
+            state.authorizations.append(request.header("authorization"))
+            let settings = state.settings
+            if let status = settings.failWith {
+                return (.json(#"{"error":"temporarily_unavailable"}"#, status: status), settings.delay)
+            }
+            // Client authentication: Basic, or client_id/client_secret in the body.
+            let basic = "Basic " + Data("\(settings.clientID):\(settings.clientSecret)".utf8).base64EncodedString()
+            let authenticated = request.header("authorization") == basic
+                || (form["client_id"] == settings.clientID && form["client_secret"] == settings.clientSecret)
+            guard authenticated else { return (.json(#"{"error":"invalid_client"}"#, status: 401), settings.delay) }
+            guard form["grant_type"] == "refresh_token", let presented = form["refresh_token"] else {
+                return (.json(#"{"error":"unsupported_grant_type"}"#, status: 400), settings.delay)
+            }
+            guard let family = state.family[presented], !state.revoked.contains(family) else {
+                return (.json(#"{"error":"invalid_grant"}"#, status: 400), settings.delay)
+            }
+            guard state.current[family] == presented else {
+                // Reuse of a rotated token: a stolen copy or a lost update. Revoke everything.
+                state.reuses += 1
+                state.revoked.insert(family)
+                return (.json(#"{"error":"invalid_grant","error_description":"refresh token reuse"}"#, status: 400), settings.delay)
+            }
+            state.counter += 1
+            state.refreshes += 1
+            let accessToken = "at-\(state.counter)"
+            state.access[accessToken] = (now.addingTimeInterval(TimeInterval(settings.expiresIn)), family)
+            var body: [(String, JSONValue)] = [("access_token", .string(accessToken)), ("token_type", .string("Bearer")),
+                                               ("expires_in", .int(settings.expiresIn))]
+            if settings.rotate {
+                let next = "rt-\(state.counter)"
+                state.family[next] = family
+                state.current[family] = next
+                body.append(("refresh_token", .string(next)))
+            }
+            return (.json(JSONValue.object(body).text), settings.delay)
+        }
+        var delayed = reply
+        delayed.delay = delay
+        return delayed
+    }
+
+    /// Stops the server.
+    public func stop() async { await upstream.stop() }
+}
