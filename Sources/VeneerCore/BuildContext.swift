@@ -24,12 +24,14 @@ public struct BuildContext: Sendable {
     public var health: HealthBoard
     /// The named stores of the configuration.
     public var stores: any StoreProvider
+    /// Admin routes the chain's decorators add under `/-/`.
+    public var admin: AdminRoutes
 
     /// Creates a context.
     public init(logger: Logger, clock: any VeneerClock, metrics: any MetricsFactory, transports: any TransportProvider,
                 stateDirectory: String, resources: [Resource] = [.posts], limits: BuildLimits = BuildLimits(),
                 carried: CarriedState = CarriedState(), health: HealthBoard = HealthBoard(),
-                stores: any StoreProvider = NoStores()) {
+                stores: any StoreProvider = NoStores(), admin: AdminRoutes = AdminRoutes()) {
         self.logger = logger
         self.clock = clock
         self.metrics = metrics
@@ -40,6 +42,7 @@ public struct BuildContext: Sendable {
         self.carried = carried
         self.health = health
         self.stores = stores
+        self.admin = admin
     }
 }
 

@@ -32,6 +32,12 @@ public enum JSONValue: Sendable, Equatable {
         return nil
     }
 
+    /// The number, if this is one.
+    public var doubleValue: Double? {
+        if case .number(let text) = self { return Double(text) }
+        return nil
+    }
+
     /// The members, if this is an object.
     public var objectMembers: [(String, JSONValue)]? {
         if case .object(let members) = self { return members }

@@ -15,14 +15,17 @@ public final class ChainGeneration: Sendable {
     public let number: Int
     /// The state it holds (what a reload may carry over).
     public let carried: CarriedState
+    /// The admin routes its decorators added.
+    public let adminRoutes: AdminRoutes
     private let inFlight = Atomic<Int>(0)
 
-    init(handler: any Handler, spec: EnvironmentSpec, loadedAt: Date, number: Int, carried: CarriedState) {
+    init(handler: any Handler, spec: EnvironmentSpec, loadedAt: Date, number: Int, carried: CarriedState, adminRoutes: AdminRoutes) {
         self.handler = handler
         self.spec = spec
         self.loadedAt = loadedAt
         self.number = number
         self.carried = carried
+        self.adminRoutes = adminRoutes
     }
 
     /// Requests that entered this chain and have not left it.

@@ -18,7 +18,16 @@ struct AdminAPI: Sendable {
     func respond(method: HTTPRequest.Method, path: String, query: String?, headers: HTTPFields, body: RequestBody) async -> ProxyResponse {
         let readOnly = ["health", "chain", "metrics"]
         guard readOnly.contains(path) else {
-            return ProxyError.notFound("No admin resource /-/\(ProxyEdge.printable(path)) (known: /-/health, /-/chain, /-/metrics).").response
+            // Routes the chain's decorators added (such as /-/blocks).
+            let routes = chain.generation.adminRoutes
+            let name = String(path.prefix { $0 != "/" })
+            if let route = routes.route(name) {
+                let rest = path.dropFirst(name.count).drop { $0 == "/" }
+                let collected = (try? await body.collect(upTo: 64 << 10)) ?? ByteBuffer()
+                return await route(AdminRequest(method: method, rest: String(rest), body: collected))
+            }
+            let known = (readOnly + routes.names).map { "/-/\($0)" }.joined(separator: ", ")
+            return ProxyError.notFound("No admin resource /-/\(ProxyEdge.printable(path)) (known: \(known)).").response
         }
         guard method == .get || method == .head else {
             var error = ProxyError(.methodNotAllowed, "\(method.rawValue) is not allowed on /-/\(path).")

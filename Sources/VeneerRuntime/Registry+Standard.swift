@@ -10,6 +10,7 @@ extension Registry {
             LatencyLogDecorator.factory,
             CacheDecorator.factory,
             AuthRefreshDecorator.factory,
+            BlockListDecorator.factory,
         ],
         origins: [
             MockOrigin.factory,

@@ -97,8 +97,10 @@ public final class VeneerInstance: Service, Sendable {
         transports = AsyncHTTPClientTransportProvider(eventLoopGroup: configuration.eventLoopGroup)
         background = BackgroundRunner(logger: configuration.logger)
         let carried = CarriedState()
-        let handler = try await ChainBuilder.build(spec, context: Self.context(configuration, spec: spec, metrics: metrics, transports: transports, health: health, carried: carried))
-        chain = ActiveChain(ChainGeneration(handler: handler, spec: spec, loadedAt: configuration.clock.now(), number: 1, carried: carried))
+        let context = Self.context(configuration, spec: spec, metrics: metrics, transports: transports, health: health, carried: carried)
+        let handler = try await ChainBuilder.build(spec, context: context)
+        chain = ActiveChain(ChainGeneration(handler: handler, spec: spec, loadedAt: configuration.clock.now(), number: 1, carried: carried,
+                                            adminRoutes: context.admin))
         background.adopt(carried.all)
     }
 
@@ -121,7 +123,17 @@ public final class VeneerInstance: Service, Sendable {
     public func run() async throws {
         let spec = chain.generation.spec
         let admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus)
-        let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2, onReady: onReady)
+        let addressFile = AdminAddressFile(stateDirectory: spec.stateDirectory, environment: spec.name)
+        let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2) { [onReady, logger] info in
+            // Where the admin API really listens (port 0 picks one): `veneer unblock` reads it.
+            let host = spec.adminListen?.host ?? spec.listen.host
+            do {
+                try addressFile.write(ListenAddress(host: host, port: info.adminPort ?? info.port))
+            } catch {
+                logger.debug("could not record the admin address", metadata: ["error": .string("\(error)")])
+            }
+            await onReady(info)
+        }
         // Shut down in reverse order: listeners drain first, then reloads stop, background
         // loops end (flushing caches), and the HTTP clients close last.
         var services: [any Service] = [TransportShutdown(transports: transports), background, ReloadOnHangup(instance: self)]
@@ -144,6 +156,7 @@ public final class VeneerInstance: Service, Sendable {
         var groupConfiguration = ServiceGroupConfiguration(services: services, logger: logger)
         groupConfiguration.maximumGracefulShutdownDuration = spec.drainTimeout
         groupConfiguration.maximumCancellationDuration = .seconds(5)
+        defer { addressFile.remove() }
         try await ServiceGroup(configuration: groupConfiguration).run()
         await releaseAll()
         logger.info("veneer stopped", metadata: ["environment": .string(spec.name)])
@@ -170,8 +183,10 @@ public final class VeneerInstance: Service, Sendable {
                 warnings.append("limits.request_headers changes on restart only")
             }
             let carried = old.carried.next()
-            let handler = try await ChainBuilder.build(spec, context: Self.context(configuration, spec: spec, metrics: metrics, transports: transports, health: health, carried: carried))
-            let next = ChainGeneration(handler: handler, spec: spec, loadedAt: configuration.clock.now(), number: old.number + 1, carried: carried)
+            let context = Self.context(configuration, spec: spec, metrics: metrics, transports: transports, health: health, carried: carried)
+            let handler = try await ChainBuilder.build(spec, context: context)
+            let next = ChainGeneration(handler: handler, spec: spec, loadedAt: configuration.clock.now(), number: old.number + 1,
+                                       carried: carried, adminRoutes: context.admin)
             background.adopt(carried.all)
             _ = chain.swap(to: next)
             reloadStatus.set(nil)
@@ -198,8 +213,8 @@ public final class VeneerInstance: Service, Sendable {
             return .success(next)
         } catch {
             reloadStatus.set("\(error.diagnostics.count) problem(s): " + error.diagnostics.map(\.description).joined(separator: "; "))
-            logger.error("reload failed; the previous configuration keeps serving", metadata: ["problems": .stringConvertible(error.diagnostics.count)])
             for diagnostic in error.diagnostics { logger.error("\(diagnostic)") }
+            logger.error("reload failed; the previous configuration keeps serving", metadata: ["problems": .stringConvertible(error.diagnostics.count)])
             return .failure(error)
         }
     }
@@ -258,5 +273,31 @@ struct ReloadOnHangup: Service {
         for await _ in signals.cancelOnGracefulShutdown() {
             await instance.reload()
         }
+    }
+}
+
+/// `STATE_DIR/run/ENV.admin`: the address the admin API of a running instance listens on.
+public struct AdminAddressFile: Sendable {
+    /// The file.
+    public let path: String
+
+    /// The file of `environment`.
+    public init(stateDirectory: String, environment: String) {
+        path = stateDirectory + "/run/" + environment + ".admin"
+    }
+
+    func write(_ address: ListenAddress) throws {
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try (address.description + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
+    /// The recorded address, if an instance recorded one.
+    public func read() -> ListenAddress? {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        return ListenAddress(text.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }

@@ -1,0 +1,58 @@
+import HTTPTypes
+import NIOCore
+import Synchronization
+
+/// A request to an admin route contributed by a decorator (`/-/NAME[/REST]`).
+public struct AdminRequest: Sendable {
+    /// The method.
+    public let method: HTTPRequest.Method
+    /// What follows `/-/NAME/` (empty for `/-/NAME`).
+    public let rest: String
+    /// The body.
+    public let body: ByteBuffer
+
+    /// Creates a request.
+    public init(method: HTTPRequest.Method, rest: String, body: ByteBuffer = ByteBuffer()) {
+        self.method = method
+        self.rest = rest
+        self.body = body
+    }
+}
+
+/// Admin routes that decorators add under `/-/` (such as `/-/blocks`), per chain: a
+/// reload replaces them with the new chain's.
+public final class AdminRoutes: Sendable {
+    /// Answers one admin request.
+    public typealias Route = @Sendable (AdminRequest) async -> ProxyResponse
+
+    private let routes = Mutex<[String: Route]>([:])
+
+    /// No routes.
+    public init() {}
+
+    /// Adds a route. When two decorators add the same name, both answer: a GET returns their
+    /// JSON lists joined, anything else the first answer that is not 404.
+    public func register(_ name: String, _ route: @escaping Route) {
+        routes.withLock { routes in
+            guard let existing = routes[name] else {
+                routes[name] = route
+                return
+            }
+            routes[name] = { request in
+                let first = await existing(request)
+                let second = await route(request)
+                if request.method == .get, case .array(let a)? = try? JSONValue.parse(first.body),
+                   case .array(let b)? = try? JSONValue.parse(second.body) {
+                    return .json(.ok, JSONValue.array(a + b).buffer)
+                }
+                return first.status == .notFound ? second : first
+            }
+        }
+    }
+
+    /// The route called `name`.
+    public func route(_ name: String) -> Route? { routes.withLock { $0[name] } }
+
+    /// The names, sorted.
+    public var names: [String] { routes.withLock { $0.keys.sorted() } }
+}

@@ -1,0 +1,50 @@
+import CoreMetrics
+import Foundation
+import HTTPTypes
+import NIOCore
+import VeneerConfig
+import VeneerCore
+
+extension BlockListDecorator {
+    /// The `block_list` entry of the registry.
+    public static let factory = DecoratorFactory(
+        name: "block_list",
+        summary: "refuses requests by client, header, method or route, and accounts the upstream says are blocked, without a network call",
+        options: BlockListOptions.docs,
+        decode: BlockListOptions.decode,
+        make: { (options: BlockListOptions, inner: any Handler, context: BuildContext) in
+            let store = try await context.stores.store(named: options.store ?? "memory")
+            // The blocks belong to the store, not to the rules: editing rules keeps them.
+            let book = context.carried.value(for: "block_list:\(store.description)") {
+                BlockBook(store: store, clock: context.clock, logger: context.logger)
+            }
+            await book.refresh()
+            context.admin.register("blocks") { request in await BlockListDecorator.admin(request, book: book) }
+            return BlockListDecorator(
+                inner: inner, options: options, book: book,
+                denied: Counter(label: "veneer_block_list_denied_total", dimensions: [("reason", "rule")], factory: context.metrics),
+                accountDenied: Counter(label: "veneer_block_list_denied_total", dimensions: [("reason", "account")], factory: context.metrics))
+        }
+    )
+
+    /// `GET /-/blocks` lists the blocks; `DELETE /-/blocks/{account}` lifts one.
+    static func admin(_ request: AdminRequest, book: BlockBook) async -> ProxyResponse {
+        switch (request.method, request.rest.isEmpty) {
+        case (.get, true), (.head, true):
+            await book.refresh()
+            var body = JSONValue.array(book.all.map(\.json)).buffer
+            body.writeStaticString("\n")
+            return .json(.ok, body, headers: [.cacheControl: "no-store"])
+        case (.delete, false):
+            let account = request.rest.removingPercentEncoding ?? request.rest
+            guard await book.unblock(account) else {
+                return ProxyError.notFound("The account is not blocked.").response
+            }
+            return .json(.ok, JSONValue.object([("unblocked", .string(account))]).buffer)
+        default:
+            var error = ProxyError(.methodNotAllowed, "Use GET /-/blocks or DELETE /-/blocks/{account}.")
+            error.headers[.allow] = request.rest.isEmpty ? "GET, HEAD" : "DELETE"
+            return error.response
+        }
+    }
+}

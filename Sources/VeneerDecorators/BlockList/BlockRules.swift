@@ -1,0 +1,174 @@
+import HTTPTypes
+import VeneerCore
+
+/// An IPv4 or IPv6 network: an address and a prefix length (`10.0.0.0/8`, `::1/128`).
+public struct CIDR: Hashable, Sendable, CustomStringConvertible {
+    let network: [UInt8]
+    let prefix: Int
+
+    /// Parses `a.b.c.d[/n]` or `v6[/n]`; a bare address is a single host.
+    public init?(_ text: String) {
+        let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let address = ClientAddress(parts[0]) else { return nil }
+        let bits = address.bytes.count * 8
+        var prefix = bits
+        if parts.count == 2 {
+            guard let value = Int(parts[1]), (0...bits).contains(value), parts[1].allSatisfy(\.isNumber) else { return nil }
+            prefix = value
+        }
+        self.prefix = prefix
+        // Keep only the network bits, so that 10.1.2.3/8 means 10.0.0.0/8.
+        var network = address.bytes
+        for index in 0..<network.count {
+            let keep = max(0, min(8, prefix - index * 8))
+            network[index] &= keep == 0 ? 0 : UInt8(truncatingIfNeeded: 0xFF << (8 - keep))
+        }
+        self.network = network
+    }
+
+    /// Whether `address` is in this network (IPv4-mapped IPv6 counts as IPv4).
+    public func contains(_ address: ClientAddress) -> Bool {
+        let bytes = address.unmapped.bytes
+        guard bytes.count == network.count else { return false }
+        var remaining = prefix
+        for index in 0..<bytes.count where remaining > 0 {
+            let bits = min(8, remaining)
+            let mask = UInt8(truncatingIfNeeded: 0xFF << (8 - bits))
+            if bytes[index] & mask != network[index] { return false }
+            remaining -= bits
+        }
+        return true
+    }
+
+    /// `10.0.0.0/8`.
+    public var description: String { "\(ClientAddress(bytes: network)!)/\(prefix)" }
+}
+
+/// A route in a rule: a collection, any item of it, or one item.
+public enum RoutePattern: Hashable, Sendable, CustomStringConvertible {
+    /// `/posts`.
+    case list(String)
+    /// `/posts/{id}`.
+    case anyItem(String)
+    /// `/posts/13`.
+    case item(String, String)
+
+    /// Parses `/posts`, `/posts/{id}` or `/posts/13`.
+    public init?(_ text: String) {
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count >= 2, parts[0].isEmpty, !parts[1].isEmpty else { return nil }
+        let name = String(parts[1])
+        switch parts.count {
+        case 2: self = .list(name)
+        case 3 where parts[2] == "{id}": self = .anyItem(name)
+        case 3 where !parts[2].isEmpty: self = .item(name, String(parts[2]))
+        default: return nil
+        }
+    }
+
+    func matches(_ route: ResourceRoute) -> Bool {
+        switch (self, route.target) {
+        case (.list(let name), .list): return name == route.resource.name
+        case (.anyItem(let name), .item): return name == route.resource.name
+        case (.item(let name, let id), .item(let actual)):
+            return name == route.resource.name && (route.resource.canonicalID(Substring(id)) ?? id) == actual
+        default: return false
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .list(let name): return "/\(name)"
+        case .anyItem(let name): return "/\(name)/{id}"
+        case .item(let name, let id): return "/\(name)/\(id)"
+        }
+    }
+}
+
+/// One list of rules (`deny` or `allow`): client networks, header values, methods, routes.
+public struct RuleSet: Hashable, Sendable {
+    /// Client networks.
+    public var clients: [CIDR] = []
+    /// Header name (lower-case) to the values that match.
+    public var headers: [String: Set<String>] = [:]
+    /// Methods, upper-case.
+    public var methods: Set<String> = []
+    /// Routes.
+    public var routes: [RoutePattern] = []
+
+    /// An empty set.
+    public init() {}
+
+    /// Whether nothing is listed.
+    public var isEmpty: Bool { clients.isEmpty && headers.isEmpty && methods.isEmpty && routes.isEmpty }
+
+    /// Adds `other`'s rules.
+    mutating func merge(_ other: RuleSet) {
+        clients += other.clients
+        for (name, values) in other.headers { headers[name, default: []].formUnion(values) }
+        methods.formUnion(other.methods)
+        routes += other.routes
+    }
+
+    /// A deny list: the first kind of rule the request matches, if any.
+    func firstMatch(_ request: ProxyRequest) -> String? {
+        if let client = request.client, let network = clients.first(where: { $0.contains(client) }) { return "client \(network)" }
+        for (name, values) in headers {
+            if let fieldName = HTTPField.Name(name), request.headers[values: fieldName].contains(where: values.contains) {
+                return "header \(name)"
+            }
+        }
+        if methods.contains(request.method.rawValue) { return "method \(request.method.rawValue)" }
+        if let route = routes.first(where: { $0.matches(request.route) }) { return "route \(route)" }
+        return nil
+    }
+
+    /// An allow list: the first kind of rule that is listed and that the request does not
+    /// match (every listed kind must match; an empty list allows everything).
+    func firstMiss(_ request: ProxyRequest) -> String? {
+        if !clients.isEmpty {
+            guard let client = request.client, clients.contains(where: { $0.contains(client) }) else { return "client not allowed" }
+        }
+        for (name, values) in headers {
+            guard let fieldName = HTTPField.Name(name), request.headers[values: fieldName].contains(where: values.contains) else {
+                return "header \(name) not allowed"
+            }
+        }
+        if !methods.isEmpty, !methods.contains(request.method.rawValue) { return "method not allowed" }
+        if !routes.isEmpty, !routes.contains(where: { $0.matches(request.route) }) { return "route not allowed" }
+        return nil
+    }
+}
+
+/// The upstream's "this account is blocked" signal.
+public struct LearnSignal: Hashable, Sendable {
+    /// The status it answers with.
+    public var status: Int
+    /// Top-level JSON members and the values they must have (compared as text).
+    public var json: [String: String] = [:]
+    /// Response headers and the values they must have.
+    public var headers: [String: String] = [:]
+    /// The request header that names the account; nil: Veneer's own credentials' account.
+    public var accountHeader: String?
+    /// How long a learned block lasts; nil: until unblocked.
+    public var blockFor: Duration?
+
+    /// Whether `response` is the signal.
+    func matches(_ response: ProxyResponse) -> Bool {
+        guard response.status.code == status else { return false }
+        for (name, value) in headers {
+            guard let fieldName = HTTPField.Name(name), response.headers[fieldName] == value else { return false }
+        }
+        guard !json.isEmpty else { return true }
+        guard let body = try? JSONValue.parse(response.body) else { return false }
+        for (name, expected) in json {
+            switch body[name] {
+            case .string(let text)?: if text != expected { return false }
+            case .number(let text)?: if text != expected { return false }
+            case .bool(let flag)?: if String(flag) != expected { return false }
+            default: return false
+            }
+        }
+        return true
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import Testing
+import VeneerTestSupport
+
+@Suite("block_list as a real process")
+struct BlockListProcessTests {
+    func config(_ directory: String, upstream: String) -> String {
+        """
+        state_dir: \(directory)/state
+        stores:
+          local: { sqlite: veneer.sqlite }
+        environments:
+          development:
+            origin: { upstream: { url: "\(upstream)" } }
+            chain:
+              - block_list:
+                  store: local
+                  rules_file: \(directory)/rules.txt
+                  learn: { status: 403, json: { error: account_blocked }, account_header: X-Account-Id }
+        """
+    }
+
+    @Test("a learned block holds with zero upstream calls, survives a restart, and is lifted by veneer unblock")
+    func learnedBlocks() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "# no static rules yet\n".write(toFile: directory + "/rules.txt", atomically: true, encoding: .utf8)
+        try await withTestUpstream({ request in
+            request.header("x-account-id") == "acct-13" ? .json(#"{"error":"account_blocked"}"#, status: 403) : .json(#"{"id":1}"#)
+        }) { (upstream: TestUpstream) async throws in
+            try config(directory, upstream: upstream.url).write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+            let arguments = ["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"]
+            let blocked = [("X-Account-Id", "acct-13")]
+
+            var process = try VeneerProcess(arguments, directory: directory)
+            var port = try await process.waitUntilReady()
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1", headers: blocked).status == 403)
+            for _ in 0..<20 {
+                let response = try await RawHTTP.request(port: port, "GET", "/posts/1", headers: blocked)
+                #expect(response.status == 403 && response.errorCode == "account_blocked")
+            }
+            #expect(upstream.count == 1, "the block is answered locally")
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1", headers: [("X-Account-Id", "acct-2")]).status == 200)
+            let listed = try await RawHTTP.request(port: port, "GET", "/-/blocks")
+            #expect(listed.text.contains(#""account":"acct-13""#) && listed.text.contains("blocked_at"))
+            process.signal(SIGTERM)
+            #expect(await process.wait() == 0)
+            #expect(process.stderr.components(separatedBy: "account blocked").count - 1 == 1, "logged once")
+
+            // After a restart the block is still there.
+            process = try VeneerProcess(arguments, directory: directory)
+            port = try await process.waitUntilReady()
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1", headers: blocked).errorCode == "account_blocked")
+            #expect(upstream.count == 2, "one more request, for acct-2")
+
+            // veneer unblock through the running instance.
+            let unblock = try await VeneerProcess.run(["unblock", "acct-13", "--config", "veneer.yaml"], directory: directory)
+            #expect(unblock.status == 0, "\(unblock.stderr)")
+            #expect(unblock.stdout.contains("running instance"))
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1", headers: blocked).status == 403)
+            #expect(upstream.count == 3, "forwarded again (and blocked again by the upstream)")
+            #expect(try await VeneerProcess.run(["unblock", "nobody", "--config", "veneer.yaml"], directory: directory).status == 1)
+            process.signal(SIGTERM)
+            #expect(await process.wait() == 0)
+            #expect(process.stderr.contains("account unblocked"))
+
+            // veneer unblock with no instance running: straight in the store.
+            let offline = try await VeneerProcess.run(["unblock", "acct-13", "--config", "veneer.yaml"], directory: directory)
+            #expect(offline.status == 0 && offline.stdout.contains("the store"), "\(offline.stderr)")
+            process = try VeneerProcess(arguments, directory: directory)
+            defer { process.terminate() }
+            port = try await process.waitUntilReady()
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1", headers: blocked).status == 403)
+            #expect(upstream.count == 4)
+        }
+    }
+
+    @Test("the rules file is re-read on SIGHUP; a broken one keeps the old rules and says why")
+    func rulesReload() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "deny method DELETE\n".write(toFile: directory + "/rules.txt", atomically: true, encoding: .utf8)
+        try await withTestUpstream({ _ in .json("{}") }) { (upstream: TestUpstream) async throws in
+            try config(directory, upstream: upstream.url).write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+            let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+            defer { process.terminate() }
+            let port = try await process.waitUntilReady()
+            #expect(try await RawHTTP.request(port: port, "DELETE", "/posts/1").errorCode == "client_blocked")
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+
+            try "deny route /posts/{id}\n".write(toFile: directory + "/rules.txt", atomically: true, encoding: .utf8)
+            process.signal(SIGHUP)
+            try await eventually { (try? await RawHTTP.request(port: port, "GET", "/posts/1").status) == 403 }
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").errorCode == "client_blocked")
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts").status == 200)
+
+            try "deny rout /posts\n".write(toFile: directory + "/rules.txt", atomically: true, encoding: .utf8)
+            process.signal(SIGHUP)
+            try await eventually { process.stderr.contains("reload failed") }
+            #expect(process.stderr.contains("rules.txt:1:6: unknown rule kind 'rout' (did you mean 'route'?)"))
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").errorCode == "client_blocked", "the old rules keep serving")
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts").status == 200)
+        }
+    }
+}
+
+/// Waits (real time, up to 10 s) for `condition`.
+func eventually(_ condition: () async -> Bool) async throws {
+    for _ in 0..<500 {
+        if await condition() { return }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+}
