@@ -8,7 +8,12 @@ ARGS    ?=
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PATH := $(PATH):/opt/swift/usr/bin
 
-.PHONY: all deps build release run test check bench clean
+BINDIR     ?= $(PREFIX)/bin
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+DOCDIR     ?= $(PREFIX)/share/doc/veneer
+SYSCONFDIR ?= /etc
+
+.PHONY: all deps build release run test test-units check bench install uninstall clean
 
 all: build
 
@@ -30,9 +35,31 @@ run: release
 	.build/release/veneer run $(ARGS)
 
 # Debug build only: CI builds from a fresh clone every time.
-test: deps
+test: deps test-units
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+
+# systemd-analyze verify + security (exposure <= 2.0) on systemd/*.service; skipped without systemd-analyze.
+test-units:
+	Tests/systemd/check-units.sh
+
+# Installs the release binary, the units, the README and an example configuration
+# (never over an existing /etc/veneer/veneer.yaml). PREFIX and DESTDIR as usual.
+install: release
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSCONFDIR)/veneer
+	install -m 0755 .build/release/veneer $(DESTDIR)$(BINDIR)/veneer
+	sed 's|/usr/local/bin/veneer|$(BINDIR)/veneer|; s|/usr/local/share/doc/veneer|$(DOCDIR)|' systemd/veneer@.service > $(DESTDIR)$(UNITDIR)/veneer@.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/veneer@.service
+	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	install -m 0644 config/veneer.yaml $(DESTDIR)$(SYSCONFDIR)/veneer/veneer.yaml.example
+	@if [ ! -e $(DESTDIR)$(SYSCONFDIR)/veneer/veneer.yaml ]; then \
+		install -m 0644 config/veneer.yaml $(DESTDIR)$(SYSCONFDIR)/veneer/veneer.yaml; \
+		echo "installed $(DESTDIR)$(SYSCONFDIR)/veneer/veneer.yaml (edit it, then: systemctl daemon-reload && systemctl start veneer@production)"; \
+	fi
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/veneer $(DESTDIR)$(UNITDIR)/veneer@.service $(DESTDIR)$(SYSCONFDIR)/veneer/veneer.yaml.example
+	rm -rf $(DESTDIR)$(DOCDIR)
 
 check: build
 	.build/debug/veneer check --all

@@ -81,6 +81,8 @@ public final class VeneerInstance: Service, Sendable {
     let transports: AsyncHTTPClientTransportProvider
     let background: BackgroundRunner
     let reloadStatus = ReloadStatus()
+    /// The sd_notify channel (silent without `NOTIFY_SOCKET`).
+    public let notifier: SystemdNotifier
     let reloadLock = Mutex<Bool>(false)
     let onReady: @Sendable (ReadyInfo) async -> Void
     let logger: Logger
@@ -91,6 +93,7 @@ public final class VeneerInstance: Service, Sendable {
         self.configuration = configuration
         self.onReady = onReady
         self.logger = configuration.logger
+        self.notifier = SystemdNotifier(variables: configuration.variables)
         let spec = try configuration.loadSpec()
         metrics = PrometheusCollectorRegistry()
         health = HealthBoard()
@@ -124,7 +127,7 @@ public final class VeneerInstance: Service, Sendable {
         let spec = chain.generation.spec
         let admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus)
         let addressFile = AdminAddressFile(stateDirectory: spec.stateDirectory, environment: spec.name)
-        let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2) { [onReady, logger] info in
+        let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2) { [onReady, logger, notifier, chain] info in
             // Where the admin API really listens (port 0 picks one): `veneer unblock` reads it.
             let host = spec.adminListen?.host ?? spec.listen.host
             do {
@@ -132,11 +135,16 @@ public final class VeneerInstance: Service, Sendable {
             } catch {
                 logger.debug("could not record the admin address", metadata: ["error": .string("\(error)")])
             }
+            // Only now do the listeners accept connections: tell systemd.
+            notifier.ready(status: Self.statusLine(chain.generation))
             await onReady(info)
         }
         // Shut down in reverse order: listeners drain first, then reloads stop, background
         // loops end (flushing caches), and the HTTP clients close last.
-        var services: [any Service] = [TransportShutdown(transports: transports), background, ReloadOnHangup(instance: self)]
+        var services: [any Service] = [
+            WatchdogService(notifier: notifier, eventLoopGroup: configuration.eventLoopGroup, logger: logger),
+            TransportShutdown(transports: transports), background, ReloadOnHangup(instance: self),
+        ]
         services.append(Listener.make(
             address: spec.listen,
             edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil),
@@ -149,6 +157,7 @@ public final class VeneerInstance: Service, Sendable {
                 headerLimit: spec.limits.requestHeaders, eventLoopGroup: configuration.eventLoopGroup, logger: logger,
                 onBound: { port in await readiness.bound(admin: port) }))
         }
+        services.append(StoppingNotice(notifier: notifier))
         logger.info("veneer starting", metadata: [
             "environment": .string(spec.name), "config": .string(spec.configFile), "listen": .string(spec.listen.description),
             "chain": .string(spec.chain.map(\.name).joined(separator: " -> ") + (spec.chain.isEmpty ? "" : " -> ") + spec.origin.name),
@@ -173,6 +182,7 @@ public final class VeneerInstance: Service, Sendable {
         defer { reloadLock.withLock { $0 = false } }
 
         let old = chain.generation
+        notifier.reloading()
         do {
             let spec = try configuration.loadSpec()
             var warnings: [String] = []
@@ -190,6 +200,7 @@ public final class VeneerInstance: Service, Sendable {
             background.adopt(carried.all)
             _ = chain.swap(to: next)
             reloadStatus.set(nil)
+            notifier.ready(status: Self.statusLine(next))
             for warning in warnings { logger.warning("\(warning)") }
             logger.info("configuration reloaded", metadata: [
                 "environment": .string(spec.name), "generation": .stringConvertible(next.number),
@@ -215,8 +226,15 @@ public final class VeneerInstance: Service, Sendable {
             reloadStatus.set("\(error.diagnostics.count) problem(s): " + error.diagnostics.map(\.description).joined(separator: "; "))
             for diagnostic in error.diagnostics { logger.error("\(diagnostic)") }
             logger.error("reload failed; the previous configuration keeps serving", metadata: ["problems": .stringConvertible(error.diagnostics.count)])
+            notifier.ready(status: "reload failed (\(error.diagnostics.count) problem\(error.diagnostics.count == 1 ? "" : "s"): \(error.diagnostics.first.map(\.description) ?? "")); " + Self.statusLine(old))
             return .failure(error)
         }
+    }
+
+    /// `serving production: latency_log -> cache -> upstream (generation 2)`.
+    static func statusLine(_ generation: ChainGeneration) -> String {
+        let names = generation.spec.chain.map(\.name) + [generation.spec.origin.name]
+        return "serving \(generation.spec.name) on \(generation.spec.listen): \(names.joined(separator: " -> ")) (generation \(generation.number))"
     }
 
     func releaseAll() async {

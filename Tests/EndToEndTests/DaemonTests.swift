@@ -1,0 +1,140 @@
+import Foundation
+import Synchronization
+import Testing
+import VeneerTestSupport
+
+@Suite("Veneer as a daemon: sd_notify, reload, drain")
+struct DaemonTests {
+    @Test("READY once listening, STATUS, RELOADING then READY around a reload, WATCHDOG pings, STOPPING on shutdown")
+    func notifyProtocol() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let socket = try NotifySocket(directory: directory)
+        try "environments: {development: {origin: {mock: {}}, chain: [latency_log]}}".write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory,
+                                        environment: ["NOTIFY_SOCKET": socket.path, "WATCHDOG_USEC": "400000"])
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        #expect(try await socket.waitFor { $0.contains("READY=1") })
+        let ready = try #require(socket.messages.first { $0.contains("READY=1") })
+        #expect(ready.contains("STATUS=serving development"))
+        #expect(ready.contains("latency_log -> mock (generation 1)"))
+        // The listener accepted connections before READY was sent.
+        #expect(try await RawHTTP.request(port: port, "GET", "/-/health").status == 200)
+        #expect(try await socket.waitFor { $0 == "WATCHDOG=1" })
+        try await Task.sleep(for: .milliseconds(700))
+        #expect(socket.messages.filter { $0 == "WATCHDOG=1" }.count >= 3, "pings every 200 ms")
+
+        process.signal(SIGHUP)
+        #expect(try await socket.waitFor { $0.contains("generation 2") })
+        let messages = socket.messages
+        let reloading = try #require(messages.firstIndex { $0.hasPrefix("RELOADING=1") })
+        #expect(messages[reloading].contains("MONOTONIC_USEC="))
+        let readyAgain = try #require(messages.lastIndex { $0.contains("READY=1") })
+        #expect(readyAgain > reloading)
+
+        try "environments: {development: {origin: {mock: {}}, chain: [latncy_log]}}".write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        process.signal(SIGHUP)
+        #expect(try await socket.waitFor { $0.contains("STATUS=reload failed (1 problem") && $0.contains("unknown decorator 'latncy_log'") })
+        #expect(try await RawHTTP.request(port: port, "GET", "/posts").status == 200)
+
+        process.signal(SIGTERM)
+        #expect(await process.wait() == 0)
+        #expect(socket.messages.contains { $0.hasPrefix("STOPPING=1") })
+    }
+
+    @Test("without NOTIFY_SOCKET nothing is sent and nothing fails")
+    func silent() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let process = try VeneerProcess(["run", "--listen", "127.0.0.1:0"], directory: directory, environment: ["WATCHDOG_USEC": "100000"])
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        #expect(try await RawHTTP.request(port: port, "GET", "/posts").status == 200)
+        process.signal(SIGTERM)
+        #expect(await process.wait() == 0)
+    }
+
+    @Test("reloads under concurrent load drop zero requests")
+    func reloadUnderLoad() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let configs = [
+            "environments: {development: {origin: {mock: {}}, chain: [{cache: {ttl: 1s}}]}}",
+            "environments: {development: {origin: {mock: {}}, chain: [latency_log, {cache: {ttl: 1s}}]}}",
+        ]
+        try configs[0].write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        let load = LoadCounters()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<64 {
+                group.addTask {
+                    while !load.stopped {
+                        let target = worker % 2 == 0 ? "/posts" : "/posts/\(worker)"
+                        let status = (try? await RawHTTP.request(port: port, "GET", target).status) ?? 0
+                        load.record(ok: status == 200 || status == 404)
+                    }
+                }
+            }
+            for round in 0..<6 {
+                try await Task.sleep(for: .milliseconds(300))
+                try configs[round % 2 == 0 ? 1 : 0].write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+                process.signal(SIGHUP)
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            load.stop()
+            try await group.waitForAll()
+        }
+        let (ok, failed) = load.totals
+        #expect(failed == 0)
+        #expect(ok > 500)
+        #expect(process.stderr.components(separatedBy: "configuration reloaded").count - 1 == 6)
+    }
+
+    @Test("SIGTERM stops accepting, lets the request in flight finish, and exits 0")
+    func drain() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "environments: {development: {origin: {mock: {latency: 1500ms}}}}".write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        async let slow = RawHTTP.request(port: port, "GET", "/posts")
+        try await Task.sleep(for: .milliseconds(300))
+        process.signal(SIGTERM)
+        try await Task.sleep(for: .milliseconds(200))
+        await #expect(throws: (any Error).self, "no new connections once draining") {
+            _ = try await RawHTTP.request(port: port, "GET", "/posts")
+        }
+        #expect(try await slow.status == 200)
+        #expect(await process.wait() == 0)
+    }
+
+    @Test("drain_timeout bounds how long shutdown waits for a request in flight")
+    func drainTimeout() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "environments: {development: {origin: {mock: {latency: 30s}}, drain_timeout: 500ms}}".write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        let slow = Task { try? await RawHTTP.request(port: port, "GET", "/posts") }
+        try await Task.sleep(for: .milliseconds(200))
+        let start = ContinuousClock.now
+        process.signal(SIGTERM)
+        let status = await process.wait(timeout: .seconds(15))
+        #expect(ContinuousClock.now - start < .seconds(8))
+        #expect(status == 0)
+        slow.cancel()
+    }
+}
+
+final class LoadCounters: Sendable {
+    private let state = Mutex((stopped: false, ok: 0, failed: 0))
+    var stopped: Bool { state.withLock { $0.stopped } }
+    var totals: (Int, Int) { state.withLock { ($0.ok, $0.failed) } }
+    func stop() { state.withLock { $0.stopped = true } }
+    func record(ok: Bool) { state.withLock { ok ? ($0.ok += 1) : ($0.failed += 1) } }
+}
