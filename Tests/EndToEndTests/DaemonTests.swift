@@ -97,12 +97,13 @@ struct DaemonTests {
     func drain() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        try "environments: {development: {origin: {mock: {latency: 1500ms}}}}".write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        try "environments: {development: {origin: {mock: {latency: 2500ms}}}}".write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
         let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
         defer { process.terminate() }
         let port = try await process.waitUntilReady()
         async let slow = RawHTTP.request(port: port, "GET", "/posts")
-        try await Task.sleep(for: .milliseconds(300))
+        // Give the request time to be read (under a busy test run, connecting can take a while).
+        try await Task.sleep(for: .milliseconds(900))
         process.signal(SIGTERM)
         try await Task.sleep(for: .milliseconds(200))
         await #expect(throws: (any Error).self, "no new connections once draining") {

@@ -61,7 +61,7 @@ struct ReloadTests {
         let box = YAMLBox(yaml(["old"], latency: "500ms"))
         try await withVeneer(yaml: "", registry: extendedRegistry, yamlProvider: { box.value }) { (veneer: RunningVeneer) async throws in
             async let slow = veneer.request("GET", "/posts")
-            try await Task.sleep(for: .milliseconds(150))
+            while veneer.instance.chain.generation.requestsInFlight == 0 { try await Task.sleep(for: .milliseconds(5)) }
             box.set(yaml(["new"]))
             _ = await veneer.instance.reload()
             let fresh = try await veneer.request("GET", "/posts")
