@@ -78,18 +78,29 @@ struct DaemonTests {
                     }
                 }
             }
+            var answeredPerRound: [Int] = []
             for round in 0..<6 {
+                // At least 300 ms between reloads, and longer until requests have been answered
+                // since the last one (a busy test run can take a while to get 64 clients going).
+                let before = load.totals.0
+                let deadline = ContinuousClock.now + .seconds(5)
                 try await Task.sleep(for: .milliseconds(300))
+                while load.totals.0 == before && ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                answeredPerRound.append(load.totals.0 - before)
                 try configs[round % 2 == 0 ? 1 : 0].write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
                 process.signal(SIGHUP)
             }
             try await Task.sleep(for: .milliseconds(300))
             load.stop()
             try await group.waitForAll()
+            // Requests were being answered between every pair of reloads, not only before or after.
+            #expect(answeredPerRound.allSatisfy { $0 > 0 }, "\(answeredPerRound)")
         }
         let (ok, failed) = load.totals
         #expect(failed == 0)
-        #expect(ok > 500)
+        #expect(ok > 0)
         #expect(process.stderr.components(separatedBy: "configuration reloaded").count - 1 == 6)
     }
 

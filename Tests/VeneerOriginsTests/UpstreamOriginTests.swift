@@ -94,15 +94,16 @@ struct UpstreamOriginTests {
 
     @Test("an unreachable upstream is 502 upstream_unavailable")
     func unreachable() async throws {
-        let port = try await freePort()
-        let (origin, provider) = origin("http://127.0.0.1:\(port)")
-        defer { Task { await provider.shutdown() } }
-        await #expect(throws: ProxyError.self) {
-            do {
-                _ = try await origin.handle(.getPost(1))
-            } catch let error as ProxyError {
-                #expect(error.code == .upstreamUnavailable)
-                throw error
+        try await withRefusingPort { port in
+            let (origin, provider) = origin("http://127.0.0.1:\(port)")
+            defer { Task { await provider.shutdown() } }
+            await #expect(throws: ProxyError.self) {
+                do {
+                    _ = try await origin.handle(.getPost(1))
+                } catch let error as ProxyError {
+                    #expect(error.code == .upstreamUnavailable)
+                    throw error
+                }
             }
         }
     }

@@ -58,10 +58,11 @@ struct PathAttackTests {
 
     @Test("an unreachable upstream is 502 and a slow one 504, as JSON errors")
     func upstreamFailures() async throws {
-        let port = try await freePort()
-        try await withVeneer(yaml: "environments: {development: {origin: {upstream: {url: \"http://127.0.0.1:\(port)\"}}}}") { (veneer: RunningVeneer) async throws in
-            let response = try await veneer.request("GET", "/posts/1")
-            #expect(response.status == 502 && response.errorCode == "upstream_unavailable")
+        try await withRefusingPort { port in
+            try await withVeneer(yaml: "environments: {development: {origin: {upstream: {url: \"http://127.0.0.1:\(port)\"}}}}") { (veneer: RunningVeneer) async throws in
+                let response = try await veneer.request("GET", "/posts/1")
+                #expect(response.status == 502 && response.errorCode == "upstream_unavailable")
+            }
         }
         try await withTestUpstream({ _ in UpstreamReply(body: "{}", delay: .seconds(3)) }) { (upstream: TestUpstream) async throws in
             try await withVeneer(yaml: "environments: {development: {origin: {upstream: {url: \"\(upstream.url)\", timeout: 200ms}}}}") { (veneer: RunningVeneer) async throws in

@@ -50,9 +50,17 @@ public func withVeneer<T>(
     let (stream, continuation) = AsyncStream<ReadyInfo>.makeStream()
     let instance = try await VeneerInstance(configuration: configuration, onReady: { continuation.yield($0) })
     let group = ServiceGroup(configuration: .init(services: [instance], logger: quietLogger()))
-    let task = Task { try await group.run() }
+    // Ends the stream when the group stops, so that a failed start (a port in use, say)
+    // is thrown here instead of waiting forever for a readiness that never comes.
+    let task = Task {
+        defer { continuation.finish() }
+        try await group.run()
+    }
     var iterator = stream.makeAsyncIterator()
-    guard let ready = await iterator.next() else { throw CancellationError() }
+    guard let ready = await iterator.next() else {
+        try await task.value
+        throw HarnessError.stoppedBeforeReady
+    }
     let running = RunningVeneer(instance: instance, port: ready.port, adminPort: ready.adminPort)
     do {
         let result = try await body(running)
@@ -64,4 +72,10 @@ public func withVeneer<T>(
         _ = try? await task.value
         throw error
     }
+}
+
+/// Why ``withVeneer(yaml:environment:variables:registry:clock:workingDirectory:yamlProvider:_:)`` failed.
+public enum HarnessError: Error {
+    /// The instance stopped without an error before it was listening.
+    case stoppedBeforeReady
 }
