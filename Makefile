@@ -13,7 +13,7 @@ UNITDIR    ?= $(PREFIX)/lib/systemd/system
 DOCDIR     ?= $(PREFIX)/share/doc/veneer
 SYSCONFDIR ?= /etc
 
-.PHONY: all deps build release run test test-units check bench install uninstall clean
+.PHONY: all deps test-deps build release run test test-units check bench install uninstall clean
 
 all: build
 
@@ -22,6 +22,13 @@ deps:
 	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists yaml-0.1; then \
 		echo "make: installing libyaml-dev and pkg-config"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libyaml-dev pkg-config; \
+	fi
+
+# The tests of the postgres store start a real PostgreSQL server of their own (initdb in /tmp).
+test-deps: deps
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "make: installing postgresql for the tests"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
 	fi
 
 build: deps
@@ -35,7 +42,7 @@ run: release
 	.build/release/veneer run $(ARGS)
 
 # Debug build only: CI builds from a fresh clone every time.
-test: deps test-units
+test: test-deps test-units
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 

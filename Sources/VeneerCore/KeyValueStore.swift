@@ -36,6 +36,47 @@ public protocol KeyValueStore: Sendable, CustomStringConvertible {
     @discardableResult func trim(_ namespace: String, maxEntries: Int, maxBytes: Int) async throws -> Int
     /// Releases connections and files.
     func close() async
+
+    /// Changes that other processes sharing the store made to a namespace (removed keys, and
+    /// "resync" after the store was unreachable); nil when nobody else shares the store.
+    func changes(_ namespace: String) -> AsyncStream<StoreChange>?
+
+    /// Runs `body` while holding the lock called `name`: across every process sharing the
+    /// store for shared stores, within this process otherwise.
+    func withLock<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T
+}
+
+/// A change another process made to a shared store.
+public enum StoreChange: Sendable, Equatable {
+    /// Every key starting with this prefix was removed (or replaced).
+    case removed(prefix: String)
+    /// Changes may have been missed (the store was unreachable): forget what was read before.
+    case resync
+}
+
+/// Named locks within one process: what `withLock` means for stores nobody else shares.
+public actor LocalLocks {
+    private var held: Set<String> = []
+    private var waiters: [String: [CheckedContinuation<Void, Never>]] = [:]
+
+    /// No locks held.
+    public init() {}
+
+    /// Runs `body` holding `name`.
+    public func withLock<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T {
+        while held.contains(name) {
+            await withCheckedContinuation { waiters[name, default: []].append($0) }
+        }
+        held.insert(name)
+        defer {
+            held.remove(name)
+            if var queue = waiters[name], !queue.isEmpty {
+                queue.removeFirst().resume()
+                waiters[name] = queue.isEmpty ? nil : queue
+            }
+        }
+        return try await body()
+    }
 }
 
 /// Where factories get the stores they name.

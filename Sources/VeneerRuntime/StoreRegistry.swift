@@ -33,11 +33,11 @@ final class StoreRegistry: StoreProvider, Sendable {
             let carried = self.carried, health = self.health, logger = self.logger
             let task = Task<any KeyValueStore, any Error> {
                 if let kept = carried.existing(for: key) as? CarriedStore { return kept.store }
-                let store = try await Self.open(spec, logger: logger)
+                let store = try await Self.open(spec, logger: logger) { problem in
+                    if let problem { health.report("store \(name)", .degraded(problem)) } else { health.remove("store \(name)") }
+                }
                 if let sqlite = store as? SQLiteStore, let problem = sqlite.problem {
                     health.report("store \(name)", .degraded(problem))
-                } else {
-                    health.remove("store \(name)")
                 }
                 return carried.value(for: key) { CarriedStore(store: store, health: health, name: name) }.store
             }
@@ -47,12 +47,12 @@ final class StoreRegistry: StoreProvider, Sendable {
         return try await task.value
     }
 
-    static func open(_ spec: StoreSpec, logger: Logger) async throws -> any KeyValueStore {
+    static func open(_ spec: StoreSpec, logger: Logger, onHealth: @escaping @Sendable (String?) -> Void = { _ in }) async throws -> any KeyValueStore {
         switch spec {
         case .sqlite(let path):
             return await SQLiteStore.open(path: path, logger: logger)
-        case .postgres:
-            throw StoreError(store: spec.description, reason: "postgres stores are not available in this build")
+        case .postgres(let url, let password):
+            return try PostgresStore.open(url: url, password: password, logger: logger, onHealth: onHealth)
         }
     }
 }

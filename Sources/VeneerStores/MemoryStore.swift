@@ -13,6 +13,7 @@ public final class MemoryStore: KeyValueStore {
         var clock: UInt64 = 0
     }
     private let state = Mutex(State())
+    private let locks = LocalLocks()
 
     /// An empty store.
     public init() {}
@@ -88,4 +89,10 @@ public final class MemoryStore: KeyValueStore {
     }
 
     public func close() async {}
+
+    public func changes(_ namespace: String) -> AsyncStream<StoreChange>? { nil }
+
+    public func withLock<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T {
+        try await locks.withLock(name, body)
+    }
 }

@@ -18,6 +18,7 @@ public final class SQLiteStore: KeyValueStore {
     private let durableConnection = Mutex<SQLiteConnection?>(nil)
     private let problemText = Mutex<String?>(nil)
     private let recoveryText = Mutex<String?>(nil)
+    private let locks = LocalLocks()
 
     /// Why the store keeps its data in memory instead of the file, when it has to.
     public var problem: String? { problemText.withLock { $0 } }
@@ -224,5 +225,11 @@ public final class SQLiteStore: KeyValueStore {
             durableConnection.withLock { c in defer { c = nil }; return c },
         ]
         for connection in connections { try? await connection?.close() }
+    }
+
+    public func changes(_ namespace: String) -> AsyncStream<StoreChange>? { nil }
+
+    public func withLock<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T {
+        try await locks.withLock(name, body)
     }
 }

@@ -150,7 +150,7 @@ struct AuthRefreshTests {
             // The upstream revokes the first token it sees (as if it had been invalidated server-side).
             let token = request.header("authorization") ?? ""
             if token == "Bearer at-1" {
-                rejectedFirst.withLock { $0.insert(token) }
+                _ = rejectedFirst.withLock { $0.insert(token) }
                 return .json(#"{"error":"invalid_token"}"#, status: 401)
             }
             return tokens.protectedReply(request)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Logging
 import Testing
 import VeneerCore
@@ -92,5 +93,51 @@ struct StoreTests {
         #expect(try await store.get("ns", "k", now: Date())?.bytes == [2])
         #expect(store.problem != nil)
         await store.close()
+    }
+}
+
+@Suite("The postgres store against a real PostgreSQL", .serialized)
+struct PostgresStoreTests {
+    @Test("does what every store does, on a real database, and announces removals")
+    func postgres() async throws {
+        let server = try await TestPostgres.start()
+        let store = try PostgresStore.open(url: server.url, password: .file(server.passwordFile), logger: quietLogger())
+        let other = try PostgresStore.open(url: server.url, password: .value(server.password), logger: quietLogger())
+        do {
+            for _ in 0..<250 where store.problem != nil || other.problem != nil { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(store.problem == nil && other.problem == nil)
+            let changes = try #require(other.changes("cache"))
+            try await exercise(store)
+            try await store.put("cache", "I /posts/1 ", StoredValue(bytes: [1]), durable: false)
+            #expect(try await other.get("cache", "I /posts/1 ", now: Date())?.bytes == [1], "shared by both")
+            try await store.delete("cache", prefix: "I /posts/1 ")
+            var iterator = changes.makeAsyncIterator()
+            #expect(await iterator.next() == .removed(prefix: "I /posts/1 "))
+            let order = Mutex<[String]>([])
+            async let first: Void = store.withLock("refresh") {
+                order.withLock { $0.append("first in") }
+                try await Task.sleep(for: .milliseconds(300))
+                order.withLock { $0.append("first out") }
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            try await other.withLock("refresh") { order.withLock { $0.append("second") } }
+            try await first
+            #expect(order.withLock { $0 } == ["first in", "first out", "second"], "the advisory lock excludes the other instance")
+        } catch {
+            Issue.record(error)
+        }
+        await store.close()
+        await other.close()
+        await server.destroy()
+    }
+
+    @Test("URLs: user, password, database and sslmode; a password file wins over the URL")
+    func urls() throws {
+        let configuration = try PostgresConnectionURL.configuration("postgres://veneer:p%40ss@db.example:6543/state?sslmode=require", password: nil)
+        #expect(configuration.host == "db.example" && configuration.port == 6543)
+        #expect(configuration.username == "veneer" && configuration.password == "p@ss" && configuration.database == "state")
+        #expect(try PostgresConnectionURL.configuration("postgres://veneer:x@db/state", password: "fromfile").password == "fromfile")
+        #expect(throws: StoreError.self) { try PostgresConnectionURL.configuration("postgres://db/x?sslmode=sometimes", password: nil) }
+        #expect(throws: StoreError.self) { try PostgresConnectionURL.configuration("mysql://db/x", password: nil) }
     }
 }

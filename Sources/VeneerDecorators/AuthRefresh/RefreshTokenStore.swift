@@ -14,26 +14,41 @@ protocol RefreshTokenStore: Sendable {
     func load() async throws -> RefreshTokenRecord?
     /// Saves a record durably before returning.
     func save(_ record: RefreshTokenRecord) async throws
+    /// Runs `body` as the only refresher: across instances for a shared store.
+    func withLock<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T
 }
 
-/// The newest refresh token and the fingerprint of the initial token it descends from.
+/// The token row: the newest refresh token, the fingerprint of the initial token it
+/// descends from, and the current access token with its expiry and generation, so that
+/// instances sharing a store use one token instead of each refreshing its own.
 struct RefreshTokenRecord: Sendable, Equatable {
     var refreshToken: String
     var origin: String
+    var accessToken: String?
+    var expiresAt: Date?
+    var generation: Int = 0
 
     var encoded: [UInt8] {
-        Array(JSONValue.object([("refresh_token", .string(refreshToken)), ("origin", .string(origin))]).text.utf8)
+        var members: [(String, JSONValue)] = [("refresh_token", .string(refreshToken)), ("origin", .string(origin)), ("generation", .int(generation))]
+        if let accessToken { members.append(("access_token", .string(accessToken))) }
+        if let expiresAt { members.append(("expires_at", .number(String(expiresAt.timeIntervalSince1970)))) }
+        return Array(JSONValue.object(members).text.utf8)
     }
 
-    init(refreshToken: String, origin: String) {
+    init(refreshToken: String, origin: String, accessToken: String? = nil, expiresAt: Date? = nil, generation: Int = 0) {
         self.refreshToken = refreshToken
         self.origin = origin
+        self.accessToken = accessToken
+        self.expiresAt = expiresAt
+        self.generation = generation
     }
 
     init?(decoding bytes: [UInt8]) {
         guard let value = try? JSONValue.parse(bytes), let token = value["refresh_token"]?.stringValue,
               let origin = value["origin"]?.stringValue else { return nil }
-        self.init(refreshToken: token, origin: origin)
+        self.init(refreshToken: token, origin: origin, accessToken: value["access_token"]?.stringValue,
+                  expiresAt: value["expires_at"]?.doubleValue.map(Date.init(timeIntervalSince1970:)),
+                  generation: value["generation"]?.intValue ?? 0)
     }
 
     /// A SHA-256 fingerprint of an initial token: recognises it without storing it twice.
@@ -46,6 +61,11 @@ struct RefreshTokenRecord: Sendable, Equatable {
 /// over the old one, fsync of the directory. A crash leaves the old file or the new one.
 struct FileRefreshTokenStore: RefreshTokenStore {
     let path: String
+    let locks = LocalLocks()
+
+    func withLock<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T {
+        try await locks.withLock(name, body)
+    }
 
     func load() async throws -> RefreshTokenRecord? {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
@@ -102,5 +122,9 @@ struct KeyValueRefreshTokenStore: RefreshTokenStore {
 
     func save(_ record: RefreshTokenRecord) async throws {
         try await store.put("auth_refresh", key, StoredValue(bytes: record.encoded), durable: true)
+    }
+
+    func withLock<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T {
+        try await store.withLock(name, body)
     }
 }

@@ -69,7 +69,7 @@ actor TokenManager: CarriedService {
     func tokenAfterUnauthorized(seen: AccessToken) async throws -> AccessToken {
         if let access, access.generation > seen.generation, !isExpired(access, margin: .zero) { return access }
         if case .stopped(let reason) = state { throw Self.unauthorized(reason) }
-        return try await refresh(because: "the upstream answered 401")
+        return try await refresh(because: "the upstream answered 401", rejected: seen)
     }
 
     func isExpired(_ token: AccessToken, margin: Duration) -> Bool {
@@ -79,46 +79,83 @@ actor TokenManager: CarriedService {
 
     // MARK: Refreshing
 
-    /// One refresh for everybody who asks while it runs.
-    func refresh(because reason: String) async throws -> AccessToken {
+    /// One refresh for everybody who asks while it runs. `rejected` is the token the
+    /// upstream refused, if that is the reason.
+    func refresh(because reason: String, rejected: AccessToken? = nil) async throws -> AccessToken {
         if let inFlight { return try await inFlight.value }
         if case .stopped(let stopReason) = state { throw Self.unauthorized(stopReason) }
         if let retryAt, clock.now() < retryAt, let lastFailure {
             // Backing off: answer at once instead of piling up on a failing endpoint.
             throw lastFailure
         }
-        let task = Task { try await self.performRefresh(reason) }
+        let task = Task { try await self.performRefresh(reason, rejected: rejected) }
         inFlight = task
         defer { inFlight = nil }
         return try await task.value
     }
 
-    private func performRefresh(_ reason: String) async throws -> AccessToken {
+    /// Refreshes as the only refresher of this client among every instance sharing the store:
+    /// under the lock, a token another instance got meanwhile is adopted instead.
+    private func performRefresh(_ reason: String, rejected: AccessToken?) async throws -> AccessToken {
+        let lockName = "auth_refresh:" + options.stateName
+        do {
+            return try await store.withLock(lockName) { try await self.refreshHoldingLock(reason, rejected: rejected) }
+        } catch let error as StoreError {
+            // The shared token state is out of reach: refreshing alone could present a refresh
+            // token another instance already used. Keep the token held and retry later.
+            let failure = ProxyError.upstreamUnavailable("The shared token state is unavailable; Veneer cannot refresh its token now.")
+            noteFailure(failure, detail: "shared token state unavailable: \(error.reason)")
+            throw failure
+        }
+    }
+
+    private func noteFailure(_ error: ProxyError, detail: String) {
+        failures += 1
+        // Capped exponential backoff with full jitter: 1s, 2s, 4s ... up to 60s.
+        let ceiling = min(60.0, pow(2.0, Double(min(failures - 1, 6))))
+        retryAt = clock.now().addingTimeInterval(Double.random(in: (ceiling / 2)...ceiling))
+        lastFailure = error
+        health.report(healthName, .degraded("\(detail) (\(failures) failure\(failures == 1 ? "" : "s"))"))
+        logger.warning("token refresh failed; backing off", metadata: ["failures": .stringConvertible(failures), "error": .string(detail)])
+    }
+
+    private func refreshHoldingLock(_ reason: String, rejected: AccessToken?) async throws -> AccessToken {
         let current = try await currentRefreshToken()
-        refreshCount += 1
-        logger.debug("refreshing the access token", metadata: ["reason": .string(reason), "endpoint": .string(options.tokenEndpoint.description)])
-        switch await endpoint.refresh(with: current) {
-        case .granted(let accessToken, let expiresIn, let rotated):
-            if let rotated, rotated != current {
-                // Saved before anything else happens: after a crash from here on, Veneer
-                // starts from the new token and never presents the old one again.
-                let record = RefreshTokenRecord(refreshToken: rotated, origin: initialFingerprint)
-                refreshToken = rotated
-                do {
-                    try await store.save(record)
-                } catch {
-                    logger.error("the rotated refresh token could not be saved; it is kept in memory only", metadata: ["error": .string("\(error)")])
-                    health.report(healthName + " storage", .degraded("the rotated refresh token could not be saved: \(error)"))
+        if let shared = try await store.load(), shared.origin == initialFingerprint {
+            // The newest refresh token is the shared one, whoever rotated it.
+            refreshToken = shared.refreshToken
+            if let value = shared.accessToken, shared.generation > (rejected?.generation ?? access?.generation ?? 0) {
+                let candidate = AccessToken(value: value, expiresAt: shared.expiresAt, generation: shared.generation)
+                if !isExpired(candidate, margin: options.refreshBeforeExpiry) || (rejected != nil && !isExpired(candidate, margin: .zero)) {
+                    adopt(candidate)
+                    logger.debug("adopted the access token another refresh obtained", metadata: ["generation": .stringConvertible(shared.generation)])
+                    return candidate
                 }
             }
+            generation = max(generation, shared.generation)
+        }
+        let presented = refreshToken ?? current
+        refreshCount += 1
+        logger.debug("refreshing the access token", metadata: ["reason": .string(reason), "endpoint": .string(options.tokenEndpoint.description)])
+        switch await endpoint.refresh(with: presented) {
+        case .granted(let accessToken, let expiresIn, let rotated):
             generation += 1
             let expiresAt = expiresIn.map { clock.now().addingTimeInterval(TimeInterval(max(0, $0))) }
             let token = AccessToken(value: accessToken, expiresAt: expiresAt, generation: generation)
-            access = token
-            failures = 0
-            retryAt = nil
-            lastFailure = nil
-            health.remove(healthName)
+            refreshToken = rotated ?? presented
+            // Saved before anything else happens: after a crash from here on, Veneer (and
+            // every instance sharing the store) starts from the new refresh token and never
+            // presents the old one again.
+            let record = RefreshTokenRecord(refreshToken: rotated ?? presented, origin: initialFingerprint,
+                                            accessToken: accessToken, expiresAt: expiresAt, generation: generation)
+            do {
+                try await store.save(record)
+                health.remove(healthName + " storage")
+            } catch {
+                logger.error("the token state could not be saved; it is kept in memory only", metadata: ["error": .string("\(error)")])
+                health.report(healthName + " storage", .degraded("the rotated refresh token could not be saved: \(error)"))
+            }
+            adopt(token)
             logger.info("access token refreshed", metadata: [
                 "reason": .string(reason), "expires_in": .string(expiresIn.map(String.init) ?? "unknown"), "rotated": .stringConvertible(rotated != nil),
             ])
@@ -130,15 +167,18 @@ actor TokenManager: CarriedService {
             logger.error("refresh token rejected; refreshing stopped", metadata: ["endpoint": .string(options.tokenEndpoint.description), "reason": .string(why)])
             throw Self.unauthorized(why)
         case .unavailable(let error):
-            failures += 1
-            // Capped exponential backoff with full jitter: 1s, 2s, 4s ... up to 60s.
-            let ceiling = min(60.0, pow(2.0, Double(min(failures - 1, 6))))
-            retryAt = clock.now().addingTimeInterval(Double.random(in: (ceiling / 2)...ceiling))
-            lastFailure = error
-            health.report(healthName, .degraded("token endpoint unavailable (\(failures) failure\(failures == 1 ? "" : "s")): \(error.message)"))
-            logger.warning("token endpoint unavailable; backing off", metadata: ["failures": .stringConvertible(failures), "error": .string(error.message)])
+            noteFailure(error, detail: "token endpoint unavailable: \(error.message)")
             throw error
         }
+    }
+
+    private func adopt(_ token: AccessToken) {
+        access = token
+        generation = max(generation, token.generation)
+        failures = 0
+        retryAt = nil
+        lastFailure = nil
+        health.remove(healthName)
     }
 
     /// The refresh token to present: the saved rotation of the current initial token, or

@@ -52,6 +52,8 @@ public final class BlockBook: CarriedService {
     let clock: any VeneerClock
     let logger: Logger
     private let blocks = Mutex<[String: Block]>([:])
+    /// Whether the last read of the store failed (logged once per outage, not every second).
+    private let readFailing = Mutex(false)
 
     init(store: any KeyValueStore, clock: any VeneerClock, logger: Logger) {
         self.store = store
@@ -111,13 +113,22 @@ public final class BlockBook: CarriedService {
     /// Reads the store into memory (blocks learned or lifted elsewhere).
     func refresh() async {
         do {
-            let stored = try await store.list(Self.namespace, now: clock.now())
+            let started = clock.now()
+            let stored = try await store.list(Self.namespace, now: started)
             let loaded = stored.compactMap { Block(account: $0.key, bytes: $0.value.bytes) }
             blocks.withLock { blocks in
+                // Blocks learned here while the store was being read may not be in it yet: keep them.
+                let learnedMeanwhile = blocks.values.filter { $0.blockedAt >= started }
                 blocks = Dictionary(loaded.map { ($0.account, $0) }, uniquingKeysWith: { first, _ in first })
+                for block in learnedMeanwhile where blocks[block.account] == nil { blocks[block.account] = block }
+            }
+            if readFailing.withLock({ failing in defer { failing = false }; return failing }) {
+                logger.notice("reading blocks from the store works again")
             }
         } catch {
-            logger.warning("reading blocks from the store failed; keeping the last known state", metadata: ["error": .string("\(error)")])
+            if !readFailing.withLock({ failing in defer { failing = true }; return failing }) {
+                logger.warning("reading blocks from the store failed; keeping the last known state", metadata: ["error": .string("\(error)")])
+            }
         }
     }
 

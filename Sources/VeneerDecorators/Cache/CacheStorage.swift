@@ -189,16 +189,45 @@ final class CacheStorage: CarriedService {
         await queue.drain()
     }
 
-    /// The purge loop, every 30 seconds, until the storage is released or Veneer stops.
+    /// The purge loop, every 30 seconds, and — for a shared store — the removals other
+    /// instances announce, until the storage is released or Veneer stops.
     func run() async {
-        while !Task.isCancelled {
-            do {
-                try await clock.sleep(for: .seconds(30))
-            } catch {
-                break
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while !Task.isCancelled {
+                    do {
+                        try await self.clock.sleep(for: .seconds(30))
+                    } catch {
+                        break
+                    }
+                    await self.purge()
+                }
             }
-            await purge()
+            if let changes = persistent?.changes(Self.namespace) {
+                group.addTask {
+                    for await change in changes { self.apply(change) }
+                }
+            }
         }
+    }
+
+    /// Another instance removed keys (a write there): drop them here too. After a loss of
+    /// contact, drop the whole memory tier: removals may have been missed.
+    func apply(_ change: StoreChange) {
+        let removed: Int = state.withLock { state in
+            switch change {
+            case .removed(let prefix):
+                let keys = state.memory.keys { $0.hasPrefix(prefix) }
+                for key in keys { state.memory.remove(key) }
+                return keys.count
+            case .resync:
+                let count = state.memory.count
+                state.memory = LRUIndex()
+                return count
+            }
+        }
+        metrics.evicted(removed, reason: "invalidated")
+        metrics.update(entries: entryCount, bytes: byteCount)
     }
 
     func close() async {

@@ -1,0 +1,399 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import PostgresNIO
+import Synchronization
+import VeneerCore
+
+/// The `postgres` store: the state several Veneer instances share. Cache entries live in an
+/// UNLOGGED table (losing them in a database crash costs a refetch, and skipping the WAL
+/// makes every miss cheaper); tokens and blocks live in a regular table. Every removal is
+/// announced with NOTIFY, so every instance drops its memory copy within moments; an
+/// advisory lock makes one instance at a time refresh a shared token.
+///
+/// When the database is down or slow, every operation fails fast (after at most
+/// ``operationTimeout``) instead of hanging, health says why, and a monitor reconnects
+/// with backoff; when it is back, subscribers get ``StoreChange/resync``.
+public final class PostgresStore: KeyValueStore {
+    /// How long one operation may take.
+    public static let operationTimeout: Duration = .seconds(2)
+    static let channel = "veneer_kv"
+    static let schemaVersion = 1
+
+    /// `postgres:URL` (password redacted).
+    public let description: String
+    let client: PostgresClient
+    let logger: Logger
+    private let clientTask: Task<Void, Never>
+    private let monitorTask: Mutex<Task<Void, Never>?> = Mutex(nil)
+    private let state = Mutex(State())
+    private let onHealth: @Sendable (String?) -> Void
+
+    private struct State {
+        var available = false
+        var problem: String? = "connecting"
+        var subscribers: [UInt64: (namespace: String, continuation: AsyncStream<StoreChange>.Continuation)] = [:]
+        var nextSubscriber: UInt64 = 0
+    }
+
+    /// Why the store is unavailable, if it is.
+    public var problem: String? { state.withLock { $0.available ? nil : $0.problem } }
+
+    /// Connects (in the background: an unreachable database at start is not fatal) and
+    /// keeps the schema up to date. `onHealth` hears nil when healthy, else a reason.
+    public static func open(url: String, password: Secret?, logger: Logger, onHealth: @escaping @Sendable (String?) -> Void = { _ in }) throws -> PostgresStore {
+        let configuration = try PostgresConnectionURL.configuration(url, password: password?.reveal())
+        let client = PostgresClient(configuration: configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, backgroundLogger: logger)
+        let store = PostgresStore(description: "postgres:" + PostgresURL.redacting(url), client: client, logger: logger, onHealth: onHealth)
+        store.startMonitor()
+        return store
+    }
+
+    private init(description: String, client: PostgresClient, logger: Logger, onHealth: @escaping @Sendable (String?) -> Void) {
+        self.description = description
+        self.client = client
+        self.logger = logger
+        self.onHealth = onHealth
+        // The pool must run before the first chain is built (which reads tokens and
+        // blocks), so it starts here and stops in close().
+        clientTask = Task { await client.run() }
+    }
+
+    // MARK: Availability
+
+    private func startMonitor() {
+        let task = Task { [self] in
+            var delay: Duration = .milliseconds(200)
+            var migrated = false
+            while !Task.isCancelled {
+                do {
+                    try await client.withConnection { connection in
+                        if !migrated {
+                            try await Self.migrate(connection, logger: logger)
+                            migrated = true
+                        }
+                        try await connection.listen(on: Self.channel) { notifications in
+                            self.markAvailable()
+                            delay = .milliseconds(200)
+                            for try await notification in notifications { self.dispatch(notification.payload) }
+                        }
+                    }
+                } catch {
+                    if Task.isCancelled { return }
+                    markUnavailable("database unreachable: \(Self.describe(error))")
+                }
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(5))
+            }
+        }
+        monitorTask.withLock { $0 = task }
+    }
+
+    private func markAvailable() {
+        let (wasAvailable, subscribers) = state.withLock { state in
+            defer { state.available = true; state.problem = nil }
+            return (state.available, Array(state.subscribers.values))
+        }
+        guard !wasAvailable else { return }
+        logger.info("postgres store connected", metadata: ["store": .string(description)])
+        onHealth(nil)
+        // Removals announced while we were away were missed: subscribers start over.
+        for subscriber in subscribers { subscriber.continuation.yield(.resync) }
+    }
+
+    private func markUnavailable(_ reason: String) {
+        let wasAvailable = state.withLock { state in
+            defer { state.available = false; state.problem = reason }
+            return state.available
+        }
+        if wasAvailable { logger.error("postgres store unavailable", metadata: ["store": .string(description), "reason": .string(reason)]) }
+        onHealth(reason)
+    }
+
+    private func dispatch(_ payload: String) {
+        let parts = payload.split(separator: "\t", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2 else { return }
+        let namespace = String(parts[0]), prefix = String(parts[1])
+        let subscribers = state.withLock { $0.subscribers.values.filter { $0.namespace == namespace } }
+        for subscriber in subscribers { subscriber.continuation.yield(.removed(prefix: prefix)) }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] { return message }
+            return "\(error.code)"
+        }
+        return String(describing: error)
+    }
+
+    /// Runs one operation with the timeout, failing at once while the database is down.
+    private func perform<T: Sendable>(_ what: String, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        if let problem { throw StoreError(store: description, reason: problem) }
+        do {
+            return try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask { try await operation() }
+                group.addTask {
+                    try await Task.sleep(for: Self.operationTimeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let result = first else {
+                    throw StoreError(store: description, reason: "\(what) took longer than \(Self.operationTimeout)")
+                }
+                return result
+            }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(store: description, reason: "\(what) failed: \(Self.describe(error))")
+        }
+    }
+
+    // MARK: Schema
+
+    /// Creates or upgrades the schema; idempotent, and serialised by an advisory lock so
+    /// that two instances starting at once do not trip over each other.
+    static func migrate(_ connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("BEGIN", logger: logger)
+        do {
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtext('veneer:schema'))", logger: logger)
+            try await connection.query("""
+                CREATE TABLE IF NOT EXISTS veneer_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())
+                """, logger: logger)
+            var current = 0
+            for try await version in try await connection.query("SELECT COALESCE(max(version), 0) FROM veneer_schema", logger: logger).decode(Int.self) {
+                current = version
+            }
+            if current < 1 {
+                try await connection.query("""
+                    CREATE UNLOGGED TABLE IF NOT EXISTS veneer_cache (
+                        namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, expires_at double precision,
+                        touched_at double precision NOT NULL, size integer NOT NULL, PRIMARY KEY (namespace, key))
+                    """, logger: logger)
+                try await connection.query("""
+                    CREATE TABLE IF NOT EXISTS veneer_kv (
+                        namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, expires_at double precision,
+                        touched_at double precision NOT NULL, size integer NOT NULL, PRIMARY KEY (namespace, key))
+                    """, logger: logger)
+                try await connection.query("CREATE INDEX IF NOT EXISTS veneer_cache_expiry ON veneer_cache (expires_at)", logger: logger)
+                try await connection.query("CREATE INDEX IF NOT EXISTS veneer_kv_expiry ON veneer_kv (expires_at)", logger: logger)
+                try await connection.query("INSERT INTO veneer_schema (version) VALUES (1) ON CONFLICT DO NOTHING", logger: logger)
+                logger.info("postgres store schema created", metadata: ["version": "1"])
+            }
+            try await connection.query("COMMIT", logger: logger)
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: logger)
+            throw error
+        }
+    }
+
+    /// Cache data goes to the UNLOGGED table; everything else must survive a database crash.
+    static func table(_ namespace: String) -> String { namespace == "cache" ? "veneer_cache" : "veneer_kv" }
+
+    // MARK: KeyValueStore
+
+    public func get(_ namespace: String, _ key: String, now: Date) async throws -> StoredValue? {
+        let client = self.client, logger = self.logger
+        return try await perform("read") {
+            let rows = try await client.query(PostgresQuery(unsafeSQL: """
+                UPDATE \(Self.table(namespace)) SET touched_at = $3 WHERE namespace = $1 AND key = $2
+                RETURNING value, expires_at
+                """, binds: Self.binds(namespace, key, Date().timeIntervalSince1970)), logger: logger)
+            for try await (value, expires) in rows.decode((ByteBuffer, Double?).self) {
+                if let expires, expires <= now.timeIntervalSince1970 { return nil }
+                return StoredValue(bytes: Array(value.readableBytesView), expiresAt: expires.map(Date.init(timeIntervalSince1970:)))
+            }
+            return nil
+        }
+    }
+
+    public func put(_ namespace: String, _ key: String, _ value: StoredValue, durable: Bool) async throws {
+        let client = self.client, logger = self.logger
+        try await perform("write") {
+            var binds = PostgresBindings()
+            binds.append(namespace)
+            binds.append(key)
+            binds.append(ByteBuffer(bytes: value.bytes))
+            binds.append(value.expiresAt?.timeIntervalSince1970)
+            binds.append(Date().timeIntervalSince1970)
+            binds.append(value.bytes.count)
+            // Every commit of the regular table is durable (synchronous_commit is on by default).
+            try await client.query(PostgresQuery(unsafeSQL: """
+                INSERT INTO \(Self.table(namespace)) (namespace, key, value, expires_at, touched_at, size) VALUES ($1, $2, $3, $4, $5, $6)
+                ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at,
+                    touched_at = excluded.touched_at, size = excluded.size
+                """, binds: binds), logger: logger)
+        }
+    }
+
+    public func delete(_ namespace: String, _ key: String) async throws -> Bool {
+        let client = self.client, logger = self.logger
+        return try await perform("delete") {
+            var deleted = false
+            let rows = try await client.query(PostgresQuery(unsafeSQL: """
+                WITH gone AS (DELETE FROM \(Self.table(namespace)) WHERE namespace = $1 AND key = $2 RETURNING key)
+                SELECT (SELECT count(*) FROM gone)::integer, pg_notify('\(Self.channel)', $1 || E'\\t' || $2)::text
+                """, binds: Self.binds(namespace, key)), logger: logger)
+            for try await (count, _) in rows.decode((Int, String?).self) { deleted = count > 0 }
+            return deleted
+        }
+    }
+
+    public func delete(_ namespace: String, prefix: String) async throws -> Int {
+        let client = self.client, logger = self.logger
+        return try await perform("delete") {
+            var count = 0
+            let rows = try await client.query(PostgresQuery(unsafeSQL: """
+                WITH gone AS (DELETE FROM \(Self.table(namespace)) WHERE namespace = $1 AND left(key, length($2)) = $2 RETURNING key)
+                SELECT (SELECT count(*) FROM gone)::integer, pg_notify('\(Self.channel)', $1 || E'\\t' || $2)::text
+                """, binds: Self.binds(namespace, prefix)), logger: logger)
+            for try await (removed, _) in rows.decode((Int, String?).self) { count = removed }
+            return count
+        }
+    }
+
+    public func list(_ namespace: String, now: Date) async throws -> [(key: String, value: StoredValue)] {
+        let client = self.client, logger = self.logger
+        return try await perform("list") {
+            let rows = try await client.query(PostgresQuery(unsafeSQL: """
+                SELECT key, value, expires_at FROM \(Self.table(namespace))
+                WHERE namespace = $1 AND (expires_at IS NULL OR expires_at > $2) ORDER BY key
+                """, binds: Self.binds(namespace, now.timeIntervalSince1970)), logger: logger)
+            var out: [(key: String, value: StoredValue)] = []
+            for try await (key, value, expires) in rows.decode((String, ByteBuffer, Double?).self) {
+                out.append((key, StoredValue(bytes: Array(value.readableBytesView), expiresAt: expires.map(Date.init(timeIntervalSince1970:)))))
+            }
+            return out
+        }
+    }
+
+    public func purge(expiredBefore date: Date) async throws -> Int {
+        let client = self.client, logger = self.logger
+        return try await perform("purge") {
+            var total = 0
+            for table in ["veneer_cache", "veneer_kv"] {
+                let rows = try await client.query(PostgresQuery(unsafeSQL: """
+                    WITH gone AS (DELETE FROM \(table) WHERE expires_at IS NOT NULL AND expires_at <= $1 RETURNING 1)
+                    SELECT count(*)::integer FROM gone
+                    """, binds: Self.binds(date.timeIntervalSince1970)), logger: logger)
+                for try await count in rows.decode(Int.self) { total += count }
+            }
+            return total
+        }
+    }
+
+    public func trim(_ namespace: String, maxEntries: Int, maxBytes: Int) async throws -> Int {
+        let client = self.client, logger = self.logger
+        return try await perform("trim") {
+            var count = 0
+            let rows = try await client.query(PostgresQuery(unsafeSQL: """
+                WITH ranked AS (
+                    SELECT key, row_number() OVER (ORDER BY touched_at DESC) AS position,
+                           sum(size) OVER (ORDER BY touched_at DESC ROWS UNBOUNDED PRECEDING) AS running
+                    FROM \(Self.table(namespace)) WHERE namespace = $1),
+                gone AS (DELETE FROM \(Self.table(namespace)) t USING ranked r
+                         WHERE t.namespace = $1 AND t.key = r.key AND (r.position > $2 OR r.running > $3) RETURNING 1)
+                SELECT count(*)::integer FROM gone
+                """, binds: Self.binds(namespace, maxEntries, maxBytes)), logger: logger)
+            for try await removed in rows.decode(Int.self) { count = removed }
+            return count
+        }
+    }
+
+    public func changes(_ namespace: String) -> AsyncStream<StoreChange>? {
+        let (stream, continuation) = AsyncStream<StoreChange>.makeStream()
+        let id = state.withLock { state in
+            state.nextSubscriber += 1
+            state.subscribers[state.nextSubscriber] = (namespace, continuation)
+            return state.nextSubscriber
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// A PostgreSQL advisory lock held on one connection while `body` runs (on others).
+    public func withLock<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T {
+        if let problem { throw StoreError(store: description, reason: problem) }
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            let deadline = ContinuousClock.now + .seconds(15)
+            while true {
+                var acquired = false
+                for try await got in try await connection.query("SELECT pg_try_advisory_lock(hashtext(\(name)))", logger: logger).decode(Bool.self) {
+                    acquired = got
+                }
+                if acquired { break }
+                guard ContinuousClock.now < deadline else { throw StoreError(store: self.description, reason: "lock \(name) is held too long elsewhere") }
+                try await Task.sleep(for: .milliseconds(25))
+            }
+            do {
+                let result = try await body()
+                _ = try? await connection.query("SELECT pg_advisory_unlock(hashtext(\(name)))", logger: logger)
+                return result
+            } catch {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(hashtext(\(name)))", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    public func close() async {
+        monitorTask.withLock { $0?.cancel() }
+        clientTask.cancel()
+        let subscribers = state.withLock { state in
+            defer { state.subscribers = [:] }
+            return Array(state.subscribers.values)
+        }
+        for subscriber in subscribers { subscriber.continuation.finish() }
+    }
+
+    static func binds(_ values: any PostgresNonThrowingEncodable & Sendable...) -> PostgresBindings {
+        var binds = PostgresBindings()
+        for value in values { binds.append(value) }
+        return binds
+    }
+}
+
+/// `postgres://user:password@host:port/database?sslmode=...` to a client configuration.
+public enum PostgresConnectionURL {
+    /// The client configuration of `url`; `password` (from `password_file`) wins over the URL's.
+    public static func configuration(_ url: String, password: String?) throws -> PostgresClient.Configuration {
+        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
+              let host = components.host, !host.isEmpty else {
+            throw StoreError(store: "postgres", reason: "\(PostgresURL.redacting(url)) is not a postgres://user@host/database URL")
+        }
+        let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        var tls: PostgresClient.Configuration.TLS
+        var relaxed = TLSConfiguration.makeClientConfiguration()
+        relaxed.certificateVerification = .none
+        switch query["sslmode"] ?? "prefer" {
+        case "disable": tls = .disable
+        case "allow", "prefer": tls = .prefer(relaxed)
+        case "require": tls = .require(relaxed)
+        case "verify-ca", "verify-full": tls = .require(.makeClientConfiguration())
+        case let other: throw StoreError(store: "postgres", reason: "unknown sslmode '\(other)'")
+        }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        var configuration = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: components.user?.removingPercentEncoding ?? "postgres",
+            password: password ?? components.password?.removingPercentEncoding, database: database.isEmpty ? nil : database, tls: tls)
+        configuration.options.connectTimeout = .seconds(2)
+        configuration.options.maximumConnections = Int(query["pool_size"] ?? "") ?? 10
+        configuration.options.keepAliveBehavior = .init(frequency: .seconds(10))
+        return configuration
+    }
+}
+
+/// The URL with any password replaced, for messages.
+enum PostgresURL {
+    static func redacting(_ url: String) -> String {
+        guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@") else { return url }
+        let userInfo = url[scheme.upperBound..<at]
+        guard let colon = userInfo.firstIndex(of: ":") else { return url }
+        return String(url[..<colon]) + ":" + Secret.redacted + String(url[at...])
+    }
+}

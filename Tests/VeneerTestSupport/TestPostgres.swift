@@ -1,0 +1,139 @@
+import Foundation
+
+#if canImport(Glibc)
+@preconcurrency import Glibc
+#endif
+
+/// A real PostgreSQL server for tests: `initdb` in a temporary folder, a free port on
+/// 127.0.0.1, password authentication over TCP, stopped (and removed) by ``destroy()``.
+/// As root it runs the server as the `postgres` user, which `initdb` requires.
+public final class TestPostgres: @unchecked Sendable {
+    /// The cluster's folder.
+    public let directory: String
+    /// Its port.
+    public let port: Int
+    /// The superuser password (also in ``passwordFile``).
+    public let password = "pg-test-password"
+    /// A file holding the password, for `password_file`.
+    public let passwordFile: String
+    let binaries: String
+
+    /// `postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable` (password separate).
+    public var url: String { "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=disable" }
+
+    /// Where the server binaries are, or nil when PostgreSQL is not installed.
+    public static var binaries: String? {
+        if let explicit = ProcessInfo.processInfo.environment["PG_BIN"] { return explicit }
+        let root = "/usr/lib/postgresql"
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: root))?.compactMap(Int.init).sorted() ?? []
+        if let newest = versions.last { return "\(root)/\(newest)/bin" }
+        return nil
+    }
+
+    /// Creates and starts a cluster.
+    public static func start() async throws -> TestPostgres {
+        guard let binaries else { throw TestPostgresError.notInstalled }
+        var attempt = 1
+        while true {
+            let server = try TestPostgres(binaries: binaries, port: try await freePort())
+            do {
+                try await server.initialize()
+                try await server.startServer()
+                return server
+            } catch {
+                // The free port may have been taken meanwhile by a parallel test: try another.
+                await server.destroy()
+                guard attempt < 3 else { throw error }
+                attempt += 1
+            }
+        }
+    }
+
+    private init(binaries: String, port: Int) throws {
+        self.binaries = binaries
+        self.port = port
+        directory = "/tmp/veneer-pg-\(UUID().uuidString.prefix(8))"
+        passwordFile = directory + "/password"
+        try FileManager.default.createDirectory(atPath: directory + "/data", withIntermediateDirectories: true)
+        try password.write(toFile: passwordFile, atomically: true, encoding: .utf8)
+    }
+
+    var runAsPostgres: [String] { getuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : [] }
+
+    /// Runs a command to completion (as `postgres` when root) and returns its output.
+    /// posix_spawn and waitpid directly: Foundation's Process did not reap `runuser` here.
+    @discardableResult
+    func run(_ arguments: [String]) async throws -> String {
+        let command = runAsPostgres + arguments
+        let outputPath = directory + "/command-\(UUID().uuidString.prefix(8)).out"
+        defer { try? FileManager.default.removeItem(atPath: outputPath) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o666)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, command[0], &actions, nil, &argv, environ)
+        guard spawned == 0 else { throw TestPostgresError.failed(command.joined(separator: " "), "posix_spawn: \(spawned)") }
+        var status: Int32 = 0
+        while true {
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid { break }
+            if result < 0 && errno != EINTR { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+        let exited = status & 0x7F == 0
+        let code = (status >> 8) & 0xFF
+        guard exited, code == 0 else { throw TestPostgresError.failed(arguments.joined(separator: " "), output) }
+        return output
+    }
+
+    func initialize() async throws {
+        if getuid() == 0 {
+            // The server runs as postgres: it must own its folder (chown(2) needs no child process).
+            let postgres = getpwnam("postgres")
+            guard let postgres else { throw TestPostgresError.failed("getpwnam", "no postgres user") }
+            for path in [directory, directory + "/data", passwordFile] {
+                chown(path, postgres.pointee.pw_uid, postgres.pointee.pw_gid)
+            }
+        }
+        try await run(["\(binaries)/initdb", "-D", directory + "/data", "-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256",
+                 "--pwfile=\(passwordFile)", "-E", "UTF8", "--no-instructions"])
+    }
+
+    func startServer() async throws {
+        try await run(["\(binaries)/pg_ctl", "-D", directory + "/data", "-l", directory + "/server.log", "-w", "-t", "30", "-o",
+                 "-c listen_addresses=127.0.0.1 -p \(port) -c unix_socket_directories=\(directory) -c fsync=off -c max_connections=100",
+                 "start"])
+    }
+
+    /// Stops the server; `immediate` is a crash as far as clients can tell.
+    public func stop(immediate: Bool = false) async throws {
+        try await run(["\(binaries)/pg_ctl", "-D", directory + "/data", "-m", immediate ? "immediate" : "fast", "-w", "stop"])
+    }
+
+    /// Starts it again after ``stop(immediate:)``.
+    public func restart() async throws { try await startServer() }
+
+    /// Stops it and removes its folder.
+    public func destroy() async {
+        try? await stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// Why the test database could not be provided.
+public enum TestPostgresError: Error, CustomStringConvertible {
+    case notInstalled
+    case failed(String, String)
+    public var description: String {
+        switch self {
+        case .notInstalled: return "PostgreSQL is not installed (make test installs it: apt-get install postgresql)"
+        case .failed(let command, let output): return "\(command) failed:\n\(output)"
+        }
+    }
+}
