@@ -66,17 +66,6 @@ public enum StoreSpec: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// Helpers for PostgreSQL URLs in output.
-public enum PostgresURL {
-    /// The URL with any password replaced by `<redacted>`.
-    public static func redacting(_ url: String) -> String {
-        guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@") else { return url }
-        let userInfo = url[scheme.upperBound..<at]
-        guard let colon = userInfo.firstIndex(of: ":") else { return url }
-        return String(url[..<colon]) + ":" + Secret.redacted + String(url[at...])
-    }
-}
-
 /// A decorator of a chain, with its options decoded.
 public struct DecoratorSpec: Sendable {
     /// The registered name.

@@ -43,7 +43,7 @@ public protocol KeyValueStore: Sendable, CustomStringConvertible {
 
     /// Runs `body` while holding the lock called `name`: across every process sharing the
     /// store for shared stores, within this process otherwise.
-    func withLock<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T
+    func withLock<T: Sendable>(_ name: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T
 }
 
 /// A change another process made to a shared store.
@@ -63,7 +63,7 @@ public actor LocalLocks {
     public init() {}
 
     /// Runs `body` holding `name`.
-    public func withLock<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T {
+    public func withLock<T: Sendable>(_ name: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         while held.contains(name) {
             await withCheckedContinuation { waiters[name, default: []].append($0) }
         }

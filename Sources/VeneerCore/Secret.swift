@@ -44,3 +44,37 @@ public struct SecretError: Error, Sendable, CustomStringConvertible {
     /// `secret file PATH does not exist`.
     public var description: String { "secret file \(path) \(reason)" }
 }
+
+/// PostgreSQL URLs in output: `veneer chain`, `/-/chain`, logs and errors.
+public enum PostgresURL {
+    /// The URL with the password of its user information and any `password=` query
+    /// parameter replaced by the redaction marker. The user information ends at the last `@`
+    /// of the authority (a raw `@` in a password stays hidden too).
+    public static func redacting(_ url: String) -> String {
+        guard let scheme = url.range(of: "://") else { return url }
+        let rest = url[scheme.upperBound...]
+        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+        var out = String(url[..<scheme.upperBound])
+        let authority = rest[..<authorityEnd]
+        if let at = authority.lastIndex(of: "@") {
+            let userInfo = authority[..<at]
+            if let colon = userInfo.firstIndex(of: ":") {
+                out += userInfo[..<colon] + ":" + Secret.redacted
+            } else {
+                out += userInfo
+            }
+            out += authority[at...]
+        } else {
+            out += authority
+        }
+        var tail = String(rest[authorityEnd...])
+        if let query = tail.firstIndex(of: "?") {
+            let fragment = tail[query...].firstIndex(of: "#") ?? tail.endIndex
+            let parameters = tail[tail.index(after: query)..<fragment].split(separator: "&", omittingEmptySubsequences: false).map { parameter in
+                parameter.lowercased().hasPrefix("password=") ? "password=" + Secret.redacted : String(parameter)
+            }
+            tail = String(tail[..<tail.index(after: query)]) + parameters.joined(separator: "&") + String(tail[fragment...])
+        }
+        return out + tail
+    }
+}

@@ -92,7 +92,7 @@ public final class MemoryStore: KeyValueStore {
 
     public func changes(_ namespace: String) -> AsyncStream<StoreChange>? { nil }
 
-    public func withLock<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T {
+    public func withLock<T: Sendable>(_ name: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         try await locks.withLock(name, body)
     }
 }

@@ -27,19 +27,26 @@ public final class PostgresStore: KeyValueStore {
     let client: PostgresClient
     let logger: Logger
     private let clientTask: Task<Void, Never>
-    private let monitorTask: Mutex<Task<Void, Never>?> = Mutex(nil)
+    private let background: Mutex<[Task<Void, Never>]> = Mutex([])
     private let state = Mutex(State())
     private let onHealth: @Sendable (String?) -> Void
 
+    /// What watches the database: the LISTEN connection and a periodic probe. The store is
+    /// available when neither has a problem.
+    private enum Watcher: Hashable { case listener, probe }
+
     private struct State {
-        var available = false
-        var problem: String? = "connecting"
+        var problems: [Watcher: String] = [.listener: "connecting"]
+        /// Whether the first connection attempt has ended, one way or the other.
+        var settled = false
         var subscribers: [UInt64: (namespace: String, continuation: AsyncStream<StoreChange>.Continuation)] = [:]
         var nextSubscriber: UInt64 = 0
+
+        var problem: String? { problems[.listener] ?? problems[.probe] }
     }
 
     /// Why the store is unavailable, if it is.
-    public var problem: String? { state.withLock { $0.available ? nil : $0.problem } }
+    public var problem: String? { state.withLock { $0.problem } }
 
     /// Connects (in the background: an unreachable database at start is not fatal) and
     /// keeps the schema up to date. `onHealth` hears nil when healthy, else a reason.
@@ -47,7 +54,7 @@ public final class PostgresStore: KeyValueStore {
         let configuration = try PostgresConnectionURL.configuration(url, password: password?.reveal())
         let client = PostgresClient(configuration: configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, backgroundLogger: logger)
         let store = PostgresStore(description: "postgres:" + PostgresURL.redacting(url), client: client, logger: logger, onHealth: onHealth)
-        store.startMonitor()
+        store.startWatching()
         return store
     }
 
@@ -63,8 +70,10 @@ public final class PostgresStore: KeyValueStore {
 
     // MARK: Availability
 
-    private func startMonitor() {
-        let task = Task { [self] in
+    private func startWatching() {
+        // LISTEN on one connection, for removals other instances announce. A lost connection
+        // ends the notification sequence with an error: reconnect with backoff.
+        let listener = Task { [self] in
             var delay: Duration = .milliseconds(200)
             var migrated = false
             while !Task.isCancelled {
@@ -75,41 +84,63 @@ public final class PostgresStore: KeyValueStore {
                             migrated = true
                         }
                         try await connection.listen(on: Self.channel) { notifications in
-                            self.markAvailable()
+                            self.report(.listener, problem: nil)
                             delay = .milliseconds(200)
                             for try await notification in notifications { self.dispatch(notification.payload) }
                         }
                     }
                 } catch {
                     if Task.isCancelled { return }
-                    markUnavailable("database unreachable: \(Self.describe(error))")
+                    report(.listener, problem: "database unreachable: \(Self.describe(error))")
                 }
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(5))
             }
         }
-        monitorTask.withLock { $0 = task }
+        // A silent network (no reset, no answer) never ends the LISTEN: a probe with a deadline
+        // notices it, and makes every operation fail fast until the database answers again.
+        let probe = Task { [self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: Self.probeInterval)
+                if Task.isCancelled { return }
+                guard state.withLock({ $0.settled }) else { continue }
+                do {
+                    let client = self.client, logger = self.logger
+                    _ = try await withDeadline("probe") { try await client.query("SELECT 1", logger: logger) }
+                    report(.probe, problem: nil)
+                } catch let error as StoreError {
+                    report(.probe, problem: "database not answering: \(error.reason)")
+                } catch {
+                    report(.probe, problem: "database not answering: \(Self.describe(error))")
+                }
+            }
+        }
+        background.withLock { $0 = [listener, probe] }
     }
 
-    private func markAvailable() {
-        let (wasAvailable, subscribers) = state.withLock { state in
-            defer { state.available = true; state.problem = nil }
-            return (state.available, Array(state.subscribers.values))
-        }
-        guard !wasAvailable else { return }
-        logger.info("postgres store connected", metadata: ["store": .string(description)])
-        onHealth(nil)
-        // Removals announced while we were away were missed: subscribers start over.
-        for subscriber in subscribers { subscriber.continuation.yield(.resync) }
-    }
+    static let probeInterval: Duration = .seconds(2)
 
-    private func markUnavailable(_ reason: String) {
-        let wasAvailable = state.withLock { state in
-            defer { state.available = false; state.problem = reason }
-            return state.available
+    /// Records what a watcher found; logs, tells health and resyncs subscribers on a change
+    /// of availability.
+    private func report(_ watcher: Watcher, problem: String?) {
+        let (before, after, subscribers) = state.withLock { state in
+            let before = state.problem
+            state.problems[watcher] = problem
+            state.settled = true
+            return (before, state.problem, Array(state.subscribers.values))
         }
-        if wasAvailable { logger.error("postgres store unavailable", metadata: ["store": .string(description), "reason": .string(reason)]) }
-        onHealth(reason)
+        guard before != after else { return }
+        if let after {
+            if before == nil || before == "connecting" {
+                logger.error("postgres store unavailable", metadata: ["store": .string(description), "reason": .string(after)])
+            }
+            onHealth(after)
+        } else {
+            logger.info("postgres store connected", metadata: ["store": .string(description)])
+            onHealth(nil)
+            // Removals announced while we were away may have been missed: subscribers start over.
+            for subscriber in subscribers { subscriber.continuation.yield(.resync) }
+        }
     }
 
     private func dispatch(_ payload: String) {
@@ -128,22 +159,45 @@ public final class PostgresStore: KeyValueStore {
         return String(describing: error)
     }
 
+    /// Fails at once while the database is known to be down; right after start, waits a
+    /// moment for the first connection (so that `veneer unblock` or the first token read
+    /// does not fail just because the pool is still connecting).
+    private func checkAvailable() async throws {
+        let deadline = ContinuousClock.now + .seconds(3)
+        while !state.withLock({ $0.settled }), ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        if let problem { throw StoreError(store: description, reason: problem) }
+    }
+
+    /// Runs `operation`, returning at the deadline even when it does not: a query sent on a
+    /// connection that went silent does not react to cancellation, so it is left to finish
+    /// (or fail) on its own while the caller gets a timeout.
+    private func withDeadline<T: Sendable>(_ what: String, _ timeout: Duration = PostgresStore.operationTimeout,
+                                           _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        let race = DeadlineRace<T>()
+        let description = self.description
+        return try await withCheckedThrowingContinuation { continuation in
+            race.arm(continuation)
+            let work = Task {
+                do {
+                    race.settle(.success(try await operation()))
+                } catch {
+                    race.settle(.failure(error))
+                }
+            }
+            Task {
+                try? await Task.sleep(for: timeout)
+                if race.settle(.failure(StoreError(store: description, reason: "\(what) took longer than \(timeout)"))) { work.cancel() }
+            }
+        }
+    }
+
     /// Runs one operation with the timeout, failing at once while the database is down.
     private func perform<T: Sendable>(_ what: String, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-        if let problem { throw StoreError(store: description, reason: problem) }
+        try await checkAvailable()
         do {
-            return try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask { try await operation() }
-                group.addTask {
-                    try await Task.sleep(for: Self.operationTimeout)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let result = first else {
-                    throw StoreError(store: description, reason: "\(what) took longer than \(Self.operationTimeout)")
-                }
-                return result
-            }
+            return try await withDeadline(what, Self.operationTimeout, operation)
         } catch let error as StoreError {
             throw error
         } catch {
@@ -234,7 +288,7 @@ public final class PostgresStore: KeyValueStore {
             var deleted = false
             let rows = try await client.query(PostgresQuery(unsafeSQL: """
                 WITH gone AS (DELETE FROM \(Self.table(namespace)) WHERE namespace = $1 AND key = $2 RETURNING key)
-                SELECT (SELECT count(*) FROM gone)::integer, pg_notify('\(Self.channel)', $1 || E'\\t' || $2)::text
+                SELECT (SELECT count(*) FROM gone)::integer, pg_notify('\(Self.channel)', left($1 || E'\\t' || $2, 1900))::text
                 """, binds: Self.binds(namespace, key)), logger: logger)
             for try await (count, _) in rows.decode((Int, String?).self) { deleted = count > 0 }
             return deleted
@@ -247,7 +301,7 @@ public final class PostgresStore: KeyValueStore {
             var count = 0
             let rows = try await client.query(PostgresQuery(unsafeSQL: """
                 WITH gone AS (DELETE FROM \(Self.table(namespace)) WHERE namespace = $1 AND left(key, length($2)) = $2 RETURNING key)
-                SELECT (SELECT count(*) FROM gone)::integer, pg_notify('\(Self.channel)', $1 || E'\\t' || $2)::text
+                SELECT (SELECT count(*) FROM gone)::integer, pg_notify('\(Self.channel)', left($1 || E'\\t' || $2, 1900))::text
                 """, binds: Self.binds(namespace, prefix)), logger: logger)
             for try await (removed, _) in rows.decode((Int, String?).self) { count = removed }
             return count
@@ -315,34 +369,69 @@ public final class PostgresStore: KeyValueStore {
         return stream
     }
 
-    /// A PostgreSQL advisory lock held on one connection while `body` runs (on others).
-    public func withLock<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T {
-        if let problem { throw StoreError(store: description, reason: problem) }
-        let logger = self.logger
-        return try await client.withConnection { connection in
-            let deadline = ContinuousClock.now + .seconds(15)
-            while true {
-                var acquired = false
-                for try await got in try await connection.query("SELECT pg_try_advisory_lock(hashtext(\(name)))", logger: logger).decode(Bool.self) {
-                    acquired = got
+    /// A PostgreSQL advisory lock (session level) held on one connection while `body` runs
+    /// (on others). Taking it gives up after 15 s, or at once when the database stops
+    /// answering; `body` runs only once the lock is held, and its result is returned without
+    /// waiting for the unlock.
+    public func withLock<T: Sendable>(_ name: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await checkAvailable()
+        let client = self.client, logger = self.logger, description = self.description
+        let attempt = LockAttempt<T>()
+        return try await withCheckedThrowingContinuation { continuation in
+            attempt.race.arm(continuation)
+            let work = Task {
+                defer { attempt.finished() }
+                do {
+                    try await client.withConnection { connection in
+                        let deadline = ContinuousClock.now + .seconds(15)
+                        while true {
+                            var acquired = false
+                            for try await got in try await connection.query("SELECT pg_try_advisory_lock(hashtext(\(name)))", logger: logger).decode(Bool.self) {
+                                acquired = got
+                            }
+                            if acquired { break }
+                            guard ContinuousClock.now < deadline, !attempt.abandoned else {
+                                throw StoreError(store: description, reason: "the lock \(name) is held elsewhere for too long")
+                            }
+                            attempt.progress()
+                            try await Task.sleep(for: .milliseconds(25))
+                        }
+                        if attempt.acquired() {
+                            do {
+                                attempt.race.settle(.success(try await body()))
+                            } catch {
+                                attempt.race.settle(.failure(error))
+                            }
+                        }
+                        _ = try? await connection.query("SELECT pg_advisory_unlock(hashtext(\(name)))", logger: logger)
+                    }
+                } catch let error as StoreError {
+                    attempt.race.settle(.failure(error))
+                } catch {
+                    attempt.race.settle(.failure(StoreError(store: description, reason: "taking the lock \(name) failed: \(Self.describe(error))")))
                 }
-                if acquired { break }
-                guard ContinuousClock.now < deadline else { throw StoreError(store: self.description, reason: "lock \(name) is held too long elsewhere") }
-                try await Task.sleep(for: .milliseconds(25))
             }
-            do {
-                let result = try await body()
-                _ = try? await connection.query("SELECT pg_advisory_unlock(hashtext(\(name)))", logger: logger)
-                return result
-            } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(hashtext(\(name)))", logger: logger)
-                throw error
+            // Until the lock is held: every round of pg_try_advisory_lock must answer within the
+            // operation timeout, and the store must stay available.
+            Task { [weak self] in
+                while true {
+                    try? await Task.sleep(for: .milliseconds(100))
+                    guard let reason = attempt.stalled(after: Self.operationTimeout) ?? self?.problem else {
+                        if attempt.isPastAcquisition { return }
+                        continue
+                    }
+                    if attempt.abandon() {
+                        attempt.race.settle(.failure(StoreError(store: description, reason: reason)))
+                        work.cancel()
+                    }
+                    return
+                }
             }
         }
     }
 
     public func close() async {
-        monitorTask.withLock { $0?.cancel() }
+        for task in background.withLock({ $0 }) { task.cancel() }
         clientTask.cancel()
         let subscribers = state.withLock { state in
             defer { state.subscribers = [:] }
@@ -382,18 +471,79 @@ public enum PostgresConnectionURL {
             host: host, port: components.port ?? 5432, username: components.user?.removingPercentEncoding ?? "postgres",
             password: password ?? components.password?.removingPercentEncoding, database: database.isEmpty ? nil : database, tls: tls)
         configuration.options.connectTimeout = .seconds(2)
-        configuration.options.maximumConnections = Int(query["pool_size"] ?? "") ?? 10
+        // One connection LISTENs for good, a token refresh holds one for its lock while it
+        // saves on another: fewer than 3 would starve.
+        guard let poolSize = Int(query["pool_size"] ?? "10"), poolSize >= 3 else {
+            throw StoreError(store: "postgres", reason: "pool_size must be a number of at least 3")
+        }
+        configuration.options.maximumConnections = poolSize
+        // The server ends what the client would give up on anyway.
+        configuration.options.additionalStartupParameters = [("statement_timeout", "5s"), ("lock_timeout", "5s")]
         configuration.options.keepAliveBehavior = .init(frequency: .seconds(10))
         return configuration
     }
 }
 
-/// The URL with any password replaced, for messages.
-enum PostgresURL {
-    static func redacting(_ url: String) -> String {
-        guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].firstIndex(of: "@") else { return url }
-        let userInfo = url[scheme.upperBound..<at]
-        guard let colon = userInfo.firstIndex(of: ":") else { return url }
-        return String(url[..<colon]) + ":" + Secret.redacted + String(url[at...])
+/// The first of an operation's result and its deadline wins; the loser is ignored.
+final class DeadlineRace<T: Sendable>: Sendable {
+    private let continuation = Mutex<CheckedContinuation<T, any Error>?>(nil)
+
+    func arm(_ continuation: CheckedContinuation<T, any Error>) {
+        self.continuation.withLock { $0 = continuation }
+    }
+
+    /// Resumes the caller unless somebody already did; true when this call did.
+    @discardableResult
+    func settle(_ result: Result<T, any Error>) -> Bool {
+        guard let waiting = continuation.withLock({ slot in defer { slot = nil }; return slot }) else { return false }
+        waiting.resume(with: result)
+        return true
+    }
+}
+
+/// Where an attempt to take an advisory lock stands, between the task taking it and the
+/// watchdog that gives up on it.
+final class LockAttempt<T: Sendable>: Sendable {
+    let race = DeadlineRace<T>()
+    private struct Progress {
+        var lastProgress = ContinuousClock.now
+        var acquired = false
+        var abandoned = false
+    }
+    private let state = Mutex(Progress())
+
+    /// A round of pg_try_advisory_lock answered.
+    func progress() { state.withLock { $0.lastProgress = .now } }
+
+    /// The lock is held: true when the caller still waits (else unlock at once).
+    func acquired() -> Bool {
+        state.withLock { progress in
+            guard !progress.abandoned else { return false }
+            progress.acquired = true
+            return true
+        }
+    }
+
+    /// The attempt ended, whatever its outcome: the watchdog has nothing left to watch.
+    func finished() { state.withLock { $0.acquired = true } }
+
+    var isPastAcquisition: Bool { state.withLock { $0.acquired } }
+    var abandoned: Bool { state.withLock { $0.abandoned } }
+
+    /// Why the attempt looks stuck: no answer for `limit` while not yet holding the lock.
+    func stalled(after limit: Duration) -> String? {
+        state.withLock { progress in
+            guard !progress.acquired, ContinuousClock.now - progress.lastProgress > limit else { return nil }
+            return "the database did not answer within \(limit) while taking a lock"
+        }
+    }
+
+    /// Gives up, unless the lock is already held; true when given up.
+    func abandon() -> Bool {
+        state.withLock { progress in
+            guard !progress.acquired else { return false }
+            progress.abandoned = true
+            return true
+        }
     }
 }

@@ -110,7 +110,7 @@ struct PostgresStoreTests {
             try await exercise(store)
             try await store.put("cache", "I /posts/1 ", StoredValue(bytes: [1]), durable: false)
             #expect(try await other.get("cache", "I /posts/1 ", now: Date())?.bytes == [1], "shared by both")
-            try await store.delete("cache", prefix: "I /posts/1 ")
+            _ = try await store.delete("cache", prefix: "I /posts/1 ")
             var iterator = changes.makeAsyncIterator()
             #expect(await iterator.next() == .removed(prefix: "I /posts/1 "))
             let order = Mutex<[String]>([])
@@ -131,6 +131,64 @@ struct PostgresStoreTests {
         await server.destroy()
     }
 
+    @Test("a database that stops answering: operations and locks fail within the timeout, then it recovers")
+    func silentDatabase() async throws {
+        let server = try await TestPostgres.start()
+        let store = try PostgresStore.open(url: server.url, password: .value(server.password), logger: quietLogger())
+        do {
+            for _ in 0..<250 where store.problem != nil { try await Task.sleep(for: .milliseconds(20)) }
+            try #require(store.problem == nil)
+            try await store.put("blocks", "a", StoredValue(bytes: [1]), durable: true)
+
+            try server.freeze(true)
+            // A generous bound: the point is that nothing waits for the database to come back.
+            let bound = PostgresStore.operationTimeout + .seconds(3)
+            var started = ContinuousClock.now
+            await #expect(throws: StoreError.self) { _ = try await store.get("blocks", "a", now: Date()) }
+            #expect(ContinuousClock.now - started < bound)
+            started = ContinuousClock.now
+            await #expect(throws: StoreError.self) { try await store.withLock("refresh") { Issue.record("the body ran without the lock") } }
+            #expect(ContinuousClock.now - started < bound)
+            for _ in 0..<500 where store.problem == nil { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(store.problem?.contains("not answering") == true, "\(store.problem ?? "available")")
+            // Known to be down: fail fast.
+            started = ContinuousClock.now
+            await #expect(throws: StoreError.self) { _ = try await store.get("blocks", "a", now: Date()) }
+            #expect(ContinuousClock.now - started < .milliseconds(500))
+
+            try server.freeze(false)
+            for _ in 0..<750 where store.problem != nil { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(store.problem == nil)
+            #expect(try await store.get("blocks", "a", now: Date())?.bytes == [1])
+        } catch {
+            Issue.record(error)
+        }
+        try? server.freeze(false)
+        await store.close()
+        await server.destroy()
+    }
+
+    @Test("a removal with a key longer than NOTIFY allows still works and still reaches the others")
+    func longKeys() async throws {
+        let server = try await TestPostgres.start()
+        let store = try PostgresStore.open(url: server.url, password: .value(server.password), logger: quietLogger())
+        do {
+            for _ in 0..<250 where store.problem != nil { try await Task.sleep(for: .milliseconds(20)) }
+            let changes = try #require(store.changes("cache"))
+            let key = "I /comments/" + String(repeating: "x", count: 9000)
+            try await store.put("cache", key, StoredValue(bytes: [1]), durable: false)
+            #expect(try await store.delete("cache", key))
+            #expect(try await store.get("cache", key, now: Date()) == nil)
+            var iterator = changes.makeAsyncIterator()
+            guard case .removed(let prefix) = await iterator.next() else { Issue.record("no removal announced"); return }
+            #expect(key.hasPrefix(prefix) && prefix.count > 1000, "a shorter prefix: a superset of the key is dropped")
+        } catch {
+            Issue.record(error)
+        }
+        await store.close()
+        await server.destroy()
+    }
+
     @Test("URLs: user, password, database and sslmode; a password file wins over the URL")
     func urls() throws {
         let configuration = try PostgresConnectionURL.configuration("postgres://veneer:p%40ss@db.example:6543/state?sslmode=require", password: nil)
@@ -139,5 +197,15 @@ struct PostgresStoreTests {
         #expect(try PostgresConnectionURL.configuration("postgres://veneer:x@db/state", password: "fromfile").password == "fromfile")
         #expect(throws: StoreError.self) { try PostgresConnectionURL.configuration("postgres://db/x?sslmode=sometimes", password: nil) }
         #expect(throws: StoreError.self) { try PostgresConnectionURL.configuration("mysql://db/x", password: nil) }
+        #expect(throws: StoreError.self) { try PostgresConnectionURL.configuration("postgres://db/x?pool_size=2", password: nil) }
+    }
+
+    @Test("passwords never show in a URL printed for people")
+    func redaction() {
+        #expect(PostgresURL.redacting("postgres://veneer:s3cret@db:5432/state") == "postgres://veneer:<redacted>@db:5432/state")
+        #expect(PostgresURL.redacting("postgres://veneer:p@ss@db/state") == "postgres://veneer:<redacted>@db/state")
+        #expect(PostgresURL.redacting("postgres://veneer@db/state?password=s3cret&sslmode=require")
+                == "postgres://veneer@db/state?password=<redacted>&sslmode=require")
+        #expect(PostgresURL.redacting("postgres://db/state?user=x@y") == "postgres://db/state?user=x@y")
     }
 }

@@ -116,6 +116,24 @@ public final class TestPostgres: @unchecked Sendable {
         try await run(["\(binaries)/pg_ctl", "-D", directory + "/data", "-m", immediate ? "immediate" : "fast", "-w", "stop"])
     }
 
+    /// Freezes (SIGSTOP) or thaws (SIGCONT) the server and every backend: to its clients, a
+    /// database that stops answering without closing anything, as behind a network partition.
+    public func freeze(_ frozen: Bool) throws {
+        guard let text = try? String(contentsOfFile: directory + "/data/postmaster.pid", encoding: .utf8),
+              let line = text.split(separator: "\n").first, let postmaster = Int32(line) else {
+            throw TestPostgresError.failed("freeze", "no postmaster.pid")
+        }
+        var pids = [postmaster]
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { continue }
+            // Fields after "(comm)": state, then the parent's pid.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 1, Int32(fields[1]) == postmaster { pids.append(pid) }
+        }
+        for pid in pids { kill(pid, frozen ? SIGSTOP : SIGCONT) }
+    }
+
     /// Starts it again after ``stop(immediate:)``.
     public func restart() async throws { try await startServer() }
 

@@ -15,7 +15,7 @@ protocol RefreshTokenStore: Sendable {
     /// Saves a record durably before returning.
     func save(_ record: RefreshTokenRecord) async throws
     /// Runs `body` as the only refresher: across instances for a shared store.
-    func withLock<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T
+    func withLock<T: Sendable>(_ name: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T
 }
 
 /// The token row: the newest refresh token, the fingerprint of the initial token it
@@ -63,7 +63,7 @@ struct FileRefreshTokenStore: RefreshTokenStore {
     let path: String
     let locks = LocalLocks()
 
-    func withLock<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T {
+    func withLock<T: Sendable>(_ name: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         try await locks.withLock(name, body)
     }
 
@@ -124,7 +124,7 @@ struct KeyValueRefreshTokenStore: RefreshTokenStore {
         try await store.put("auth_refresh", key, StoredValue(bytes: record.encoded), durable: true)
     }
 
-    func withLock<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T {
+    func withLock<T: Sendable>(_ name: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         try await store.withLock(name, body)
     }
 }

@@ -121,8 +121,9 @@ actor TokenManager: CarriedService {
 
     private func refreshHoldingLock(_ reason: String, rejected: AccessToken?) async throws -> AccessToken {
         let current = try await currentRefreshToken()
-        if let shared = try await store.load(), shared.origin == initialFingerprint {
-            // The newest refresh token is the shared one, whoever rotated it.
+        if let shared = try await store.load(), shared.origin == initialFingerprint, shared.generation >= generation {
+            // The newest refresh token is the shared one, whoever rotated it. (An older record
+            // than what this instance holds is a save that failed here: never go back to it.)
             refreshToken = shared.refreshToken
             if let value = shared.accessToken, shared.generation > (rejected?.generation ?? access?.generation ?? 0) {
                 let candidate = AccessToken(value: value, expiresAt: shared.expiresAt, generation: shared.generation)
@@ -148,12 +149,24 @@ actor TokenManager: CarriedService {
             // presents the old one again.
             let record = RefreshTokenRecord(refreshToken: rotated ?? presented, origin: initialFingerprint,
                                             accessToken: accessToken, expiresAt: expiresAt, generation: generation)
-            do {
-                try await store.save(record)
+            // Tried again (still holding the lock) before giving up: once the lock is released,
+            // another instance must find the new refresh token, not the one just used.
+            var saveError: (any Error)?
+            for attempt in 1...3 {
+                do {
+                    try await store.save(record)
+                    saveError = nil
+                    break
+                } catch {
+                    saveError = error
+                    if attempt < 3 { try? await Task.sleep(for: .milliseconds(200 * attempt)) }
+                }
+            }
+            if let saveError {
+                logger.error("the token state could not be saved; it is kept in memory only", metadata: ["error": .string("\(saveError)")])
+                health.report(healthName + " storage", .degraded("the rotated refresh token could not be saved: \(saveError)"))
+            } else {
                 health.remove(healthName + " storage")
-            } catch {
-                logger.error("the token state could not be saved; it is kept in memory only", metadata: ["error": .string("\(error)")])
-                health.report(healthName + " storage", .degraded("the rotated refresh token could not be saved: \(error)"))
             }
             adopt(token)
             logger.info("access token refreshed", metadata: [

@@ -19,6 +19,9 @@ final class CacheStorage: CarriedService {
     private struct State {
         var memory = LRUIndex<Variants>()
         var flights: [String: Flight] = [:]
+        /// Counts removals (local invalidations and those other instances announce), so that
+        /// a read of the persistent tier that raced with one does not bring the old copy back.
+        var removals: UInt64 = 0
     }
 
     private let state = Mutex(State())
@@ -49,6 +52,7 @@ final class CacheStorage: CarriedService {
         }
         guard let persistent else { return (nil, false) }
         let now = clock.now()
+        let removalsBefore = state.withLock { $0.removals }
         let stored: StoredValue? = await queue.run { [logger] in
             do {
                 return try await persistent.get(Self.namespace, key, now: now)
@@ -60,7 +64,7 @@ final class CacheStorage: CarriedService {
         guard let stored, let variants = Self.decode(stored.bytes), !variants.isEmpty else { return (nil, false) }
         let size = variants.reduce(0) { $0 + $1.size }
         state.withLock { state in
-            if state.memory.peek(key) == nil { state.memory.set(key, variants, size: size) }
+            if state.memory.peek(key) == nil, state.removals == removalsBefore { state.memory.set(key, variants, size: size) }
         }
         enforceBounds()
         return Self.pick(variants, request)
@@ -98,6 +102,7 @@ final class CacheStorage: CarriedService {
     /// persistent tier (waiting for the latter, so that no later read finds them).
     func invalidate(prefixes: [String]) async {
         let removed = state.withLock { state in
+            state.removals &+= 1
             let keys = state.memory.keys { key in prefixes.contains { key.hasPrefix($0) } }
             for key in keys { state.memory.remove(key) }
             return keys.count
@@ -114,6 +119,7 @@ final class CacheStorage: CarriedService {
                 }
             }
         }
+        state.withLock { $0.removals &+= 1 }
     }
 
     private func enforceBounds() {
@@ -215,6 +221,7 @@ final class CacheStorage: CarriedService {
     /// contact, drop the whole memory tier: removals may have been missed.
     func apply(_ change: StoreChange) {
         let removed: Int = state.withLock { state in
+            state.removals &+= 1
             switch change {
             case .removed(let prefix):
                 let keys = state.memory.keys { $0.hasPrefix(prefix) }
