@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Memory per cached entry: two Veneer processes in the same run, both with the same mock origin
+# seeded with N posts, one with a memory cache in front and one without. Every post is fetched
+# once through each; the difference of their resident memory, divided by N, is what one cached
+# entry costs (key, headers, body, LRU bookkeeping, allocator overhead).
+#
+#   bench/cache-memory.sh            # N = 20000
+#   N=50000 bench/cache-memory.sh
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+binary="${VENEER_BIN:-$root/.build/release/veneer}"
+count="${N:-20000}"
+[[ -x "$binary" ]] || { echo "cache-memory: no release binary at $binary (run: make release)" >&2; exit 2; }
+
+work="$(mktemp -d /tmp/veneer-cache-memory.XXXXXX)"
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+python3 - "$count" > "$work/posts.json" <<'PY'
+import json, sys
+n = int(sys.argv[1])
+print(json.dumps([{"id": i, "title": f"Post number {i}", "body": "x" * 120, "userId": i % 10} for i in range(1, n + 1)]))
+PY
+cat > "$work/veneer.yaml" <<YAML
+version: 1
+state_dir: $work/state
+environments:
+  without:
+    listen: 127.0.0.1:19180
+    origin: { mock: { seed: $work/posts.json } }
+  with:
+    extends: without
+    listen: 127.0.0.1:19181
+    chain:
+      - cache: { ttl: 1h, max_entries: 1000000, max_bytes: 1GB }
+YAML
+
+for environment in without with; do
+    VENEER_THREADS=1 "$binary" run --config "$work/veneer.yaml" -e "$environment" >/dev/null 2>"$work/$environment.log" &
+    pids+=("$!")
+done
+sleep 1
+
+python3 - "$count" <<'PY'
+import http.client, sys
+n = int(sys.argv[1])
+for port in (19180, 19181):
+    connection = http.client.HTTPConnection("127.0.0.1", port)
+    for i in range(1, n + 1):
+        connection.request("GET", f"/posts/{i}")
+        response = connection.getresponse()
+        response.read()
+        assert response.status == 200, response.status
+PY
+
+rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
+without=$(rss "${pids[0]}")
+with=$(rss "${pids[1]}")
+entries=$(curl -s http://127.0.0.1:19181/-/metrics | awk '/^veneer_cache_entries/ { print int($2) }')
+bytes=$(curl -s http://127.0.0.1:19181/-/metrics | awk '/^veneer_cache_bytes/ { print int($2) }')
+echo "posts: $count; cached entries: $entries; bytes the cache accounts for: $bytes"
+echo "RSS without cache: $((without / 1024)) MB; with cache: $((with / 1024)) MB"
+echo "memory per cached entry: $(( (with - without) * 1024 / entries )) bytes (accounted: $(( bytes / entries )) bytes)"
