@@ -156,6 +156,27 @@ struct SharedStateTests {
         }
     }
 
+    @Test("with no instance running, veneer unblock lifts the block in the database itself")
+    func unblockWithoutInstances() async throws {
+        try await withSharedVeneers { (rig: SharedRig) async throws in
+            let blocked = [("X-Account-Id", "acct-13")]
+            #expect(try await rig.get(rig.portA, "/posts/5", headers: blocked).status == 403)
+            try await eventually { (try? await rig.get(rig.portA, "/-/blocks").text.contains("acct-13")) == true }
+            for process in [rig.a, rig.b] { process.signal(SIGTERM) }
+            #expect(await rig.a.wait() == 0)
+            #expect(await rig.b.wait() == 0)
+
+            // A fresh process: the pool is still connecting when the command asks.
+            let unblock = try await VeneerProcess.run(["unblock", "acct-13", "--config", "veneer.yaml"], directory: rig.directory,
+                                                      environment: ["VENEER_STATE": rig.directory + "/a"])
+            #expect(unblock.status == 0, "\(unblock.stderr)")
+            #expect(unblock.stdout.contains("unblocked acct-13 (the store)"))
+            let again = try await VeneerProcess.run(["unblock", "acct-13", "--config", "veneer.yaml"], directory: rig.directory,
+                                                    environment: ["VENEER_STATE": rig.directory + "/a"])
+            #expect(again.stderr.contains("acct-13 is not blocked"), "gone from the database: \(again.stderr)")
+        }
+    }
+
     @Test("the database crashing under load hangs nothing, degrades health, and recovers")
     func databaseDown() async throws {
         try await withSharedVeneers { (rig: SharedRig) async throws in
