@@ -8,3 +8,9 @@ extension HTTPField.Name {
     /// `Cache-Status` (RFC 9211).
     public static let cacheStatus = HTTPField.Name("Cache-Status")!
 }
+
+extension HTTPField.Name {
+    /// `Host`, which the HTTP types keep as the request's authority; the HTTP/1.1 parser
+    /// needs the field name itself.
+    static let hostField = HTTPField.Name("Host")!
+}

@@ -9,6 +9,24 @@ public enum HopByHop {
         "trailer", "proxy-authenticate", "proxy-authorization",
     ]
 
+    /// Whether a field of this lower-case name never passes a hop: one of ``alwaysRemoved``,
+    /// or `Content-Length` (which the sender sets anew from the buffered body). Runs for every
+    /// field of every message, so it compares lengths before strings.
+    @inlinable
+    public static func isRemoved(_ canonicalName: String) -> Bool {
+        switch canonicalName.utf8.count {
+        case 2: return canonicalName == "te"
+        case 7: return canonicalName == "upgrade" || canonicalName == "trailer"
+        case 10: return canonicalName == "connection" || canonicalName == "keep-alive"
+        case 14: return canonicalName == "content-length"
+        case 16: return canonicalName == "proxy-connection"
+        case 17: return canonicalName == "transfer-encoding"
+        case 18: return canonicalName == "proxy-authenticate"
+        case 19: return canonicalName == "proxy-authorization"
+        default: return false
+        }
+    }
+
     /// Removes hop-by-hop fields, those named in `Connection`, and `Content-Length`
     /// (which the sender sets anew from the buffered body). Cheap when there are none.
     public static func strip(_ fields: inout HTTPFields) {
@@ -16,9 +34,7 @@ public enum HopByHop {
         var named: [String] = []
         for field in fields {
             let name = field.name.canonicalName
-            if name == "content-length" {
-                found = true
-            } else if alwaysRemoved.contains(name) {
+            if isRemoved(name) {
                 found = true
                 if field.name == .connection {
                     for token in field.value.split(separator: ",") {
@@ -33,7 +49,7 @@ public enum HopByHop {
         kept.reserveCapacity(fields.count)
         for field in fields {
             let name = field.name.canonicalName
-            if name == "content-length" || alwaysRemoved.contains(name) || named.contains(name) { continue }
+            if isRemoved(name) || named.contains(name) { continue }
             kept.append(field)
         }
         fields = kept

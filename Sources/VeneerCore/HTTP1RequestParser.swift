@@ -1,0 +1,268 @@
+import HTTPTypes
+import NIOCore
+
+/// Reads HTTP/1.1 requests off a connection, one after another (pipelined requests wait in
+/// the input), straight into the HTTP types the chain uses.
+///
+/// Framing follows RFC 9112 §6 and refuses what request smuggling relies on: a
+/// `Transfer-Encoding` together with `Content-Length`, a `Transfer-Encoding` in HTTP/1.0 or
+/// without `chunked` last, conflicting lengths, a missing or repeated `Host` in HTTP/1.1.
+/// A body over ``bodyLimit`` (declared or actual) stops the parser: nothing after it can be
+/// read, and the connection should close after the answer.
+public struct HTTP1RequestParser {
+    /// A request's head.
+    public struct Head: Sendable {
+        /// The method.
+        public var method: HTTPRequest.Method
+        /// The path and query: the origin form as sent, or what follows the authority of an
+        /// absolute-form target.
+        public var target: String
+        /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+        public var minorVersion: Int
+        /// The fields, without `Host`.
+        public var fields: HTTPFields
+        /// `Host`, or the authority of an absolute-form target.
+        public var authority: String?
+        /// Whether the connection may carry another request after this one.
+        public var keepAlive: Bool
+        /// Whether the client waits for `100 Continue` before it sends the body.
+        public var expectsContinue: Bool
+
+        /// The head as an `HTTPRequest`.
+        public var request: HTTPRequest {
+            HTTPRequest(method: method, scheme: "http", authority: authority, path: target, headerFields: fields)
+        }
+    }
+
+    /// What the next bytes made.
+    public enum Event {
+        /// The head of a request whose body is still to come, sent because it asked for
+        /// `100 Continue`.
+        case waitingForBody(Head)
+        /// A whole request.
+        case request(Head, ByteBuffer)
+        /// A request with a body over the limit; the parser reads nothing more.
+        case tooLarge(Head)
+    }
+
+    private enum State {
+        case head
+        case body(Head, remaining: Int, ByteBuffer)
+        case chunked(Head, ChunkedDecoder, ByteBuffer)
+        case stopped
+    }
+
+    /// The largest header section (request line and fields).
+    public let maxHeadSize: Int
+    /// The most header fields.
+    public let maxFields: Int
+    /// The largest body.
+    public var bodyLimit: Int
+    private var input = ByteBuffer()
+    private var scanned = 0
+    private var state = State.head
+
+    /// Creates a parser.
+    public init(maxHeadSize: Int, maxFields: Int = 200, bodyLimit: Int) {
+        self.maxHeadSize = maxHeadSize
+        self.maxFields = maxFields
+        self.bodyLimit = bodyLimit
+    }
+
+    /// Adds bytes read from the connection.
+    public mutating func append(_ chunk: ByteBuffer) {
+        if case .stopped = state { return }
+        if input.readableBytes == 0 {
+            input = chunk
+        } else {
+            var chunk = chunk
+            input.writeBuffer(&chunk)
+        }
+    }
+
+    /// Whether part of a request has arrived and not been returned yet.
+    public var isMidRequest: Bool {
+        switch state {
+        case .head: return input.readableBytes > 0
+        case .body, .chunked: return true
+        case .stopped: return false
+        }
+    }
+
+    /// The next event, or nil until more bytes arrive. After an error the parser is stopped.
+    public mutating func next() throws(HTTP1ParseError) -> Event? {
+        do {
+            return try step()
+        } catch {
+            state = .stopped
+            input = ByteBuffer()
+            throw error
+        }
+    }
+
+    private mutating func step() throws(HTTP1ParseError) -> Event? {
+        switch state {
+        case .stopped:
+            return nil
+        case .head:
+            guard let head = try readHead() else { return nil }
+            return try begin(head)
+        case .body(let head, let remaining, var body):
+            state = .stopped  // drop the reference so that appending does not copy
+            guard input.readableBytes > 0 else {
+                state = .body(head, remaining: remaining, body)
+                return nil
+            }
+            let left = HTTP1Syntax.take(remaining, from: &input, into: &body)
+            if left == 0 {
+                return complete(head, body)
+            }
+            state = .body(head, remaining: left, body)
+            return nil
+        case .chunked(let head, var decoder, var body):
+            state = .stopped
+            switch try decoder.decode(&input, into: &body, limit: bodyLimit, trailerLimit: maxHeadSize) {
+            case .needMore:
+                state = .chunked(head, decoder, body)
+                return nil
+            case .complete:
+                return complete(head, body)
+            case .tooLarge:
+                input = ByteBuffer()
+                return .tooLarge(head)
+            }
+        }
+    }
+
+    private mutating func complete(_ head: Head, _ body: ByteBuffer) -> Event {
+        state = .head
+        // Let go of the connection's read buffer as soon as nothing in it is waiting.
+        if input.readableBytes == 0 { input = ByteBuffer() }
+        return .request(head, body)
+    }
+
+    /// What follows a head: the request itself, or the state for its body.
+    private mutating func begin(_ parsed: (Head, HTTP1Framing)) throws(HTTP1ParseError) -> Event? {
+        let (head, framing) = parsed
+        if framing.hasTransferEncoding {
+            guard head.minorVersion >= 1 else { throw HTTP1ParseError("Transfer-Encoding is not allowed in HTTP/1.0.") }
+            guard framing.contentLength == nil else { throw HTTP1ParseError("Transfer-Encoding and Content-Length together are not accepted.") }
+            guard framing.chunkedIsLast else { throw HTTP1ParseError("Only the chunked transfer coding is accepted.") }
+            state = .chunked(head, ChunkedDecoder(), ByteBuffer())
+            if head.expectsContinue { return .waitingForBody(head) }
+            return try step()
+        }
+        let length = framing.contentLength ?? 0
+        if length > bodyLimit {
+            state = .stopped
+            input = ByteBuffer()
+            return .tooLarge(head)
+        }
+        if length == 0 {
+            return complete(head, ByteBuffer())
+        }
+        state = .body(head, remaining: length, ByteBuffer())
+        if head.expectsContinue, input.readableBytes == 0 { return .waitingForBody(head) }
+        return try step()
+    }
+
+    /// The head, once its last line has arrived.
+    private mutating func readHead() throws(HTTP1ParseError) -> (Head, HTTP1Framing)? {
+        // RFC 9112 §2.2: empty lines before a request line are ignored.
+        while input.readableBytes >= 2, input.getInteger(at: input.readerIndex, as: UInt16.self) == 0x0D0A {
+            input.moveReaderIndex(forwardBy: 2)
+            scanned = 0
+        }
+        let start = scanned
+        let maxHeadSize = maxHeadSize
+        let maxFields = maxFields
+        let parsed: (Head, HTTP1Framing, Int)? = try HTTP1Syntax.withBytes(input) { bytes throws(HTTP1ParseError) in
+            guard let end = HTTP1Syntax.headEnd(bytes, from: start) else { return nil }
+            guard end <= maxHeadSize else { throw HTTP1ParseError("The request headers are larger than the limit.", kind: .headTooLarge) }
+            let (head, framing) = try Self.parseHead(bytes, end: end, maxFields: maxFields)
+            return (head, framing, end)
+        }
+        guard let (head, framing, end) = parsed else {
+            guard input.readableBytes <= maxHeadSize else { throw HTTP1ParseError("The request headers are larger than the limit.", kind: .headTooLarge) }
+            scanned = max(0, input.readableBytes - 3)
+            return nil
+        }
+        input.moveReaderIndex(forwardBy: end)
+        scanned = 0
+        return (head, framing)
+    }
+
+    static func parseHead(_ bytes: UnsafeRawBufferPointer, end: Int, maxFields: Int) throws(HTTP1ParseError) -> (Head, HTTP1Framing) {
+        guard let lineEnd = try HTTP1Syntax.lineEnd(bytes, from: 0, to: end) else { throw HTTP1ParseError("The request line is not terminated.") }
+        var index = 0
+        while index < lineEnd, bytes[index] != HTTP1Syntax.space { index += 1 }
+        let methodEnd = index
+        guard methodEnd > 0, index < lineEnd else { throw HTTP1ParseError("The request line is not valid.") }
+        index += 1
+        let targetStart = index
+        while index < lineEnd, bytes[index] != HTTP1Syntax.space { index += 1 }
+        let targetEnd = index
+        guard targetEnd > targetStart, index < lineEnd else { throw HTTP1ParseError("The request line is not valid.") }
+        let targetBytes = UnsafeRawBufferPointer(rebasing: bytes[targetStart..<targetEnd])
+        guard HTTP1Syntax.isVisibleASCII(targetBytes) else { throw HTTP1ParseError("The request target has characters that are not allowed.") }
+        let versionBytes = UnsafeRawBufferPointer(rebasing: bytes[(index + 1)..<lineEnd])
+        let minorVersion: Int
+        if HTTP1Syntax.equals(versionBytes, "HTTP/1.1") {
+            minorVersion = 1
+        } else if HTTP1Syntax.equals(versionBytes, "HTTP/1.0") {
+            minorVersion = 0
+        } else {
+            throw HTTP1ParseError("Only HTTP/1.0 and HTTP/1.1 are served here.")
+        }
+        let method = try Self.method(UnsafeRawBufferPointer(rebasing: bytes[0..<methodEnd]))
+
+        var fields = HTTPFields()
+        var framing = HTTP1Framing()
+        // Host goes to the authority, as HTTPRequest keeps it.
+        try HTTP1Syntax.readFields(bytes, from: lineEnd + 2, to: end - 2, maxFields: maxFields, keepFraming: true, dropHost: true,
+                                   into: &fields, framing: &framing)
+        guard framing.hostCount <= 1 else { throw HTTP1ParseError("The request has more than one Host field.") }
+        guard framing.hostCount == 1 || minorVersion == 0 else { throw HTTP1ParseError("An HTTP/1.1 request needs a Host field.") }
+
+        var target = String(decoding: targetBytes, as: UTF8.self)
+        var authority = framing.host
+        if targetBytes.first != UInt8(ascii: "/"), let absolute = Self.absoluteForm(target) {
+            (authority, target) = absolute
+        }
+        let keepAlive = minorVersion >= 1 ? !framing.connectionClose : framing.connectionKeepAlive && !framing.connectionClose
+        let head = Head(method: method, target: target, minorVersion: minorVersion, fields: fields, authority: authority,
+                        keepAlive: keepAlive, expectsContinue: framing.expectsContinue && minorVersion >= 1)
+        return (head, framing)
+    }
+
+    static func method(_ bytes: UnsafeRawBufferPointer) throws(HTTP1ParseError) -> HTTPRequest.Method {
+        switch bytes.count {
+        case 3:
+            if HTTP1Syntax.equals(bytes, "GET") { return .get }
+            if HTTP1Syntax.equals(bytes, "PUT") { return .put }
+        case 4:
+            if HTTP1Syntax.equals(bytes, "POST") { return .post }
+            if HTTP1Syntax.equals(bytes, "HEAD") { return .head }
+        case 5:
+            if HTTP1Syntax.equals(bytes, "PATCH") { return .patch }
+        case 6:
+            if HTTP1Syntax.equals(bytes, "DELETE") { return .delete }
+        default:
+            break
+        }
+        guard let method = HTTPRequest.Method(String(decoding: bytes, as: UTF8.self)) else {
+            throw HTTP1ParseError("The method is not a token.")
+        }
+        return method
+    }
+
+    /// `http://host/path?q` → (`host`, `/path?q`); nil when the target is not absolute-form.
+    static func absoluteForm(_ target: String) -> (authority: String, path: String)? {
+        guard let colon = target.firstIndex(of: ":"), target[colon...].hasPrefix("://"),
+              ["http", "https"].contains(target[..<colon].lowercased()) else { return nil }
+        let rest = target[target.index(colon, offsetBy: 3)...]
+        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
+        let path = rest[authorityEnd...]
+        return (String(rest[..<authorityEnd]), path.hasPrefix("/") ? String(path) : "/" + path)
+    }
+}

@@ -1,0 +1,206 @@
+import HTTPTypes
+import NIOCore
+
+/// Reads HTTP/1.1 responses off an upstream connection, straight into a ``ProxyResponse``
+/// with the hop-by-hop fields (and those `Connection` names) already gone.
+///
+/// Framing follows RFC 9112 §6.3: no body after HEAD, 1xx, 204 and 304; `chunked` when it
+/// is the last transfer coding; else `Content-Length`; else the body runs until the
+/// connection closes (and the connection is not reused). Interim 1xx answers are skipped.
+public struct HTTP1ResponseParser {
+    /// A whole response.
+    public struct Response: Sendable {
+        /// The status, the end-to-end fields and the body.
+        public var response: ProxyResponse
+        /// Whether the connection may carry another request.
+        public var keepAlive: Bool
+    }
+
+    private struct Head {
+        var status: HTTPResponse.Status
+        var fields: HTTPFields
+        var keepAlive: Bool
+    }
+
+    private enum State {
+        case head
+        case body(Head, remaining: Int, ByteBuffer)
+        case chunked(Head, ChunkedDecoder, ByteBuffer)
+        case untilClose(Head, ByteBuffer)
+    }
+
+    /// The largest header section.
+    public let maxHeadSize: Int
+    /// The largest body; more is an error.
+    public var maxBodySize: Int
+    private var input = ByteBuffer()
+    private var scanned = 0
+    private var state = State.head
+
+    /// Creates a parser.
+    public init(maxHeadSize: Int = 64 << 10, maxBodySize: Int) {
+        self.maxHeadSize = maxHeadSize
+        self.maxBodySize = maxBodySize
+    }
+
+    /// Adds bytes read from the connection.
+    public mutating func append(_ chunk: ByteBuffer) {
+        if input.readableBytes == 0 {
+            input = chunk
+        } else {
+            var chunk = chunk
+            input.writeBuffer(&chunk)
+        }
+    }
+
+    /// Whether bytes are waiting that no response has taken (a peer talking out of turn, or
+    /// a response still arriving).
+    public var hasUnreadBytes: Bool { input.readableBytes > 0 }
+
+    /// Forgets everything (before the connection carries the next request).
+    public mutating func reset() {
+        input = ByteBuffer()
+        scanned = 0
+        state = .head
+    }
+
+    /// The response once it has arrived whole, else nil. `requestMethod` is the method of
+    /// the request it answers (HEAD answers have no body).
+    public mutating func next(requestMethod: HTTPRequest.Method) throws(HTTP1ParseError) -> Response? {
+        while true {
+            switch state {
+            case .head:
+                guard let (head, framing, status) = try readHead() else { return nil }
+                if (100..<200).contains(status) {
+                    // An interim answer (100 Continue, 103 Early Hints): the real one follows.
+                    guard status != 101 else { throw HTTP1ParseError("The upstream switched protocols.") }
+                    continue
+                }
+                if requestMethod == .head || status == 204 || status == 304 {
+                    return finish(head, ByteBuffer())
+                }
+                if framing.hasTransferEncoding {
+                    if framing.chunkedIsLast {
+                        state = .chunked(head, ChunkedDecoder(), ByteBuffer())
+                    } else {
+                        var head = head
+                        head.keepAlive = false
+                        state = .untilClose(head, ByteBuffer())
+                    }
+                } else if let length = framing.contentLength {
+                    guard length <= maxBodySize else { throw tooLarge }
+                    if length == 0 { return finish(head, ByteBuffer()) }
+                    state = .body(head, remaining: length, ByteBuffer())
+                } else {
+                    var head = head
+                    head.keepAlive = false
+                    state = .untilClose(head, ByteBuffer())
+                }
+            case .body(let head, let remaining, var body):
+                guard input.readableBytes > 0 else { return nil }
+                state = .head  // drop the reference so that appending does not copy
+                let left = HTTP1Syntax.take(remaining, from: &input, into: &body)
+                if left == 0 { return finish(head, body) }
+                state = .body(head, remaining: left, body)
+                return nil
+            case .chunked(let head, var decoder, var body):
+                state = .head
+                switch try decoder.decode(&input, into: &body, limit: maxBodySize, trailerLimit: maxHeadSize) {
+                case .needMore:
+                    state = .chunked(head, decoder, body)
+                    return nil
+                case .complete:
+                    return finish(head, body)
+                case .tooLarge:
+                    throw tooLarge
+                }
+            case .untilClose(let head, var body):
+                state = .head
+                if input.readableBytes > 0 {
+                    guard body.readableBytes + input.readableBytes <= maxBodySize else { throw tooLarge }
+                    if body.readableBytes == 0 { body = input } else { body.writeBuffer(&input) }
+                    input = ByteBuffer()
+                }
+                state = .untilClose(head, body)
+                return nil
+            }
+        }
+    }
+
+    /// The connection closed: the response whose body ran until the close, if that is what
+    /// was arriving; an error if a response was cut short; nil if nothing was.
+    public mutating func endOfInput() throws(HTTP1ParseError) -> Response? {
+        switch state {
+        case .untilClose(let head, let body):
+            return finish(head, body)
+        case .head where input.readableBytes == 0:
+            return nil
+        default:
+            throw HTTP1ParseError("The upstream closed the connection mid-response.")
+        }
+    }
+
+    private var tooLarge: HTTP1ParseError {
+        HTTP1ParseError("The upstream response is larger than \(maxBodySize) bytes.", kind: .bodyTooLarge)
+    }
+
+    private mutating func finish(_ head: Head, _ body: ByteBuffer) -> Response {
+        state = .head
+        if input.readableBytes == 0 { input = ByteBuffer() }
+        return Response(response: ProxyResponse(status: head.status, headers: head.fields, body: body), keepAlive: head.keepAlive)
+    }
+
+    private mutating func readHead() throws(HTTP1ParseError) -> (Head, HTTP1Framing, Int)? {
+        let start = scanned
+        let maxHeadSize = maxHeadSize
+        let parsed: (Head, HTTP1Framing, Int, Int)? = try HTTP1Syntax.withBytes(input) { bytes throws(HTTP1ParseError) in
+            guard let end = HTTP1Syntax.headEnd(bytes, from: start) else { return nil }
+            guard end <= maxHeadSize else { throw HTTP1ParseError("The upstream's headers are larger than \(maxHeadSize) bytes.") }
+            let (head, framing, status) = try Self.parseHead(bytes, end: end)
+            return (head, framing, status, end)
+        }
+        guard let (head, framing, status, end) = parsed else {
+            guard input.readableBytes <= maxHeadSize else { throw HTTP1ParseError("The upstream's headers are larger than \(maxHeadSize) bytes.") }
+            scanned = max(0, input.readableBytes - 3)
+            return nil
+        }
+        input.moveReaderIndex(forwardBy: end)
+        scanned = 0
+        return (head, framing, status)
+    }
+
+    private static func parseHead(_ bytes: UnsafeRawBufferPointer, end: Int) throws(HTTP1ParseError) -> (Head, HTTP1Framing, Int) {
+        guard let lineEnd = try HTTP1Syntax.lineEnd(bytes, from: 0, to: end) else { throw HTTP1ParseError("The status line is not terminated.") }
+        // HTTP/1.x SP 3DIGIT [SP reason]
+        guard lineEnd >= 12, HTTP1Syntax.equals(UnsafeRawBufferPointer(rebasing: bytes[0..<7]), "HTTP/1."),
+              bytes[7] == UInt8(ascii: "0") || bytes[7] == UInt8(ascii: "1"), bytes[8] == HTTP1Syntax.space else {
+            throw HTTP1ParseError("The status line is not HTTP/1.x.")
+        }
+        let minorVersion = Int(bytes[7] - UInt8(ascii: "0"))
+        var code = 0
+        for index in 9..<12 {
+            let digit = bytes[index]
+            guard digit >= UInt8(ascii: "0"), digit <= UInt8(ascii: "9") else { throw HTTP1ParseError("The status code is not valid.") }
+            code = code * 10 + Int(digit - UInt8(ascii: "0"))
+        }
+        guard code >= 100 else { throw HTTP1ParseError("The status code is not valid.") }
+        var reason = ""
+        if lineEnd > 12 {
+            guard bytes[12] == HTTP1Syntax.space else { throw HTTP1ParseError("The status line is not valid.") }
+            reason = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[13..<lineEnd]), as: UTF8.self)
+        }
+        var fields = HTTPFields()
+        var framing = HTTP1Framing()
+        try HTTP1Syntax.readFields(bytes, from: lineEnd + 2, to: end - 2, maxFields: 500, keepFraming: false,
+                                   into: &fields, framing: &framing)
+        if !framing.connectionNames.isEmpty {
+            let named = framing.connectionNames
+            var kept = HTTPFields()
+            for field in fields where !named.contains(field.name.canonicalName) { kept.append(field) }
+            fields = kept
+        }
+        let keepAlive = minorVersion >= 1 ? !framing.connectionClose : framing.connectionKeepAlive && !framing.connectionClose
+        let status = HTTPResponse.Status(code: code, reasonPhrase: reason)
+        return (Head(status: status, fields: fields, keepAlive: keepAlive), framing, code)
+    }
+}

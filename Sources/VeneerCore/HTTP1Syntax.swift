@@ -1,0 +1,336 @@
+import HTTPTypes
+import NIOCore
+
+/// Why an HTTP/1.1 message could not be read. The message says what was wrong in words a
+/// caller can act on; the connection it came on cannot be used any further.
+public struct HTTP1ParseError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// What kind of problem it is.
+    public enum Kind: Sendable {
+        /// The bytes are not a valid message.
+        case malformed
+        /// The header section is over the limit.
+        case headTooLarge
+        /// The body is over the limit.
+        case bodyTooLarge
+    }
+
+    /// What was wrong.
+    public let reason: String
+    /// What kind of problem it is.
+    public let kind: Kind
+
+    init(_ reason: String, kind: Kind = .malformed) {
+        self.reason = reason
+        self.kind = kind
+    }
+
+    public var description: String { reason }
+}
+
+/// What the framing fields of a message say, gathered while its fields are read.
+struct HTTP1Framing {
+    var contentLength: Int?
+    var hasTransferEncoding = false
+    var chunkedIsLast = false
+    var connectionClose = false
+    var connectionKeepAlive = false
+    var expectsContinue = false
+    /// Other names that `Connection` lists (hop-by-hop for this message), lower-case.
+    var connectionNames: [String] = []
+    var host: String?
+    var hostCount = 0
+}
+
+/// The pieces both parsers share: finding the end of a header section, reading its field
+/// lines strictly (RFC 9112 §5), and decoding chunked bodies (§7.1).
+///
+/// Strict where laxness lets two parsers disagree about where a message ends: obsolete line
+/// folding, whitespace before the colon, bare CR or LF, an invalid or repeated conflicting
+/// `Content-Length` and a `Transfer-Encoding` that does not end in `chunked` are errors.
+enum HTTP1Syntax {
+    static let cr = UInt8(ascii: "\r")
+    static let lf = UInt8(ascii: "\n")
+    static let space = UInt8(ascii: " ")
+    static let tab = UInt8(ascii: "\t")
+    static let colon = UInt8(ascii: ":")
+
+    /// The offset just past the `CRLF CRLF` that ends the header section, searching from
+    /// `start` (where an earlier search left off); nil when it has not arrived yet.
+    static func headEnd(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        var index = max(start, 3)
+        let count = bytes.count
+        while index < count {
+            // Jump by LF: the section ends at the LF of "\r\n\r\n".
+            if bytes[index] == lf {
+                if bytes[index - 1] == cr, bytes[index - 2] == lf, bytes[index - 3] == cr { return index + 1 }
+            }
+            index += 1
+        }
+        return nil
+    }
+
+    /// Runs `body` on the readable bytes of `buffer`.
+    static func withBytes<T>(_ buffer: ByteBuffer, _ body: (UnsafeRawBufferPointer) throws(HTTP1ParseError) -> T) throws(HTTP1ParseError) -> T {
+        let result: Result<T, HTTP1ParseError> = buffer.withUnsafeReadableBytes { bytes in
+            do throws(HTTP1ParseError) {
+                return .success(try body(bytes))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    /// The end of the line starting at `start` (the index of its CR), requiring CRLF; nil when
+    /// there is no CRLF before `end`. A bare LF or CR inside the line is an error.
+    static func lineEnd(_ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int) throws(HTTP1ParseError) -> Int? {
+        var index = start
+        while index < end {
+            let byte = bytes[index]
+            if byte == cr {
+                guard index + 1 < end else { return nil }
+                guard bytes[index + 1] == lf else { throw HTTP1ParseError("A line ends in a bare CR.") }
+                return index
+            }
+            if byte == lf { throw HTTP1ParseError("A line ends in a bare LF.") }
+            index += 1
+        }
+        return nil
+    }
+
+    /// Reads the field lines in `start..<end` (each ending in CRLF, the empty line excluded).
+    /// `keepFraming` says whether hop-by-hop and framing fields stay in `fields`.
+    static func readFields(
+        _ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int, maxFields: Int, keepFraming: Bool, dropHost: Bool = false,
+        into fields: inout HTTPFields, framing: inout HTTP1Framing
+    ) throws(HTTP1ParseError) {
+        var lineStart = start
+        var count = 0
+        while lineStart < end {
+            guard let lineEnd = try lineEnd(bytes, from: lineStart, to: end) else {
+                throw HTTP1ParseError("A header line is not terminated.")
+            }
+            count += 1
+            guard count <= maxFields else { throw HTTP1ParseError("The message has more than \(maxFields) header fields.", kind: .headTooLarge) }
+            let first = bytes[lineStart]
+            guard first != space, first != tab else { throw HTTP1ParseError("Obsolete line folding is not accepted.") }
+            var colonIndex = lineStart
+            while colonIndex < lineEnd, bytes[colonIndex] != colon { colonIndex += 1 }
+            guard colonIndex < lineEnd, colonIndex > lineStart else { throw HTTP1ParseError("A header line has no field name.") }
+            var valueStart = colonIndex + 1
+            var valueEnd = lineEnd
+            while valueStart < valueEnd, bytes[valueStart] == space || bytes[valueStart] == tab { valueStart += 1 }
+            while valueEnd > valueStart, bytes[valueEnd - 1] == space || bytes[valueEnd - 1] == tab { valueEnd -= 1 }
+            for index in valueStart..<valueEnd where bytes[index] == 0 {
+                throw HTTP1ParseError("A field value contains NUL.")
+            }
+            let nameBytes = UnsafeRawBufferPointer(rebasing: bytes[lineStart..<colonIndex])
+            guard let name = fieldName(nameBytes) else {
+                throw HTTP1ParseError("A field name is not a token (no spaces before the colon).")
+            }
+            let valueBytes = UnsafeRawBufferPointer(rebasing: bytes[valueStart..<valueEnd])
+            let value = String(decoding: valueBytes, as: UTF8.self)
+            let keep = try note(name, value, framing: &framing)
+            if (keep || keepFraming), !(dropHost && name == .hostField) {
+                fields.append(HTTPField(name: name, value: value))
+            }
+            lineStart = lineEnd + 2
+        }
+    }
+
+    /// Records what a framing field says; false for fields that never pass a hop (so a
+    /// response parser can drop them right away).
+    static func note(_ name: HTTPField.Name, _ value: String, framing: inout HTTP1Framing) throws(HTTP1ParseError) -> Bool {
+        let canonical = name.canonicalName
+        switch canonical.utf8.count {
+        case 4 where canonical == "host":
+            framing.hostCount += 1
+            if framing.host == nil { framing.host = value }
+            return true
+        case 6 where canonical == "expect":
+            if value.utf8.count == 12, value.lowercased() == "100-continue" { framing.expectsContinue = true }
+            return true
+        case 10 where canonical == "connection":
+            for token in value.split(separator: ",") {
+                let name = token.trimmingSpaces.lowercased()
+                switch name {
+                case "close": framing.connectionClose = true
+                case "keep-alive": framing.connectionKeepAlive = true
+                case "": break
+                default: framing.connectionNames.append(name)
+                }
+            }
+            return false
+        case 14 where canonical == "content-length":
+            for item in value.split(separator: ",", omittingEmptySubsequences: false) {
+                let digits = item.trimmingSpaces
+                guard !digits.isEmpty, digits.utf8.count <= 18,
+                      digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+                      let length = Int(digits) else {
+                    throw HTTP1ParseError("Content-Length is not a number.")
+                }
+                if let known = framing.contentLength, known != length {
+                    throw HTTP1ParseError("Content-Length is given twice with different values.")
+                }
+                framing.contentLength = length
+            }
+            return false
+        case 17 where canonical == "transfer-encoding":
+            framing.hasTransferEncoding = true
+            let codings = value.split(separator: ",").map { $0.trimmingSpaces.lowercased() }.filter { !$0.isEmpty }
+            // A later field can add codings after an earlier "chunked": only the very last counts.
+            framing.chunkedIsLast = codings.last == "chunked"
+            return false
+        default:
+            return !HopByHop.isRemoved(canonical)
+        }
+    }
+
+    /// The name for these bytes: one of the common ones without an allocation, else a
+    /// validated new one; nil when the bytes are not a token.
+    static func fieldName(_ bytes: UnsafeRawBufferPointer) -> HTTPField.Name? {
+        switch bytes.count {
+        case 4:
+            if equals(bytes, "Host") || equals(bytes, "host") { return .hostField }
+            if equals(bytes, "Date") { return .date }
+            if equals(bytes, "ETag") { return .eTag }
+        case 6:
+            if equals(bytes, "Accept") || equals(bytes, "accept") { return .accept }
+            if equals(bytes, "Server") { return .server }
+            if equals(bytes, "Cookie") { return .cookie }
+        case 10:
+            if equals(bytes, "Connection") || equals(bytes, "connection") { return .connection }
+            if equals(bytes, "User-Agent") || equals(bytes, "user-agent") { return .userAgent }
+        case 12:
+            if equals(bytes, "Content-Type") || equals(bytes, "content-type") { return .contentType }
+            if equals(bytes, "X-Request-Id") { return .xRequestID }
+        case 13:
+            if equals(bytes, "Cache-Control") || equals(bytes, "cache-control") { return .cacheControl }
+            if equals(bytes, "Last-Modified") { return .lastModified }
+            if equals(bytes, "Authorization") || equals(bytes, "authorization") { return .authorization }
+            if equals(bytes, "Accept-Ranges") { return .acceptRanges }
+        case 14:
+            if equals(bytes, "Content-Length") || equals(bytes, "content-length") { return .contentLength }
+        case 15:
+            if equals(bytes, "Accept-Encoding") || equals(bytes, "accept-encoding") { return .acceptEncoding }
+        default:
+            break
+        }
+        return HTTPField.Name(String(decoding: bytes, as: UTF8.self))
+    }
+
+    @inline(__always)
+    static func equals(_ bytes: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
+        guard bytes.count == text.utf8CodeUnitCount else { return false }
+        return text.withUTF8Buffer { expected in
+            for index in 0..<expected.count where bytes[index] != expected[index] { return false }
+            return true
+        }
+    }
+
+    /// Moves up to `remaining` body bytes from `input` to `body` (without a copy when the
+    /// body is still empty); returns how many are still to come.
+    static func take(_ remaining: Int, from input: inout ByteBuffer, into body: inout ByteBuffer) -> Int {
+        let count = min(remaining, input.readableBytes)
+        var slice = input.readSlice(length: count)!
+        if body.readableBytes == 0 { body = slice } else { body.writeBuffer(&slice) }
+        return remaining - count
+    }
+
+    /// Whether every byte is visible ASCII (a request target, a method).
+    static func isVisibleASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        for byte in bytes where byte <= 0x20 || byte >= 0x7F { return false }
+        return true
+    }
+}
+
+/// Decodes a chunked body (RFC 9112 §7.1) as it arrives: chunk sizes in hex with optional
+/// extensions (ignored), data, and a trailer section (read and dropped).
+struct ChunkedDecoder {
+    enum State {
+        case size
+        case data(remaining: Int)
+        case dataEnd
+        case trailers
+        case done
+    }
+
+    var state = State.size
+    static let maxLine = 4096
+
+    /// Consumes what it can from `input`, appending chunk data to `body`; true when the body
+    /// is complete. `limit` bounds the body: more is `tooLarge`.
+    mutating func decode(_ input: inout ByteBuffer, into body: inout ByteBuffer, limit: Int, trailerLimit: Int) throws(HTTP1ParseError) -> ChunkedResult {
+        while true {
+            switch state {
+            case .size:
+                guard let line = try Self.line(&input) else { return .needMore }
+                let sizeText = line.prefix { $0 != UInt8(ascii: ";") }
+                let trimmed = sizeText.reversed().drop { $0 == HTTP1Syntax.space || $0 == HTTP1Syntax.tab }.reversed()
+                guard !trimmed.isEmpty, trimmed.count <= 15 else { throw HTTP1ParseError("A chunk size is not valid.") }
+                var size = 0
+                for byte in trimmed {
+                    guard let digit = Self.hexValue(byte) else { throw HTTP1ParseError("A chunk size is not valid.") }
+                    size = size * 16 + digit
+                }
+                if size == 0 {
+                    state = .trailers
+                } else {
+                    guard body.readableBytes + size <= limit else { return .tooLarge }
+                    state = .data(remaining: size)
+                }
+            case .data(let remaining):
+                guard input.readableBytes > 0 else { return .needMore }
+                let take = min(remaining, input.readableBytes)
+                var slice = input.readSlice(length: take)!
+                body.writeBuffer(&slice)
+                state = remaining == take ? .dataEnd : .data(remaining: remaining - take)
+            case .dataEnd:
+                guard input.readableBytes >= 2 else { return .needMore }
+                guard input.readInteger(as: UInt16.self) == UInt16(HTTP1Syntax.cr) << 8 | UInt16(HTTP1Syntax.lf) else {
+                    throw HTTP1ParseError("Chunk data is not followed by CRLF.")
+                }
+                state = .size
+            case .trailers:
+                guard let line = try Self.line(&input, limit: trailerLimit) else { return .needMore }
+                if line.isEmpty {
+                    state = .done
+                    return .complete
+                }
+            case .done:
+                return .complete
+            }
+        }
+    }
+
+    /// One CRLF-terminated line (without the CRLF), consumed; nil when it has not all arrived.
+    static func line(_ input: inout ByteBuffer, limit: Int = maxLine) throws(HTTP1ParseError) -> [UInt8]? {
+        let found = try HTTP1Syntax.withBytes(input) { bytes throws(HTTP1ParseError) in
+            try HTTP1Syntax.lineEnd(bytes, from: 0, to: bytes.count)
+        }
+        guard let end = found else {
+            if input.readableBytes > limit { throw HTTP1ParseError("A chunk line is too long.") }
+            return nil
+        }
+        guard end <= limit else { throw HTTP1ParseError("A chunk line is too long.") }
+        let line = input.readBytes(length: end)!
+        input.moveReaderIndex(forwardBy: 2)
+        return line
+    }
+
+    static func hexValue(_ byte: UInt8) -> Int? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return Int(byte - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return Int(byte - UInt8(ascii: "a") + 10)
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return Int(byte - UInt8(ascii: "A") + 10)
+        default: return nil
+        }
+    }
+}
+
+/// How far a chunked body got.
+enum ChunkedResult {
+    case needMore
+    case complete
+    case tooLarge
+}

@@ -1,0 +1,231 @@
+import HTTPTypes
+import NIOCore
+import Testing
+import VeneerCore
+
+/// The HTTP/1.1 request and response parsers on their own: framing, pipelining, partial
+/// input, and the malformed and ambiguous messages they must refuse.
+@Suite("HTTP/1.1 parsers")
+struct HTTP1ParserTests {
+    /// Every event the bytes make, fed in pieces of `step` bytes (0: all at once).
+    static func requestEvents(_ text: String, step: Int = 0, bodyLimit: Int = 1 << 20, maxHead: Int = 8192) throws(HTTP1ParseError) -> [HTTP1RequestParser.Event] {
+        var parser = HTTP1RequestParser(maxHeadSize: maxHead, maxFields: 20, bodyLimit: bodyLimit)
+        var events: [HTTP1RequestParser.Event] = []
+        let bytes = Array(text.utf8)
+        let size = step == 0 ? max(bytes.count, 1) : step
+        var offset = 0
+        while offset < bytes.count {
+            parser.append(ByteBuffer(bytes: bytes[offset..<min(offset + size, bytes.count)]))
+            offset += size
+            while let event = try parser.next() { events.append(event) }
+        }
+        return events
+    }
+
+    static func requests(_ text: String, step: Int = 0) throws -> [(HTTP1RequestParser.Head, String)] {
+        try requestEvents(text, step: step).compactMap { event in
+            if case .request(let head, let body) = event { return (head, String(buffer: body)) }
+            return nil
+        }
+    }
+
+    static func refusal(_ text: String) -> HTTP1ParseError? {
+        do {
+            _ = try requestEvents(text)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test("a GET becomes method, target, fields without Host, and the authority")
+    func simpleGet() throws {
+        let requests = try Self.requests("GET /posts/1?x=2 HTTP/1.1\r\nHost: example.test:8080\r\nAccept: application/json\r\nX-Custom:  padded \t\r\n\r\n")
+        let (head, body) = try #require(requests.first)
+        #expect(requests.count == 1 && body.isEmpty)
+        #expect(head.method == .get && head.target == "/posts/1?x=2" && head.minorVersion == 1)
+        #expect(head.authority == "example.test:8080")
+        #expect(head.fields[.accept] == "application/json")
+        #expect(head.fields[HTTPField.Name("X-Custom")!] == "padded")
+        #expect(!head.fields.contains { $0.name.canonicalName == "host" })
+        #expect(head.keepAlive && !head.expectsContinue)
+        #expect(head.request.path == "/posts/1?x=2")
+    }
+
+    @Test("pipelined requests come out in order, whether the bytes arrive at once or one by one", arguments: [0, 1, 7])
+    func pipelined(step: Int) throws {
+        let text = "GET /posts/1 HTTP/1.1\r\nHost: h\r\n\r\n"
+            + "POST /posts HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\n{\"title\":1}"
+            + "PUT /posts/2 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4;ext=1\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\nTrailer-Field: x\r\n\r\n"
+            + "\r\nDELETE /posts/3 HTTP/1.1\r\nHost: h\r\n\r\n"
+        let requests = try Self.requests(text, step: step)
+        #expect(requests.map(\.0.method) == [.get, .post, .put, .delete])
+        #expect(requests.map(\.1) == ["", "{\"title\":1}", "{\"a\":1}", ""])
+        #expect(requests[2].0.fields[.transferEncoding] == "chunked")
+    }
+
+    @Test("keep-alive follows the version and Connection")
+    func keepAlive() throws {
+        let cases: [(String, Bool)] = [
+            ("GET / HTTP/1.1\r\nHost: h\r\n\r\n", true),
+            ("GET / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Close\r\n\r\n", false),
+            ("GET / HTTP/1.0\r\n\r\n", false),
+            ("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", true),
+        ]
+        for (text, expected) in cases {
+            let head = try #require(try Self.requests(text).first).0
+            #expect(head.keepAlive == expected, "\(text)")
+        }
+    }
+
+    @Test("the absolute form keeps what follows the authority")
+    func absoluteForm() throws {
+        let head = try #require(try Self.requests("GET http://api.test:81/posts/7?q HTTP/1.1\r\nHost: other\r\n\r\n").first).0
+        #expect(head.target == "/posts/7?q" && head.authority == "api.test:81")
+    }
+
+    @Test("Expect: 100-continue announces the head before the body arrives")
+    func expectContinue() throws {
+        var parser = HTTP1RequestParser(maxHeadSize: 8192, bodyLimit: 100)
+        parser.append(ByteBuffer(string: "POST /posts HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"))
+        guard case .waitingForBody(let head)? = try parser.next() else {
+            Issue.record("no waitingForBody event")
+            return
+        }
+        #expect(head.expectsContinue)
+        #expect(try parser.next() == nil)
+        parser.append(ByteBuffer(string: "{}"))
+        guard case .request(_, let body)? = try parser.next() else {
+            Issue.record("no request")
+            return
+        }
+        #expect(String(buffer: body) == "{}")
+    }
+
+    @Test("a body over the limit stops the parser, declared or chunked")
+    func tooLarge() throws {
+        let declared = try Self.requestEvents("POST /posts HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\nGET / HTTP/1.1\r\n", bodyLimit: 10)
+        guard declared.count == 1, case .tooLarge(let head) = declared[0] else {
+            Issue.record("expected one tooLarge, got \(declared)")
+            return
+        }
+        #expect(head.method == .post)
+        let chunked = try Self.requestEvents("POST /posts HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n8\r\n12345678\r\n0\r\n\r\n", bodyLimit: 10)
+        guard chunked.count == 1, case .tooLarge = chunked[0] else {
+            Issue.record("expected one tooLarge, got \(chunked)")
+            return
+        }
+    }
+
+    @Test("ambiguous framing and malformed heads are refused", arguments: [
+        "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+        "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +3\r\n\r\nabc",
+        "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0x3\r\n\r\nabc",
+        "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: h\r\nX-Folded: a\r\n b\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: h\r\nX-Space : a\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: h\nX-Bare: lf\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: h\r\nX-Nul: a\u{0}b\r\n\r\n",
+        "GET / HTTP/1.1\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+        "GET / HTTP/2.0\r\nHost: h\r\n\r\n",
+        "GET /a b HTTP/1.1\r\nHost: h\r\n\r\n",
+        "GET  / HTTP/1.1\r\nHost: h\r\n\r\n",
+        "G(T / HTTP/1.1\r\nHost: h\r\n\r\n",
+        "GET /\u{7F} HTTP/1.1\r\nHost: h\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n",
+    ])
+    func refused(_ text: String) {
+        let error = Self.refusal(text)
+        #expect(error?.kind == .malformed, "\(text.debugDescription) → \(String(describing: error))")
+    }
+
+    @Test("a header section over the limit or with too many fields is refused as too large")
+    func headTooLarge() {
+        let long = "GET / HTTP/1.1\r\nHost: h\r\nX-Long: \(String(repeating: "a", count: 300))\r\n\r\n"
+        #expect(throws: HTTP1ParseError.self) { _ = try Self.requestEvents(long, maxHead: 200) }
+        do {
+            _ = try Self.requestEvents(String(long.prefix(250)), maxHead: 200)
+            Issue.record("an unterminated head over the limit was not refused")
+        } catch {
+            #expect(error.kind == .headTooLarge)
+        }
+        let many = "GET / HTTP/1.1\r\nHost: h\r\n" + (0..<30).map { "X-\($0): v\r\n" }.joined() + "\r\n"
+        #expect(Self.refusal(many)?.kind == .headTooLarge)
+    }
+
+    // MARK: Responses
+
+    static func response(_ text: String, method: HTTPRequest.Method = .get, step: Int = 0, close: Bool = false,
+                         maxBody: Int = 1 << 20) throws(HTTP1ParseError) -> HTTP1ResponseParser.Response? {
+        var parser = HTTP1ResponseParser(maxBodySize: maxBody)
+        let bytes = Array(text.utf8)
+        let size = step == 0 ? max(bytes.count, 1) : step
+        var offset = 0
+        while offset < bytes.count {
+            parser.append(ByteBuffer(bytes: bytes[offset..<min(offset + size, bytes.count)]))
+            offset += size
+            if let response = try parser.next(requestMethod: method) { return response }
+        }
+        return close ? try parser.endOfInput() : nil
+    }
+
+    @Test("response bodies by Content-Length, chunked, and until the close", arguments: [0, 1, 5])
+    func responseFraming(step: Int) throws {
+        let sized = try #require(try Self.response("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nETag: \"x\"\r\n\r\nhello", step: step))
+        #expect(String(buffer: sized.response.body) == "hello" && sized.keepAlive)
+        #expect(sized.response.headers[.eTag] == "\"x\"" && sized.response.headers[.contentLength] == nil)
+        let chunked = try #require(try Self.response("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", step: step))
+        #expect(String(buffer: chunked.response.body) == "abcde" && chunked.keepAlive)
+        #expect(chunked.response.headers[.transferEncoding] == nil)
+        let untilClose = try #require(try Self.response("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nto the end", step: step, close: true))
+        #expect(String(buffer: untilClose.response.body) == "to the end" && !untilClose.keepAlive)
+    }
+
+    @Test("no body after HEAD, 204 and 304, whatever Content-Length says; interim 1xx answers are skipped")
+    func bodiless() throws {
+        let head = try #require(try Self.response("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n", method: .head))
+        #expect(head.response.body.readableBytes == 0 && head.keepAlive)
+        let notModified = try #require(try Self.response("HTTP/1.1 304 Not Modified\r\nContent-Length: 7\r\n\r\n"))
+        #expect(notModified.response.status == .notModified)
+        let interim = try #require(try Self.response("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}"))
+        #expect(interim.response.status == .created && String(buffer: interim.response.body) == "{}")
+        #expect(throws: HTTP1ParseError.self) { _ = try Self.response("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n") }
+    }
+
+    @Test("hop-by-hop fields and those Connection names are dropped; keep-alive follows version and Connection")
+    func responseFields() throws {
+        let response = try #require(try Self.response(
+            "HTTP/1.1 200 OK\r\nConnection: X-Hop, close\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nX-End: 2\r\nContent-Length: 0\r\n\r\n"))
+        let names = response.response.headers.map(\.name.canonicalName)
+        #expect(names == ["x-end"])
+        #expect(!response.keepAlive)
+        let old = try #require(try Self.response("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n"))
+        #expect(!old.keepAlive)
+        let oldKept = try #require(try Self.response("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n"))
+        #expect(oldKept.keepAlive)
+        let reason = try #require(try Self.response("HTTP/1.1 599 \r\nContent-Length: 0\r\n\r\n"))
+        #expect(reason.response.status.code == 599)
+    }
+
+    @Test("malformed, oversized and cut-off responses are errors")
+    func responseErrors() {
+        for text in ["HTTP/2 200 OK\r\n\r\n", "HTTP/1.1 20 OK\r\n\r\n", "HTTP/1.1 200OK\r\n\r\n", "NOT HTTP\r\n\r\n",
+                     "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"] {
+            #expect(throws: HTTP1ParseError.self, "\(text.debugDescription)") { _ = try Self.response(text) }
+        }
+        do {
+            _ = try Self.response("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", maxBody: 10)
+            Issue.record("an oversized body was accepted")
+        } catch {
+            #expect(error.kind == .bodyTooLarge)
+        }
+        #expect(throws: HTTP1ParseError.self) { _ = try Self.response("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", close: true) }
+    }
+}
