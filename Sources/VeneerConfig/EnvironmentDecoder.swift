@@ -141,6 +141,7 @@ extension ConfigDocument {
             if limits.requestHeaders < 1024 { mapping.error("request_headers", "must be at least 1KB") }
         }
         let drainTimeout = environment.duration("drain_timeout", default: .seconds(10)) ?? .seconds(10)
+        let idleTimeout = environment.duration("idle_timeout", default: .seconds(75)) ?? .seconds(75)
 
         let origin = decodeOrigin(environment, registry: registry)
         let chain = decodeChain(environment, registry: registry)
@@ -150,7 +151,7 @@ extension ConfigDocument {
         guard let origin, let chain else { return nil }
         return EnvironmentSpec(
             name: name, configFile: source.file, listen: listen, adminListen: adminListen, resources: resources,
-            limits: limits, drainTimeout: drainTimeout, stateDirectory: stateDirectory, stores: stores,
+            limits: limits, drainTimeout: drainTimeout, idleTimeout: idleTimeout, stateDirectory: stateDirectory, stores: stores,
             origin: origin, chain: chain)
     }
 

@@ -131,6 +131,8 @@ public struct EnvironmentSpec: Sendable {
     public let limits: Limits
     /// How long in-flight requests may take to finish at shutdown.
     public let drainTimeout: Duration
+    /// How long a client connection may stay idle between requests before it is closed.
+    public let idleTimeout: Duration
     /// Where persistent state lives.
     public let stateDirectory: String
     /// The stores the chain refers to.
@@ -154,6 +156,7 @@ public struct EnvironmentSpec: Sendable {
                 ("response_body", .string(Units.format(bytes: limits.responseBody))),
             ])),
             ("drain_timeout", .string(Units.format(drainTimeout))),
+            ("idle_timeout", .string(Units.format(idleTimeout))),
             ("state_dir", .string(stateDirectory)),
         ]
         if !stores.isEmpty {

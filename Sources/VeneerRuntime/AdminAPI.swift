@@ -15,7 +15,7 @@ struct AdminAPI: Sendable {
     let metrics: PrometheusCollectorRegistry
     let reloadStatus: ReloadStatus
 
-    func respond(method: HTTPRequest.Method, path: String, query: String?, headers: HTTPFields, body: RequestBody) async -> ProxyResponse {
+    func respond(method: HTTPRequest.Method, path: String, query: String?, headers: HTTPFields, body: ByteBuffer) async -> ProxyResponse {
         let readOnly = ["health", "chain", "metrics"]
         guard readOnly.contains(path) else {
             // Routes the chain's decorators added (such as /-/blocks).
@@ -23,8 +23,7 @@ struct AdminAPI: Sendable {
             let name = String(path.prefix { $0 != "/" })
             if let route = routes.route(name) {
                 let rest = path.dropFirst(name.count).drop { $0 == "/" }
-                let collected = (try? await body.collect(upTo: 64 << 10)) ?? ByteBuffer()
-                return await route(AdminRequest(method: method, rest: String(rest), body: collected))
+                return await route(AdminRequest(method: method, rest: String(rest), body: body))
             }
             let known = (readOnly + routes.names).map { "/-/\($0)" }.joined(separator: ", ")
             return ProxyError.notFound("No admin resource /-/\(ProxyEdge.printable(path)) (known: \(known)).").response

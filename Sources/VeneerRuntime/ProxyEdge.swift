@@ -1,5 +1,4 @@
 import HTTPTypes
-import HummingbirdCore
 import Logging
 import NIOCore
 import VeneerConfig
@@ -17,67 +16,67 @@ struct ProxyEdge: Sendable {
     /// Whether `/-/` is served on this listener.
     let servesAdmin: Bool
 
+    /// The body limit of the chain serving new requests.
+    var requestBodyLimit: Int { chain.generation.spec.limits.requestBody }
+
     /// Answers one request; never throws (failures become JSON error responses). Every
     /// answer carries the request id: the client's `X-Request-Id`, or a generated one.
-    func respond(to request: Request, client: ClientAddress?) async -> (ProxyResponse, closeConnection: Bool) {
+    func respond(method: HTTPRequest.Method, target: String, fields: HTTPFields, body: IncomingBody,
+                 client: ClientAddress?) async -> (ProxyResponse, closeConnection: Bool) {
         let requestID: String
-        if let given = request.head.headerFields[.xRequestID], RequestID.isAcceptable(given) {
+        if let given = fields[.xRequestID], RequestID.isAcceptable(given) {
             requestID = given
         } else {
             requestID = RequestID.generate()
         }
-        var (response, close) = await answer(request, client: client, requestID: requestID)
+        var (response, close) = await answer(method: method, target: target, fields: fields, body: body, client: client, requestID: requestID)
         response.headers[.xRequestID] = requestID
         return (response, close)
     }
 
-    func answer(_ request: Request, client: ClientAddress?, requestID: String) async -> (ProxyResponse, closeConnection: Bool) {
-        let head = request.head
+    /// ``respond(method:target:fields:body:client:)`` for a request in the HTTP types.
+    func respond(to head: HTTPRequest, body: IncomingBody, client: ClientAddress?) async -> (ProxyResponse, closeConnection: Bool) {
+        await respond(method: head.method, target: head.path ?? "", fields: head.headerFields, body: body, client: client)
+    }
+
+    func answer(method: HTTPRequest.Method, target rawTarget: String, fields: HTTPFields, body: IncomingBody, client: ClientAddress?,
+                requestID: String) async -> (ProxyResponse, closeConnection: Bool) {
         // The request stays on the generation it entered, even if a reload swaps the chain.
         let generation = chain.enter()
         defer { generation.leave() }
-        let target = RequestTarget.parse(head.path ?? "", resources: adminOnly ? [] : generation.spec.resources)
+        let target = RequestTarget.parse(rawTarget, resources: adminOnly ? [] : generation.spec.resources)
         switch target {
         case .admin(let path, let query):
             guard servesAdmin else { return (ProxyError.notFound().response, false) }
             guard adminOnly || client?.isLoopback == true else {
                 return (ProxyError.notFound().response, false)
             }
-            return (await admin.respond(method: head.method, path: path, query: query, headers: head.headerFields, body: request.body), false)
+            guard case .complete(let bytes) = body else { return (Self.tooLarge(generation.spec.limits.requestBody), true) }
+            return (await admin.respond(method: method, path: path, query: query, headers: fields, body: bytes), false)
         case .notFound:
-            return (ProxyError.notFound("No such resource: \(Self.printable(head.path ?? "")).").response, false)
+            return (ProxyError.notFound("No such resource: \(Self.printable(rawTarget)).").response, false)
         case .badQuery:
             return (ProxyError.badRequest("The query string has characters that are not allowed.").response, false)
         case .badID(let resource, _):
             let expected = resource.hasIntegerIDs ? "a positive integer" : "letters, digits, '-', '_', '.', '~'"
             return (ProxyError.badRequest("The id is not valid for \(resource.name) (expected \(expected)).").response, false)
         case .route(let route, let query):
-            return await forward(request, route: route, query: query, client: client, requestID: requestID, generation: generation)
+            return await forward(method: method, fields: fields, body: body, route: route, query: query, client: client,
+                                 requestID: requestID, generation: generation)
         }
     }
 
-    func forward(_ request: Request, route: ResourceRoute, query: String?, client: ClientAddress?, requestID: String,
-                 generation: ChainGeneration) async -> (ProxyResponse, closeConnection: Bool) {
-        let head = request.head
-        let method = head.method
+    func forward(method: HTTPRequest.Method, fields: HTTPFields, body incoming: IncomingBody, route: ResourceRoute, query: String?,
+                 client: ClientAddress?, requestID: String, generation: ChainGeneration) async -> (ProxyResponse, closeConnection: Bool) {
         let allowed = route.allowedMethods
         guard allowed.contains(method.rawValue) else {
             var error = ProxyError(.methodNotAllowed, "\(method.rawValue) is not allowed on \(route.template).")
             error.headers[.allow] = allowed.joined(separator: ", ")
-            return (error.response, false)
+            // A body that was not read whole is still on the wire: the connection cannot go on.
+            return (error.response, incoming.isTooLarge)
         }
-
-        let limit = generation.spec.limits.requestBody
-        if let declared = head.headerFields[.contentLength].flatMap({ Int($0) }), declared > limit {
-            return (ProxyError(.payloadTooLarge, "The body is larger than \(limit) bytes.").response, true)
-        }
-        var body = ByteBuffer()
-        do {
-            body = try await request.body.collect(upTo: limit)
-        } catch is NIOTooManyBytesError {
-            return (ProxyError(.payloadTooLarge, "The body is larger than \(limit) bytes.").response, true)
-        } catch {
-            return (ProxyError.badRequest("The request body could not be read.").response, true)
+        guard case .complete(let body) = incoming else {
+            return (Self.tooLarge(generation.spec.limits.requestBody), true)
         }
 
         if route.resource.kind == .posts, method == .post || method == .put || method == .patch {
@@ -88,7 +87,7 @@ struct ProxyEdge: Sendable {
             }
         }
 
-        var headers = head.headerFields
+        var headers = fields
         HopByHop.strip(&headers)
         headers[.xRequestID] = requestID
         let proxyRequest = ProxyRequest(method: method, route: route, query: query, headers: headers,
@@ -108,9 +107,25 @@ struct ProxyEdge: Sendable {
         return (response, false)
     }
 
+    static func tooLarge(_ limit: Int) -> ProxyResponse {
+        ProxyError(.payloadTooLarge, "The body is larger than \(limit) bytes.").response
+    }
+
     /// At most 100 printable ASCII characters of client text, for messages.
     static func printable(_ text: String) -> String {
         let cleaned = String(decoding: text.utf8.prefix(100).map { $0 >= 0x20 && $0 < 0x7F ? $0 : UInt8(ascii: "?") }, as: UTF8.self)
         return text.utf8.count > 100 ? cleaned + "..." : cleaned
+    }
+}
+
+/// A request body as the connection read it: whole, or refused for its size (declared or
+/// actual) without reading the rest.
+enum IncomingBody: Sendable {
+    case complete(ByteBuffer)
+    case tooLarge
+
+    var isTooLarge: Bool {
+        if case .tooLarge = self { return true }
+        return false
     }
 }

@@ -78,7 +78,7 @@ public final class VeneerInstance: Service, Sendable {
     public let health: HealthBoard
     /// The Prometheus registry behind `/-/metrics`.
     public let metrics: PrometheusCollectorRegistry
-    let transports: AsyncHTTPClientTransportProvider
+    let transports: StandardTransportProvider
     let background: BackgroundRunner
     let reloadStatus = ReloadStatus()
     /// The sd_notify channel (silent without `NOTIFY_SOCKET`).
@@ -97,7 +97,7 @@ public final class VeneerInstance: Service, Sendable {
         let spec = try configuration.loadSpec()
         metrics = PrometheusCollectorRegistry()
         health = HealthBoard()
-        transports = AsyncHTTPClientTransportProvider(eventLoopGroup: configuration.eventLoopGroup)
+        transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup)
         background = BackgroundRunner(logger: configuration.logger)
         let carried = CarriedState()
         let context = Self.context(configuration, spec: spec, metrics: metrics, transports: transports, health: health, carried: carried)
@@ -148,13 +148,13 @@ public final class VeneerInstance: Service, Sendable {
         services.append(Listener.make(
             address: spec.listen,
             edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil),
-            headerLimit: spec.limits.requestHeaders, eventLoopGroup: configuration.eventLoopGroup, logger: logger,
+            headerLimit: spec.limits.requestHeaders, idleTimeout: spec.idleTimeout, eventLoopGroup: configuration.eventLoopGroup, logger: logger,
             onBound: { port in await readiness.bound(main: port) }))
         if let adminListen = spec.adminListen {
             services.append(Listener.make(
                 address: adminListen,
                 edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: true, servesAdmin: true),
-                headerLimit: spec.limits.requestHeaders, eventLoopGroup: configuration.eventLoopGroup, logger: logger,
+                headerLimit: spec.limits.requestHeaders, idleTimeout: spec.idleTimeout, eventLoopGroup: configuration.eventLoopGroup, logger: logger,
                 onBound: { port in await readiness.bound(admin: port) }))
         }
         services.append(StoppingNotice(notifier: notifier))
@@ -191,6 +191,9 @@ public final class VeneerInstance: Service, Sendable {
             }
             if spec.limits.requestHeaders != old.spec.limits.requestHeaders {
                 warnings.append("limits.request_headers changes on restart only")
+            }
+            if spec.idleTimeout != old.spec.idleTimeout {
+                warnings.append("idle_timeout changes on restart only")
             }
             let carried = old.carried.next()
             let context = Self.context(configuration, spec: spec, metrics: metrics, transports: transports, health: health, carried: carried)
@@ -276,7 +279,7 @@ actor Readiness {
 
 /// Shuts the HTTP clients down after the listeners have drained.
 struct TransportShutdown: Service {
-    let transports: AsyncHTTPClientTransportProvider
+    let transports: StandardTransportProvider
     func run() async throws {
         try? await gracefulShutdown()
         await transports.shutdown()

@@ -24,7 +24,7 @@ func blockList(_ yaml: String, inner: RecordingHandler, clock: any VeneerClock =
     var registry = Registry()
     registry.register(BlockListDecorator.factory)
     let context = BuildContext(logger: quietLogger(), clock: clock, metrics: PrometheusMetricsFactory(registry: PrometheusCollectorRegistry()),
-                               transports: AsyncHTTPClientTransportProviderStub(), stateDirectory: "/tmp", stores: SingleStore(store: store))
+                               transports: TransportProviderStub(), stateDirectory: "/tmp", stores: SingleStore(store: store))
     return try #require(try await BlockListDecorator.factory.make(options: options, inner: inner, context: context) as? BlockListDecorator)
 }
 
@@ -33,7 +33,7 @@ struct SingleStore: StoreProvider {
     func store(named name: String) async throws -> any KeyValueStore { store }
 }
 
-struct AsyncHTTPClientTransportProviderStub: TransportProvider {
+struct TransportProviderStub: TransportProvider {
     func transport(_ options: TransportOptions) -> any HTTPTransport { fatalError("block_list makes no outbound requests") }
 }
 

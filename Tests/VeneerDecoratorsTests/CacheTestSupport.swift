@@ -38,7 +38,7 @@ func withCache<T>(
     reply: @escaping @Sendable (RecordedRequest) async throws -> UpstreamReply,
     _ body: (CacheRig) async throws -> T
 ) async throws -> T {
-    let provider = AsyncHTTPClientTransportProvider()
+    let provider = StandardTransportProvider()
     do {
         let result = try await withTestUpstream(reply) { (upstream: TestUpstream) async throws -> T in
             let clock = ManualClock(start: Date())

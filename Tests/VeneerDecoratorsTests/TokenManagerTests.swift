@@ -37,7 +37,7 @@ struct TokenManagerTests {
     @Test("a rotated refresh token that could not be saved is still the one presented next, never the older saved one")
     func noDowngradeAfterFailedSave() async throws {
         let tokens = try await TestTokenServer.start()
-        let transports = AsyncHTTPClientTransportProvider()
+        let transports = StandardTransportProvider()
         do {
             var registry = Registry()
             registry.register(AuthRefreshDecorator.factory)

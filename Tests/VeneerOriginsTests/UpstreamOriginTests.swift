@@ -8,17 +8,21 @@ import VeneerTestSupport
 
 @Suite("Upstream origin against a real local upstream")
 struct UpstreamOriginTests {
-    func origin(_ url: String, timeout: Duration = .seconds(5)) -> (UpstreamOrigin, AsyncHTTPClientTransportProvider) {
-        let provider = AsyncHTTPClientTransportProvider()
+    /// Plain HTTP through the pooled transport (what Veneer runs) and through AsyncHTTPClient
+    /// (what it uses for https): both keep the same contract.
+    static let kinds: [StandardTransportProvider.Kind] = [.standard, .asyncHTTPClient]
+
+    func origin(_ url: String, timeout: Duration = .seconds(5), kind: StandardTransportProvider.Kind) -> (UpstreamOrigin, StandardTransportProvider) {
+        let provider = StandardTransportProvider(kind: kind)
         let options = UpstreamOriginOptions(endpoint: Endpoint(url: url)!, timeout: timeout,
                                             transport: TransportOptions(connectTimeout: .seconds(1)))
         return (UpstreamOrigin(options: options, transport: provider.transport(options.transport)), provider)
     }
 
-    @Test("forwards method, canonical path under the prefix, query, body and end-to-end headers")
-    func forwards() async throws {
+    @Test("forwards method, canonical path under the prefix, query, body and end-to-end headers", arguments: kinds)
+    func forwards(kind: StandardTransportProvider.Kind) async throws {
         try await withTestUpstream({ _ in .json(#"{"id":5,"title":"t","body":"b","extra":1}"#, status: 201, headers: [("X-Upstream", "yes")]) }) { (upstream: TestUpstream) async throws in
-            let (origin, provider) = origin(upstream.url + "/v1")
+            let (origin, provider) = origin(upstream.url + "/v1", kind: kind)
             defer { Task { await provider.shutdown() } }
             let request = ProxyRequest(
                 method: .post, route: .list(.posts), query: "a=1&b=%20", headers: [.accept: "application/json", .xRequestID: "rid-1"],
@@ -38,10 +42,10 @@ struct UpstreamOriginTests {
         }
     }
 
-    @Test("X-Forwarded-For is appended to, not replaced")
-    func forwardedFor() async throws {
+    @Test("X-Forwarded-For is appended to, not replaced", arguments: kinds)
+    func forwardedFor(kind: StandardTransportProvider.Kind) async throws {
         try await withTestUpstream({ _ in .json("{}") }) { (upstream: TestUpstream) async throws in
-            let (origin, provider) = origin(upstream.url)
+            let (origin, provider) = origin(upstream.url, kind: kind)
             defer { Task { await provider.shutdown() } }
             _ = try await origin.handle(ProxyRequest(method: .get, route: .item(.posts, "1"), headers: [.xForwardedFor: "203.0.113.9"],
                                                      client: ClientAddress("::ffff:127.0.0.1")))
@@ -49,8 +53,8 @@ struct UpstreamOriginTests {
         }
     }
 
-    @Test("hop-by-hop headers of the upstream's response are not passed back")
-    func responseHopByHop() async throws {
+    @Test("hop-by-hop headers of the upstream's response are not passed back", arguments: kinds)
+    func responseHopByHop(kind: StandardTransportProvider.Kind) async throws {
         try await withTestUpstream({ _ in
             .json("{}", headers: [("Connection", "X-Hop"), ("X-Hop", "1"), ("Keep-Alive", "timeout=5"), ("X-End", "2")])
         }) { (upstream: TestUpstream) async throws in
@@ -58,7 +62,7 @@ struct UpstreamOriginTests {
             let direct = try await RawHTTP.request(port: upstream.port, "GET", "/posts/1")
             #expect(direct.header("X-Hop") == "1" && direct.header("Keep-Alive") == "timeout=5")
             // ...and the origin drops them.
-            let (origin, provider) = origin(upstream.url)
+            let (origin, provider) = origin(upstream.url, kind: kind)
             defer { Task { await provider.shutdown() } }
             let response = try await origin.handle(.getPost(1))
             #expect(response.headers[HTTPField.Name("X-Hop")!] == nil)
@@ -68,10 +72,10 @@ struct UpstreamOriginTests {
         }
     }
 
-    @Test("redirects come back to the caller instead of being followed")
-    func redirects() async throws {
+    @Test("redirects come back to the caller instead of being followed", arguments: kinds)
+    func redirects(kind: StandardTransportProvider.Kind) async throws {
         try await withTestUpstream({ _ in UpstreamReply(status: 302, headers: [("Location", "/posts/2")], body: "") }) { (upstream: TestUpstream) async throws in
-            let (origin, provider) = origin(upstream.url)
+            let (origin, provider) = origin(upstream.url, kind: kind)
             defer { Task { await provider.shutdown() } }
             let response = try await origin.handle(.getPost(1))
             #expect(response.status == .found)
@@ -80,10 +84,10 @@ struct UpstreamOriginTests {
         }
     }
 
-    @Test("upstream 4xx and 5xx answers are passed through unchanged")
-    func upstreamErrors() async throws {
+    @Test("upstream 4xx and 5xx answers are passed through unchanged", arguments: kinds)
+    func upstreamErrors(kind: StandardTransportProvider.Kind) async throws {
         try await withTestUpstream({ _ in .json(#"{"message":"nope"}"#, status: 503, headers: [("Retry-After", "7")]) }) { (upstream: TestUpstream) async throws in
-            let (origin, provider) = origin(upstream.url)
+            let (origin, provider) = origin(upstream.url, kind: kind)
             defer { Task { await provider.shutdown() } }
             let response = try await origin.handle(.getPost(1))
             #expect(response.status == .serviceUnavailable)
@@ -92,10 +96,10 @@ struct UpstreamOriginTests {
         }
     }
 
-    @Test("an unreachable upstream is 502 upstream_unavailable")
-    func unreachable() async throws {
+    @Test("an unreachable upstream is 502 upstream_unavailable", arguments: kinds)
+    func unreachable(kind: StandardTransportProvider.Kind) async throws {
         try await withRefusingPort { port in
-            let (origin, provider) = origin("http://127.0.0.1:\(port)")
+            let (origin, provider) = origin("http://127.0.0.1:\(port)", kind: kind)
             defer { Task { await provider.shutdown() } }
             await #expect(throws: ProxyError.self) {
                 do {
@@ -108,10 +112,10 @@ struct UpstreamOriginTests {
         }
     }
 
-    @Test("a slow upstream is 504 upstream_timeout after the timeout")
-    func timeout() async throws {
+    @Test("a slow upstream is 504 upstream_timeout after the timeout", arguments: kinds)
+    func timeout(kind: StandardTransportProvider.Kind) async throws {
         try await withTestUpstream({ _ in UpstreamReply(body: "{}", delay: .seconds(3)) }) { (upstream: TestUpstream) async throws in
-            let (origin, provider) = origin(upstream.url, timeout: .milliseconds(300))
+            let (origin, provider) = origin(upstream.url, timeout: .milliseconds(300), kind: kind)
             defer { Task { await provider.shutdown() } }
             let start = ContinuousClock.now
             do {
@@ -124,10 +128,10 @@ struct UpstreamOriginTests {
         }
     }
 
-    @Test("a response larger than the limit is refused, not buffered")
-    func oversized() async throws {
+    @Test("a response larger than the limit is refused, not buffered", arguments: kinds)
+    func oversized(kind: StandardTransportProvider.Kind) async throws {
         try await withTestUpstream({ _ in .json(String(repeating: "x", count: 10_000)) }) { (upstream: TestUpstream) async throws in
-            let provider = AsyncHTTPClientTransportProvider()
+            let provider = StandardTransportProvider(kind: kind)
             defer { Task { await provider.shutdown() } }
             let options = UpstreamOriginOptions(endpoint: Endpoint(url: upstream.url)!)
             let origin = UpstreamOrigin(options: options, transport: provider.transport(options.transport), maxResponseBodySize: 1000)

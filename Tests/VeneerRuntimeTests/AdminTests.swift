@@ -45,13 +45,12 @@ struct AdminTests {
             let admin = AdminAPI(chain: veneer.instance.chain, health: veneer.instance.health, metrics: veneer.instance.metrics,
                                  reloadStatus: ReloadStatus())
             let edge = ProxyEdge(chain: veneer.instance.chain, admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true)
-            let request = Request(head: HTTPRequest(method: .get, scheme: "http", authority: "x", path: "/-/health"),
-                                  body: RequestBody(buffer: ByteBuffer()))
-            let (remote, _) = await edge.respond(to: request, client: ClientAddress("192.0.2.7"))
+            let request = HTTPRequest(method: .get, scheme: "http", authority: "x", path: "/-/health")
+            let (remote, _) = await edge.respond(to: request, body: .complete(ByteBuffer()), client: ClientAddress("192.0.2.7"))
             #expect(remote.status == .notFound)
-            let (local, _) = await edge.respond(to: request, client: ClientAddress("127.0.0.1"))
+            let (local, _) = await edge.respond(to: request, body: .complete(ByteBuffer()), client: ClientAddress("127.0.0.1"))
             #expect(local.status == .ok)
-            let (ipv6, _) = await edge.respond(to: request, client: ClientAddress("::1"))
+            let (ipv6, _) = await edge.respond(to: request, body: .complete(ByteBuffer()), client: ClientAddress("::1"))
             #expect(ipv6.status == .ok)
         }
     }

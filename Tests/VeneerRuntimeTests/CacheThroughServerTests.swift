@@ -19,7 +19,9 @@ struct CacheThroughServerTests {
 
     @Test("an upstream that breaks off its body leaves nothing in the cache")
     func partialBody() async throws {
-        let upstream = try await RawUpstream.start(reply: Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control: max-age=60\r\nContent-Length: 100\r\n\r\n{\"id\":1,\"ti".utf8))
+        let upstream = try await ScriptedUpstream.start { _ in
+            .replyAndClose("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control: max-age=60\r\nContent-Length: 100\r\n\r\n{\"id\":1,\"ti")
+        }
         defer { Task { await upstream.stop() } }
         let yaml = "environments: {development: {origin: {upstream: {url: \"http://127.0.0.1:\(upstream.port)\"}}, chain: [{cache: {ttl: 1h}}]}}"
         try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in

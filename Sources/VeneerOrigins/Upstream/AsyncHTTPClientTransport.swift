@@ -83,34 +83,3 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         try await client.shutdown()
     }
 }
-
-/// Hands out one ``AsyncHTTPClientTransport`` per distinct ``TransportOptions`` and shuts
-/// them all down at the end.
-public final class AsyncHTTPClientTransportProvider: TransportProvider {
-    private let transports = Mutex<[TransportOptions: AsyncHTTPClientTransport]>([:])
-    private let eventLoopGroup: any EventLoopGroup
-
-    /// Creates a provider on `eventLoopGroup`.
-    public init(eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
-        self.eventLoopGroup = eventLoopGroup
-    }
-
-    /// The shared transport for these options.
-    public func transport(_ options: TransportOptions) -> any HTTPTransport {
-        transports.withLock { transports in
-            if let existing = transports[options] { return existing }
-            let made = AsyncHTTPClientTransport(options: options, eventLoopGroup: eventLoopGroup)
-            transports[options] = made
-            return made
-        }
-    }
-
-    /// Shuts down every client.
-    public func shutdown() async {
-        let all = transports.withLock { transports in
-            defer { transports.removeAll() }
-            return Array(transports.values)
-        }
-        for transport in all { try? await transport.shutdown() }
-    }
-}

@@ -1,0 +1,479 @@
+import DequeModule
+import HTTPTypes
+import NIOCore
+import NIOPosix
+import VeneerCore
+
+/// ``HTTPTransport`` for plain `http://` peers: HTTP/1.1 over SwiftNIO with a keep-alive pool
+/// per event loop, in the manner of nginx's upstream `keepalive`.
+///
+/// A request is sent from the event loop its caller runs on (a connection's task runs on its
+/// channel's event loop, see the runtime's `EventLoopTaskExecutor`), so the proxied exchange
+/// never leaves that thread and the pools need no locks. Each loop keeps at most
+/// ``TransportOptions/connectionsPerLoop`` connections (128 when unset) to one peer; requests
+/// beyond that wait for a connection, within their own deadline.
+///
+/// Failures: a refused or failed connection, a reset, a malformed or oversized response are
+/// `upstream_unavailable`; a connect or request deadline that passes is `upstream_timeout`.
+/// A request that finds its reused keep-alive connection closed by the peer before any
+/// response byte is retried once on a new connection when its method is idempotent
+/// (RFC 9110 §9.2.2), as nginx does.
+public final class PooledHTTP1Transport: HTTPTransport {
+    /// The idle connections a loop keeps per peer when ``TransportOptions/connectionsPerLoop`` is unset.
+    public static let defaultConnectionsPerLoop = 128
+    /// How long an idle keep-alive connection stays open.
+    static let idleTimeout = TimeAmount.seconds(60)
+
+    let options: TransportOptions
+    private let group: any EventLoopGroup
+    private let pools: [ObjectIdentifier: LoopPool]
+    private let fallback: LoopPool
+
+    /// Creates a transport with one pool per event loop of `eventLoopGroup`.
+    public init(options: TransportOptions, eventLoopGroup: any EventLoopGroup) {
+        self.options = options
+        group = eventLoopGroup
+        let limit = max(1, options.connectionsPerLoop ?? Self.defaultConnectionsPerLoop)
+        var pools: [ObjectIdentifier: LoopPool] = [:]
+        for loop in eventLoopGroup.makeIterator() {
+            pools[ObjectIdentifier(loop)] = LoopPool(eventLoop: loop, limit: limit, connectTimeout: TimeAmount(options.connectTimeout))
+        }
+        let first = eventLoopGroup.next()
+        self.pools = pools
+        fallback = pools[ObjectIdentifier(first)] ?? LoopPool(eventLoop: first, limit: limit, connectTimeout: TimeAmount(options.connectTimeout))
+    }
+
+    /// Sends one request and buffers the response.
+    public func send(_ request: OutboundRequest) async throws -> ProxyResponse {
+        let pool = pools[ObjectIdentifier(group.any())] ?? fallback
+        let exchange = Exchange(request: request)
+        return try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { continuation in
+                exchange.continuation = continuation
+                if pool.eventLoop.inEventLoop {
+                    pool.start(exchange)
+                } else {
+                    pool.eventLoop.execute { pool.start(exchange) }
+                }
+            }
+        } onCancel: {
+            pool.eventLoop.execute { pool.cancel(exchange) }
+        }
+    }
+
+    /// Closes every connection; requests still in flight fail.
+    public func shutdown() async {
+        var closing: [EventLoopFuture<Void>] = []
+        for pool in pools.values {
+            closing.append(pool.eventLoop.flatSubmit { pool.shutdown() })
+        }
+        for future in closing { try? await future.get() }
+    }
+}
+
+/// One request on its way: what to send, when it must be done, and how it ends.
+/// Touched only on its pool's event loop once started.
+final class Exchange: @unchecked Sendable {
+    let request: OutboundRequest
+    let peer: Peer
+    var continuation: UnsafeContinuation<ProxyResponse, any Error>?
+    var deadline = NIODeadline.distantFuture
+    var timer: Scheduled<Void>?
+    var connection: UpstreamConnection?
+    var started = false
+    var cancelled = false
+    var retried = false
+    var finished = false
+
+    init(request: OutboundRequest) {
+        self.request = request
+        peer = Peer(host: request.endpoint.host, port: request.endpoint.port)
+    }
+
+    var isIdempotent: Bool {
+        switch request.method {
+        case .get, .head, .put, .delete, .options, .trace: true
+        default: false
+        }
+    }
+
+    /// Completes the exchange once; later outcomes (a late timeout, a late close) are ignored.
+    func finish(_ result: Result<ProxyResponse, ProxyError>) {
+        guard !finished else { return }
+        finished = true
+        timer?.cancel()
+        timer = nil
+        connection = nil
+        let continuation = self.continuation
+        self.continuation = nil
+        switch result {
+        case .success(let response): continuation?.resume(returning: response)
+        case .failure(let error): continuation?.resume(throwing: error)
+        }
+    }
+}
+
+/// Host and port of a peer: connections are pooled per peer.
+struct Peer: Hashable {
+    let host: String
+    let port: Int
+}
+
+/// The connections of one event loop. Touched only on that loop.
+final class LoopPool: @unchecked Sendable {
+    let eventLoop: any EventLoop
+    let limit: Int
+    let connectTimeout: TimeAmount
+    private var idle: [Peer: [UpstreamConnection]] = [:]
+    private var open: [Peer: Int] = [:]
+    private var waiting: [Peer: Deque<Exchange>] = [:]
+    private var sweeper: RepeatedTask?
+    private var isShutDown = false
+
+    init(eventLoop: any EventLoop, limit: Int, connectTimeout: TimeAmount) {
+        self.eventLoop = eventLoop
+        self.limit = limit
+        self.connectTimeout = connectTimeout
+    }
+
+    /// Starts `exchange`: on an idle connection, a new one, or in the queue.
+    func start(_ exchange: Exchange) {
+        exchange.started = true
+        guard !isShutDown else {
+            exchange.finish(.failure(.upstreamUnavailable("Veneer is shutting down.")))
+            return
+        }
+        guard !exchange.cancelled else {
+            exchange.finish(.failure(.upstreamUnavailable("The request to the upstream \(exchange.request.endpoint.authority) was cancelled.")))
+            return
+        }
+        exchange.deadline = .now() + TimeAmount(exchange.request.timeout)
+        exchange.timer = eventLoop.scheduleTask(deadline: exchange.deadline) { [self] in
+            timeOut(exchange)
+        }
+        dispatch(exchange)
+    }
+
+    private func dispatch(_ exchange: Exchange) {
+        let peer = exchange.peer
+        while var connections = idle[peer], let connection = connections.popLast() {
+            idle[peer] = connections
+            if connection.channel.isActive {
+                run(exchange, on: connection, reused: true)
+                return
+            }
+        }
+        if open[peer, default: 0] < limit {
+            connect(for: exchange)
+        } else {
+            waiting[peer, default: []].append(exchange)
+        }
+    }
+
+    private func connect(for exchange: Exchange) {
+        let peer = exchange.peer
+        open[peer, default: 0] += 1
+        let remaining = exchange.deadline - .now()
+        let timeout = min(connectTimeout, max(remaining, .milliseconds(1)))
+        let connecting = ClientBootstrap(group: eventLoop)
+            .connectTimeout(timeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(UpstreamConnection.Handler())
+                }
+            }
+            .connect(host: peer.host, port: peer.port)
+        connecting.whenComplete { [self] result in
+            switch result {
+            case .success(let channel):
+                let connection = UpstreamConnection(channel: channel, peer: peer, pool: self)
+                channel.closeFuture.whenComplete { [self] _ in connectionClosed(connection) }
+                startSweeper()
+                if exchange.finished || isShutDown {
+                    release(connection)
+                } else {
+                    run(exchange, on: connection, reused: false)
+                }
+            case .failure(let error):
+                open[peer, default: 1] -= 1
+                let target = exchange.request.endpoint.authority
+                if case ChannelError.connectTimeout? = error as? ChannelError {
+                    exchange.finish(.failure(.upstreamTimeout("Connecting to the upstream \(target) timed out.")))
+                } else {
+                    exchange.finish(.failure(.upstreamUnavailable("The upstream \(target) is unreachable.")))
+                }
+                serveWaiting(peer)
+            }
+        }
+    }
+
+    private func run(_ exchange: Exchange, on connection: UpstreamConnection, reused: Bool) {
+        exchange.connection = connection
+        connection.handler.begin(exchange, reused: reused)
+    }
+
+    /// How an exchange on `connection` ended.
+    fileprivate func completed(_ exchange: Exchange, on connection: UpstreamConnection, reused: Bool, _ outcome: UpstreamConnection.Outcome) {
+        switch outcome {
+        case .response(let response, let keepAlive):
+            exchange.finish(.success(response))
+            if keepAlive { release(connection) } else { connection.channel.close(promise: nil) }
+        case .failed(let error):
+            exchange.finish(.failure(error))
+            connection.channel.close(promise: nil)
+        case .closedBeforeResponse:
+            connection.channel.close(promise: nil)
+            if reused, exchange.isIdempotent, !exchange.retried, !exchange.finished {
+                exchange.retried = true
+                exchange.connection = nil
+                dispatch(exchange)
+            } else {
+                let target = exchange.request.endpoint.authority
+                exchange.finish(.failure(.upstreamUnavailable("The upstream \(target) closed the connection without answering.")))
+            }
+        }
+    }
+
+    /// A connection is free again: the next waiting request gets it, or it idles.
+    private func release(_ connection: UpstreamConnection) {
+        let peer = connection.peer
+        guard !isShutDown, connection.channel.isActive else {
+            connection.channel.close(promise: nil)
+            return
+        }
+        while let next = waiting[peer]?.popFirst() {
+            if !next.finished {
+                run(next, on: connection, reused: true)
+                return
+            }
+        }
+        connection.idleSince = .now()
+        idle[peer, default: []].append(connection)
+    }
+
+    /// A connection closed (by either side): it no longer counts, and a waiting request may connect.
+    private func connectionClosed(_ connection: UpstreamConnection) {
+        let peer = connection.peer
+        open[peer, default: 1] -= 1
+        if var connections = idle[peer], let index = connections.firstIndex(where: { $0 === connection }) {
+            connections.remove(at: index)
+            idle[peer] = connections
+        }
+        serveWaiting(peer)
+    }
+
+    private func serveWaiting(_ peer: Peer) {
+        guard !isShutDown else { return }
+        while open[peer, default: 0] < limit, let next = waiting[peer]?.popFirst() {
+            if !next.finished { connect(for: next) }
+        }
+    }
+
+    private func timeOut(_ exchange: Exchange) {
+        let target = exchange.request.endpoint.authority
+        let connection = exchange.connection
+        exchange.finish(.failure(.upstreamTimeout("The upstream \(target) did not answer within \(exchange.request.timeout).")))
+        connection?.handler.abandon()
+        connection?.channel.close(promise: nil)
+    }
+
+    /// The caller's task was cancelled: give up on the exchange and its connection.
+    func cancel(_ exchange: Exchange) {
+        exchange.cancelled = true
+        guard exchange.started, !exchange.finished else { return }
+        let target = exchange.request.endpoint.authority
+        let connection = exchange.connection
+        exchange.finish(.failure(.upstreamUnavailable("The request to the upstream \(target) was cancelled.")))
+        connection?.handler.abandon()
+        connection?.channel.close(promise: nil)
+    }
+
+    /// Closes idle connections that outstayed ``PooledHTTP1Transport/idleTimeout``.
+    private func startSweeper() {
+        guard sweeper == nil, !isShutDown else { return }
+        sweeper = eventLoop.scheduleRepeatedTask(initialDelay: .seconds(5), delay: .seconds(5)) { [self] _ in
+            let cutoff = NIODeadline.now() - PooledHTTP1Transport.idleTimeout
+            for connections in idle.values {
+                for connection in connections where connection.idleSince < cutoff {
+                    connection.channel.close(promise: nil)
+                }
+            }
+        }
+    }
+
+    func shutdown() -> EventLoopFuture<Void> {
+        isShutDown = true
+        sweeper?.cancel()
+        sweeper = nil
+        for queue in waiting.values {
+            for exchange in queue { exchange.finish(.failure(.upstreamUnavailable("Veneer is shutting down."))) }
+        }
+        waiting.removeAll()
+        let connections = idle.values.flatMap { $0 }
+        idle.removeAll()
+        let closing = connections.map { $0.channel.close() }
+        return EventLoopFuture.andAllComplete(closing, on: eventLoop)
+    }
+}
+
+/// One keep-alive connection to a peer and the handler that reads its responses.
+final class UpstreamConnection: @unchecked Sendable {
+    let channel: any Channel
+    let peer: Peer
+    let handler: Handler
+    var idleSince = NIODeadline.now()
+
+    init(channel: any Channel, peer: Peer, pool: LoopPool) {
+        self.channel = channel
+        self.peer = peer
+        handler = try! channel.pipeline.syncOperations.handler(type: Handler.self)
+        // A cycle (connection, handler, closure) that the channel's close breaks.
+        handler.onComplete = { exchange, reused, outcome in
+            pool.completed(exchange, on: self, reused: reused, outcome)
+        }
+    }
+
+    enum Outcome {
+        case response(ProxyResponse, keepAlive: Bool)
+        case failed(ProxyError)
+        /// The peer closed (or reset) the connection before a byte of the response.
+        case closedBeforeResponse
+    }
+
+    /// Writes one request (serialized here, head and body in one buffer) and reads its
+    /// response with ``HTTP1ResponseParser``. One exchange at a time (no pipelining).
+    final class Handler: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+
+        private var context: ChannelHandlerContext?
+        /// Where outcomes go (the pool); cleared when the channel closes.
+        fileprivate var onComplete: ((Exchange, Bool, Outcome) -> Void)?
+        private var exchange: Exchange?
+        private var reused = false
+        private var parser = HTTP1ResponseParser(maxBodySize: 0)
+        private var sawBytes = false
+
+        func handlerAdded(context: ChannelHandlerContext) {
+            self.context = context
+        }
+
+        func handlerRemoved(context: ChannelHandlerContext) {
+            self.context = nil
+        }
+
+        func begin(_ exchange: Exchange, reused: Bool) {
+            self.exchange = exchange
+            self.reused = reused
+            sawBytes = false
+            guard let context, context.channel.isActive else {
+                complete(.closedBeforeResponse)
+                return
+            }
+            let request = exchange.request
+            parser.reset()
+            parser.maxBodySize = request.maxResponseBodySize
+            var buffer = context.channel.allocator.buffer(capacity: 256 + (request.body?.readableBytes ?? 0))
+            Self.serialize(request, into: &buffer)
+            // A write that fails closes the channel: channelInactive completes the exchange.
+            context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        }
+
+        /// `METHOD target HTTP/1.1`, `Host`, the end-to-end fields, `Content-Length` when
+        /// there is a body, then the body.
+        static func serialize(_ request: OutboundRequest, into buffer: inout ByteBuffer) {
+            buffer.writeString(request.method.rawValue)
+            buffer.writeInteger(UInt8(ascii: " "))
+            buffer.writeString(request.target)
+            buffer.writeStaticString(" HTTP/1.1\r\nHost: ")
+            buffer.writeString(request.endpoint.authority)
+            buffer.writeStaticString("\r\n")
+            for field in request.headers {
+                let name = field.name.canonicalName
+                if HopByHop.isRemoved(name) || name == "host" { continue }
+                buffer.writeString(field.name.rawName)
+                buffer.writeStaticString(": ")
+                buffer.writeString(field.value)
+                buffer.writeStaticString("\r\n")
+            }
+            if let body = request.body {
+                buffer.writeStaticString("Content-Length: ")
+                buffer.writeString(String(body.readableBytes))
+                buffer.writeStaticString("\r\n\r\n")
+                buffer.writeImmutableBuffer(body)
+            } else {
+                buffer.writeStaticString("\r\n")
+            }
+        }
+
+        /// Forgets the exchange (it timed out or was cancelled); the connection is being closed.
+        func abandon() {
+            exchange = nil
+            parser.reset()
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            sawBytes = true
+            guard let exchange else {
+                // Nothing was asked: a peer that talks out of turn cannot be trusted with the next request.
+                context.close(promise: nil)
+                return
+            }
+            parser.append(unwrapInboundIn(data))
+            do {
+                guard let parsed = try parser.next(requestMethod: exchange.request.method) else { return }
+                // Bytes beyond the answer were not asked for: do not reuse the connection.
+                complete(.response(parsed.response, keepAlive: parsed.keepAlive && !parser.hasUnreadBytes))
+            } catch where error.kind == .bodyTooLarge {
+                complete(.failed(.upstreamUnavailable(error.reason)))
+            } catch {
+                complete(.failed(.upstreamUnavailable("The upstream \(exchange.request.endpoint.authority) sent a malformed response: \(error.reason)")))
+            }
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            if let exchange {
+                if !sawBytes {
+                    complete(.closedBeforeResponse)
+                } else {
+                    do {
+                        if let parsed = try parser.endOfInput() {
+                            complete(.response(parsed.response, keepAlive: false))
+                        } else {
+                            complete(.closedBeforeResponse)
+                        }
+                    } catch {
+                        complete(.failed(.upstreamUnavailable("The upstream \(exchange.request.endpoint.authority) closed the connection mid-response.")))
+                    }
+                }
+            }
+            onComplete = nil
+            context.fireChannelInactive()
+        }
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            // The peer closed its side: a body that runs until the close is complete.
+            if case ChannelEvent.inputClosed = event {
+                context.close(promise: nil)
+            }
+            context.fireUserInboundEventTriggered(event)
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            if let exchange, sawBytes {
+                complete(.failed(.upstreamUnavailable("The upstream \(exchange.request.endpoint.authority) failed mid-response.")))
+            } else if exchange != nil {
+                complete(.closedBeforeResponse)
+            }
+            context.close(promise: nil)
+        }
+
+        private func complete(_ outcome: Outcome) {
+            guard let exchange else { return }
+            self.exchange = nil
+            parser.reset()
+            onComplete?(exchange, reused, outcome)
+        }
+    }
+}

@@ -1,0 +1,99 @@
+import HTTPTypes
+import NIOCore
+import VeneerCore
+
+/// Writes a ``ProxyResponse`` as it goes on the wire, head and body in one buffer, so that a
+/// response is one write on the socket and no HTTP part passes through further handlers.
+///
+/// On the wire: no hop-by-hop fields (nor those `Connection` names), `Content-Length` from
+/// the body, no body for HEAD, 1xx, 204 and 304, a `Date` when the response has none, and
+/// `Connection: close` when the connection ends after it. Field names and values are
+/// already legal (`HTTPField` replaces CR, LF and NUL), so nothing can be injected here.
+enum HTTP1ResponseWriter {
+    /// The interim answer to `Expect: 100-continue`.
+    static let continueResponse: StaticString = "HTTP/1.1 100 Continue\r\n\r\n"
+
+    /// Appends the whole response to `buffer`.
+    static func write(_ response: ProxyResponse, method: HTTPRequest.Method, close: Bool, dates: HTTPDateCache, into buffer: inout ByteBuffer) {
+        let code = response.status.code
+        let bodyless = code == 204 || code == 304 || (100..<200).contains(code)
+        buffer.writeStaticString("HTTP/1.1 ")
+        writeStatus(code, reason: response.status.reasonPhrase, into: &buffer)
+
+        let named = namedByConnection(response.headers)
+        var hasDate = false
+        var declaredLength: String?
+        for field in response.headers {
+            let name = field.name.canonicalName
+            if HopByHop.isRemoved(name) {
+                if field.name == .contentLength { declaredLength = field.value }
+                continue
+            }
+            if let named, named.contains(name) { continue }
+            if field.name == .date { hasDate = true }
+            buffer.writeString(field.name.rawName)
+            buffer.writeStaticString(": ")
+            buffer.writeString(field.value)
+            buffer.writeStaticString("\r\n")
+        }
+        if !bodyless {
+            buffer.writeStaticString("Content-Length: ")
+            // A HEAD answer passed through says how long the GET answer would be.
+            if method == .head, response.body.readableBytes == 0, let declaredLength, !declaredLength.isEmpty,
+               declaredLength.utf8.count <= 18, declaredLength.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+                buffer.writeString(declaredLength)
+            } else {
+                writeDecimal(response.body.readableBytes, into: &buffer)
+            }
+            buffer.writeStaticString("\r\n")
+        }
+        if !hasDate {
+            buffer.writeStaticString("Date: ")
+            buffer.writeString(dates.now())
+            buffer.writeStaticString("\r\n")
+        }
+        if close { buffer.writeStaticString("Connection: close\r\n") }
+        buffer.writeStaticString("\r\n")
+        if !bodyless, method != .head {
+            buffer.writeImmutableBuffer(response.body)
+        }
+    }
+
+    /// `200 OK\r\n`: three digits, then the reason phrase with control characters as spaces.
+    static func writeStatus(_ code: Int, reason: String, into buffer: inout ByteBuffer) {
+        let clamped = min(max(code, 0), 999)
+        buffer.writeInteger(UInt8(truncatingIfNeeded: clamped / 100) + UInt8(ascii: "0"))
+        buffer.writeInteger(UInt8(truncatingIfNeeded: (clamped / 10) % 10) + UInt8(ascii: "0"))
+        buffer.writeInteger(UInt8(truncatingIfNeeded: clamped % 10) + UInt8(ascii: "0"))
+        buffer.writeInteger(UInt8(ascii: " "))
+        for byte in reason.utf8 {
+            buffer.writeInteger(byte < 0x20 && byte != 0x09 || byte == 0x7F ? UInt8(ascii: " ") : byte)
+        }
+        buffer.writeStaticString("\r\n")
+    }
+
+    static func writeDecimal(_ value: Int, into buffer: inout ByteBuffer) {
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var remaining = max(value, 0)
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { raw in
+            repeat {
+                raw[19 - count] = UInt8(remaining % 10) + UInt8(ascii: "0")
+                remaining /= 10
+                count += 1
+            } while remaining > 0
+            buffer.writeBytes(UnsafeRawBufferPointer(rebasing: raw[(20 - count)...]))
+        }
+    }
+
+    /// The lower-case names a `Connection` field lists, or nil when there is none (the common case).
+    static func namedByConnection(_ headers: HTTPFields) -> [String]? {
+        let values = headers[values: .connection]
+        guard !values.isEmpty else { return nil }
+        return values.flatMap { value in
+            value.split(separator: ",").map { $0.trimmingSpaces.lowercased() }.filter { !$0.isEmpty }
+        }
+    }
+}

@@ -1,0 +1,276 @@
+import DequeModule
+import HTTPTypes
+import Logging
+import NIOCore
+import VeneerConfig
+import VeneerCore
+
+/// Serves the requests of one client connection, in order: reads each one whole, answers it
+/// through the ``ProxyEdge`` and writes the answer with ``HTTP1ResponseWriter``.
+///
+/// - Pipelined requests queue up behind the one being answered (at most
+///   ``maxQueuedRequests`` or ``maxQueuedBytes``; beyond that the socket is not read).
+/// - A body over `limits.request_body`, declared or actual, is not read any further: the
+///   request is answered (413, or 405 where the method is wrong anyway) and the connection
+///   closed. So is a request that cannot be parsed (400).
+/// - Each answer starts as an immediate task: until the chain first suspends (a cache hit
+///   never does) it runs right here on the event loop, with no job queued and no thread hop.
+/// - Connections idle for the idle timeout are closed; on graceful shutdown the connection
+///   closes once the request in progress is answered. When Veneer closes a connection it
+///   shuts down its side first and discards what the client still sends for a moment (as
+///   nginx's lingering close does), so that the client reads the answer instead of a reset.
+final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    static let maxQueuedRequests = 16
+    static let maxQueuedBytes = 4 << 20
+    /// How long a closing connection keeps discarding input before it is closed for good.
+    static let lingerTime = TimeAmount.seconds(2)
+
+    /// A request read whole (or refused), waiting for its answer.
+    private enum Work {
+        case request(HTTP1RequestParser.Head, IncomingBody, keepAlive: Bool)
+        /// A request that could not be read: answered with this error, then the connection closes.
+        case refusal(ProxyError)
+
+        var size: Int {
+            if case .request(_, .complete(let body), _) = self { return body.readableBytes }
+            return 0
+        }
+    }
+
+    private let edge: ProxyEdge
+    private let dates: HTTPDateCache
+    private let client: ClientAddress?
+    private let idleTimeout: TimeAmount
+    private let logger: Logger
+
+    private var parser: HTTP1RequestParser
+    /// The connection ends after the answers already queued: the rest of the input is dropped.
+    private var ignoring = false
+    private var queue = Deque<Work>()
+    private var queuedBytes = 0
+    private var answering = false
+    private var quiescing = false
+    private var inputClosed = false
+    private var closing = false
+    private var heldRead = false
+    private var lastActivity = NIODeadline.now()
+    private var idleCheck: Scheduled<Void>?
+
+    init(edge: ProxyEdge, dates: HTTPDateCache, client: ClientAddress?, headerLimit: Int, idleTimeout: TimeAmount, logger: Logger) {
+        parser = HTTP1RequestParser(maxHeadSize: headerLimit, bodyLimit: edge.requestBodyLimit)
+        self.edge = edge
+        self.dates = dates
+        self.client = client
+        self.idleTimeout = idleTimeout
+        self.logger = logger
+    }
+
+    // MARK: Lifecycle
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { scheduleIdleCheck(context: context, at: .now() + idleTimeout) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if idleCheck == nil { scheduleIdleCheck(context: context, at: .now() + idleTimeout) }
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        idleCheck?.cancel()
+        idleCheck = nil
+        closing = true
+        queue.removeAll()
+        ignoring = true
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        idleCheck?.cancel()
+        idleCheck = nil
+    }
+
+    // MARK: Reading requests
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        lastActivity = .now()
+        guard !ignoring else { return }
+        if !parser.isMidRequest {
+            // A reload may have changed the limit; a request keeps the one it started with.
+            parser.bodyLimit = edge.requestBodyLimit
+        }
+        parser.append(unwrapInboundIn(data))
+        while !ignoring {
+            let event: HTTP1RequestParser.Event?
+            do {
+                event = try parser.next()
+            } catch {
+                refuse(.badRequest(error.kind == .headTooLarge ? "The request headers are larger than the limit." : error.reason), context: context)
+                return
+            }
+            guard let event else { return }
+            switch event {
+            case .waitingForBody:
+                // Only when this request is next: an interim answer cannot go between another's parts.
+                if !answering, queue.isEmpty {
+                    context.writeAndFlush(wrapOutboundOut(ByteBuffer(staticString: HTTP1ResponseWriter.continueResponse)), promise: nil)
+                }
+            case .request(let head, let body):
+                enqueue(.request(head, .complete(body), keepAlive: head.keepAlive), context: context)
+            case .tooLarge(let head):
+                ignoring = true
+                enqueue(.request(head, .tooLarge, keepAlive: false), context: context)
+            }
+        }
+    }
+
+    /// Errors from the socket (a reset) end the connection.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case is ChannelShouldQuiesceEvent:
+            quiescing = true
+            closeIfIdle(context: context)
+        case ChannelEvent.inputClosed:
+            inputClosed = true
+            if closing {
+                // The client has read the answer and closed its side: lingering is over.
+                context.close(promise: nil)
+            } else {
+                closeIfIdle(context: context)
+            }
+        default:
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    /// Holds the socket's reads back while too much is queued.
+    func read(context: ChannelHandlerContext) {
+        if queue.count >= Self.maxQueuedRequests || queuedBytes >= Self.maxQueuedBytes {
+            heldRead = true
+        } else {
+            context.read()
+        }
+    }
+
+    private func refuse(_ error: ProxyError, context: ChannelHandlerContext) {
+        ignoring = true
+        enqueue(.refusal(error), context: context)
+    }
+
+    // MARK: Answering
+
+    private func enqueue(_ work: Work, context: ChannelHandlerContext) {
+        queue.append(work)
+        queuedBytes += work.size
+        startNext(context: context)
+    }
+
+    private func startNext(context: ChannelHandlerContext) {
+        guard !answering, !closing, let work = queue.popFirst() else { return }
+        queuedBytes -= work.size
+        if heldRead, queue.count < Self.maxQueuedRequests, queuedBytes < Self.maxQueuedBytes {
+            heldRead = false
+            context.read()
+        }
+        answering = true
+        switch work {
+        case .refusal(let error):
+            finish(error.response, method: .get, keepAlive: false, context: context)
+        case .request(let head, let body, let keepAlive):
+            let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+            let eventLoop = context.eventLoop
+            let edge = edge
+            let client = client
+            // Runs synchronously up to the chain's first suspension; the last statement here,
+            // since it may already have finished (and started the next request) when it returns.
+            Task.immediate {
+                let (response, refused) = await edge.respond(method: head.method, target: head.target, fields: head.fields,
+                                                             body: body, client: client)
+                let keep = keepAlive && !refused && !body.isTooLarge
+                if eventLoop.inEventLoop {
+                    loopBound.value.handler.finish(response, method: head.method, keepAlive: keep, context: loopBound.value.context)
+                } else {
+                    eventLoop.execute {
+                        loopBound.value.handler.finish(response, method: head.method, keepAlive: keep, context: loopBound.value.context)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes one answer; then the next request, or the end of the connection.
+    private func finish(_ response: ProxyResponse, method: HTTPRequest.Method, keepAlive: Bool, context: ChannelHandlerContext) {
+        answering = false
+        lastActivity = .now()
+        guard !closing else { return }
+        let close = !keepAlive || quiescing || (inputClosed && queue.isEmpty)
+        var buffer = context.channel.allocator.buffer(capacity: 384 + response.body.readableBytes)
+        HTTP1ResponseWriter.write(response, method: method, close: close, dates: dates, into: &buffer)
+        if close {
+            closing = true
+            ignoring = true
+            queue.removeAll()
+            queuedBytes = 0
+            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { _ in
+                Self.lingeringClose(loopBound.value)
+            }
+        } else {
+            context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+            startNext(context: context)
+        }
+    }
+
+    /// Shuts the output down (the client sees the end of the answer), keeps discarding input
+    /// until the client closes too or ``lingerTime`` passes, then closes.
+    private static func lingeringClose(_ context: ChannelHandlerContext) {
+        guard context.channel.isActive else { return }
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.close(mode: .output).whenComplete { result in
+            let context = loopBound.value
+            guard case .success = result else {
+                context.close(promise: nil)
+                return
+            }
+            context.eventLoop.scheduleTask(in: lingerTime) { loopBound.value.close(promise: nil) }
+            // Keep reading (and dropping) so that the client's close is noticed.
+            context.read()
+        }
+    }
+
+    private func closeIfIdle(context: ChannelHandlerContext) {
+        // A request being read will close the connection with its answer.
+        guard !answering, queue.isEmpty, ignoring || !parser.isMidRequest else { return }
+        closing = true
+        context.close(promise: nil)
+    }
+
+    // MARK: Idle timeout
+
+    private func scheduleIdleCheck(context: ChannelHandlerContext, at deadline: NIODeadline) {
+        let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        idleCheck = context.eventLoop.scheduleTask(deadline: deadline) {
+            loopBound.value.handler.checkIdle(context: loopBound.value.context)
+        }
+    }
+
+    private func checkIdle(context: ChannelHandlerContext) {
+        idleCheck = nil
+        guard context.channel.isActive else { return }
+        let due = lastActivity + idleTimeout
+        if !answering, due <= .now() {
+            logger.trace("closing an idle connection")
+            context.close(promise: nil)
+        } else {
+            scheduleIdleCheck(context: context, at: answering ? .now() + idleTimeout : due)
+        }
+    }
+}
