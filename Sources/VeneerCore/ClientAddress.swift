@@ -4,18 +4,27 @@ import Foundation
 public struct ClientAddress: Hashable, Sendable, CustomStringConvertible {
     /// The address in network byte order: 4 bytes for IPv4, 16 for IPv6.
     public let bytes: [UInt8]
+    /// Dotted quad or RFC 5952 text, formatted once (it goes into `X-Forwarded-For` and
+    /// the logs of every request of a connection).
+    public let description: String
 
     /// Creates an address from 4 or 16 bytes.
     public init?(bytes: [UInt8]) {
         guard bytes.count == 4 || bytes.count == 16 else { return nil }
         self.bytes = bytes
+        description = Self.format(bytes)
     }
 
     /// Parses `127.0.0.1` or `::1` (no zone, no port).
     public init?(_ text: some StringProtocol) {
         guard let bytes = IPAddressParser.parse(text) else { return nil }
         self.bytes = bytes
+        description = Self.format(bytes)
     }
+
+    public static func == (lhs: ClientAddress, rhs: ClientAddress) -> Bool { lhs.bytes == rhs.bytes }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(bytes) }
 
     /// Whether this is IPv4 (or an IPv4-mapped IPv6 address).
     public var isIPv4: Bool { bytes.count == 4 }
@@ -35,8 +44,7 @@ public struct ClientAddress: Hashable, Sendable, CustomStringConvertible {
         return plain.bytes == [UInt8](repeating: 0, count: 15) + [1]
     }
 
-    /// Dotted quad or RFC 5952 text.
-    public var description: String {
+    static func format(_ bytes: [UInt8]) -> String {
         if bytes.count == 4 { return bytes.map(String.init).joined(separator: ".") }
         var groups: [UInt16] = []
         for index in stride(from: 0, to: 16, by: 2) {

@@ -217,6 +217,7 @@ public struct HTTP1RequestParser {
         let method = try Self.method(UnsafeRawBufferPointer(rebasing: bytes[0..<methodEnd]))
 
         var fields = HTTPFields()
+        fields.reserveCapacity(16)
         var framing = HTTP1Framing()
         // Host goes to the authority, as HTTPRequest keeps it.
         try HTTP1Syntax.readFields(bytes, from: lineEnd + 2, to: end - 2, maxFields: maxFields, keepFraming: true, dropHost: true,

@@ -190,6 +190,7 @@ public struct HTTP1ResponseParser {
             reason = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[13..<lineEnd]), as: UTF8.self)
         }
         var fields = HTTPFields()
+        fields.reserveCapacity(16)
         var framing = HTTP1Framing()
         try HTTP1Syntax.readFields(bytes, from: lineEnd + 2, to: end - 2, maxFields: 500, keepFraming: false,
                                    into: &fields, framing: &framing)

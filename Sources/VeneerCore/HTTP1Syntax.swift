@@ -148,16 +148,17 @@ enum HTTP1Syntax {
             if framing.host == nil { framing.host = value }
             return true
         case 6 where canonical == "expect":
-            if value.utf8.count == 12, value.lowercased() == "100-continue" { framing.expectsContinue = true }
+            if equalsIgnoringCase(Substring(value), "100-continue") { framing.expectsContinue = true }
             return true
         case 10 where canonical == "connection":
-            for token in value.split(separator: ",") {
-                let name = token.trimmingSpaces.lowercased()
-                switch name {
-                case "close": framing.connectionClose = true
-                case "keep-alive": framing.connectionKeepAlive = true
-                case "": break
-                default: framing.connectionNames.append(name)
+            // Usually one token, "keep-alive" or "close": compared without a lower-cased copy.
+            forEachToken(value) { trimmed in
+                if equalsIgnoringCase(trimmed, "keep-alive") {
+                    framing.connectionKeepAlive = true
+                } else if equalsIgnoringCase(trimmed, "close") {
+                    framing.connectionClose = true
+                } else if !trimmed.isEmpty {
+                    framing.connectionNames.append(trimmed.lowercased())
                 }
             }
             return false
@@ -177,9 +178,12 @@ enum HTTP1Syntax {
             return false
         case 17 where canonical == "transfer-encoding":
             framing.hasTransferEncoding = true
-            let codings = value.split(separator: ",").map { $0.trimmingSpaces.lowercased() }.filter { !$0.isEmpty }
             // A later field can add codings after an earlier "chunked": only the very last counts.
-            framing.chunkedIsLast = codings.last == "chunked"
+            var last: Substring = ""
+            forEachToken(value) { coding in
+                if !coding.isEmpty { last = coding }
+            }
+            framing.chunkedIsLast = equalsIgnoringCase(last, "chunked")
             return false
         default:
             return !HopByHop.isRemoved(canonical)
@@ -217,6 +221,30 @@ enum HTTP1Syntax {
             break
         }
         return HTTPField.Name(String(decoding: bytes, as: UTF8.self))
+    }
+
+    /// Calls `body` with each comma-separated item of a field value, trimmed (no array).
+    static func forEachToken(_ value: String, _ body: (Substring) -> Void) {
+        var rest = Substring(value)
+        while let comma = rest.firstIndex(of: ",") {
+            body(rest[..<comma].trimmingSpaces)
+            rest = rest[rest.index(after: comma)...]
+        }
+        body(rest.trimmingSpaces)
+    }
+
+    /// Whether `text` is `lowercase` in any case (ASCII).
+    static func equalsIgnoringCase(_ text: Substring, _ lowercase: StaticString) -> Bool {
+        guard text.utf8.count == lowercase.utf8CodeUnitCount else { return false }
+        return lowercase.withUTF8Buffer { expected in
+            var index = 0
+            for byte in text.utf8 {
+                let folded = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+                guard folded == expected[index] else { return false }
+                index += 1
+            }
+            return true
+        }
     }
 
     @inline(__always)

@@ -12,6 +12,8 @@ public struct Endpoint: Hashable, Sendable, CustomStringConvertible {
     public let port: Int
     /// Path prefix without a trailing slash (`""` or `/v1`).
     public let basePath: String
+    /// The `Host` header value: host, plus the port when it is not the scheme's default.
+    public let authority: String
 
     /// Creates an endpoint.
     public init(scheme: String, host: String, port: Int, basePath: String) {
@@ -19,6 +21,8 @@ public struct Endpoint: Hashable, Sendable, CustomStringConvertible {
         self.host = host
         self.port = port
         self.basePath = basePath
+        let name = host.contains(":") ? "[\(host)]" : host
+        authority = port == (scheme == "https" ? 443 : 80) ? name : "\(name):\(port)"
     }
 
     /// Parses `http(s)://host[:port][/prefix]`; nil for anything else (user info, query,
@@ -55,13 +59,6 @@ public struct Endpoint: Hashable, Sendable, CustomStringConvertible {
         }
         guard !host.isEmpty else { return nil }
         self.init(scheme: scheme, host: host, port: port, basePath: path)
-    }
-
-    /// The `Host` header value: host, plus the port when it is not the scheme's default.
-    public var authority: String {
-        let name = host.contains(":") ? "[\(host)]" : host
-        let defaultPort = scheme == "https" ? 443 : 80
-        return port == defaultPort ? name : "\(name):\(port)"
     }
 
     /// `scheme://authority/prefix`.

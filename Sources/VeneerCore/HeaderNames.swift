@@ -9,6 +9,18 @@ extension HTTPField.Name {
     public static let cacheStatus = HTTPField.Name("Cache-Status")!
 }
 
+extension HTTPFields {
+    /// Sets the field to one value: appended when there is none (the common case, which
+    /// then costs no search and no rewrite of the list), else replacing every existing one.
+    public mutating func setOrAppend(_ name: HTTPField.Name, _ value: String) {
+        if contains(name) {
+            self[name] = value
+        } else {
+            append(HTTPField(name: name, value: value))
+        }
+    }
+}
+
 extension HTTPField.Name {
     /// `Host`, which the HTTP types keep as the request's authority; the HTTP/1.1 parser
     /// needs the field name itself.

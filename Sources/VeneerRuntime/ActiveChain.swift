@@ -17,11 +17,17 @@ public final class ChainGeneration: Sendable {
     public let carried: CarriedState
     /// The admin routes its decorators added.
     public let adminRoutes: AdminRoutes
+    /// What every request reads of ``spec``, kept apart so that a request does not copy the
+    /// whole specification.
+    let resources: [Resource]
+    let requestBodyLimit: Int
     private let inFlight = Atomic<Int>(0)
 
     init(handler: any Handler, spec: EnvironmentSpec, loadedAt: Date, number: Int, carried: CarriedState, adminRoutes: AdminRoutes) {
         self.handler = handler
         self.spec = spec
+        resources = spec.resources
+        requestBodyLimit = spec.limits.requestBody
         self.loadedAt = loadedAt
         self.number = number
         self.carried = carried

@@ -20,21 +20,13 @@ enum HTTP1ResponseWriter {
         buffer.writeStaticString("HTTP/1.1 ")
         writeStatus(code, reason: response.status.reasonPhrase, into: &buffer)
 
-        let named = namedByConnection(response.headers)
-        var hasDate = false
-        var declaredLength: String?
-        for field in response.headers {
-            let name = field.name.canonicalName
-            if HopByHop.isRemoved(name) {
-                if field.name == .contentLength { declaredLength = field.value }
-                continue
-            }
-            if let named, named.contains(name) { continue }
-            if field.name == .date { hasDate = true }
-            buffer.writeString(field.name.rawName)
-            buffer.writeStaticString(": ")
-            buffer.writeString(field.value)
-            buffer.writeStaticString("\r\n")
+        // Fields as they are; only if a Connection field turns up (rare: the origins drop
+        // theirs) are they written again without the fields it names.
+        let fieldsStart = buffer.writerIndex
+        var (hasDate, declaredLength, sawConnection) = writeFields(response.headers, skipping: nil, into: &buffer)
+        if sawConnection {
+            buffer.moveWriterIndex(to: fieldsStart)
+            (hasDate, declaredLength, _) = writeFields(response.headers, skipping: namedByConnection(response.headers), into: &buffer)
         }
         if !bodyless {
             buffer.writeStaticString("Content-Length: ")
@@ -57,6 +49,30 @@ enum HTTP1ResponseWriter {
         if !bodyless, method != .head {
             buffer.writeImmutableBuffer(response.body)
         }
+    }
+
+    /// Writes the end-to-end fields; says whether there was a `Date`, what `Content-Length`
+    /// said, and whether a `Connection` field was seen.
+    static func writeFields(_ headers: HTTPFields, skipping named: [String]?, into buffer: inout ByteBuffer)
+        -> (hasDate: Bool, declaredLength: String?, sawConnection: Bool) {
+        var hasDate = false
+        var declaredLength: String?
+        var sawConnection = false
+        for field in headers {
+            let name = field.name.canonicalName
+            if HopByHop.isRemoved(name) {
+                if field.name == .contentLength { declaredLength = field.value }
+                if field.name == .connection { sawConnection = true }
+                continue
+            }
+            if let named, named.contains(name) { continue }
+            if field.name == .date { hasDate = true }
+            buffer.writeString(field.name.rawName)
+            buffer.writeStaticString(": ")
+            buffer.writeString(field.value)
+            buffer.writeStaticString("\r\n")
+        }
+        return (hasDate, declaredLength, sawConnection)
     }
 
     /// `200 OK\r\n`: three digits, then the reason phrase with control characters as spaces.
@@ -88,11 +104,9 @@ enum HTTP1ResponseWriter {
         }
     }
 
-    /// The lower-case names a `Connection` field lists, or nil when there is none (the common case).
-    static func namedByConnection(_ headers: HTTPFields) -> [String]? {
-        let values = headers[values: .connection]
-        guard !values.isEmpty else { return nil }
-        return values.flatMap { value in
+    /// The lower-case names the `Connection` fields list.
+    static func namedByConnection(_ headers: HTTPFields) -> [String] {
+        headers[values: .connection].flatMap { value in
             value.split(separator: ",").map { $0.trimmingSpaces.lowercased() }.filter { !$0.isEmpty }
         }
     }

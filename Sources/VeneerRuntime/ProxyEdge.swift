@@ -17,7 +17,7 @@ struct ProxyEdge: Sendable {
     let servesAdmin: Bool
 
     /// The body limit of the chain serving new requests.
-    var requestBodyLimit: Int { chain.generation.spec.limits.requestBody }
+    var requestBodyLimit: Int { chain.generation.requestBodyLimit }
 
     /// Answers one request; never throws (failures become JSON error responses). Every
     /// answer carries the request id: the client's `X-Request-Id`, or a generated one.
@@ -30,7 +30,7 @@ struct ProxyEdge: Sendable {
             requestID = RequestID.generate()
         }
         var (response, close) = await answer(method: method, target: target, fields: fields, body: body, client: client, requestID: requestID)
-        response.headers[.xRequestID] = requestID
+        response.headers.setOrAppend(.xRequestID, requestID)
         return (response, close)
     }
 
@@ -44,14 +44,14 @@ struct ProxyEdge: Sendable {
         // The request stays on the generation it entered, even if a reload swaps the chain.
         let generation = chain.enter()
         defer { generation.leave() }
-        let target = RequestTarget.parse(rawTarget, resources: adminOnly ? [] : generation.spec.resources)
+        let target = RequestTarget.parse(rawTarget, resources: adminOnly ? [] : generation.resources)
         switch target {
         case .admin(let path, let query):
             guard servesAdmin else { return (ProxyError.notFound().response, false) }
             guard adminOnly || client?.isLoopback == true else {
                 return (ProxyError.notFound().response, false)
             }
-            guard case .complete(let bytes) = body else { return (Self.tooLarge(generation.spec.limits.requestBody), true) }
+            guard case .complete(let bytes) = body else { return (Self.tooLarge(generation.requestBodyLimit), true) }
             return (await admin.respond(method: method, path: path, query: query, headers: fields, body: bytes), false)
         case .notFound:
             return (ProxyError.notFound("No such resource: \(Self.printable(rawTarget)).").response, false)
@@ -76,7 +76,7 @@ struct ProxyEdge: Sendable {
             return (error.response, incoming.isTooLarge)
         }
         guard case .complete(let body) = incoming else {
-            return (Self.tooLarge(generation.spec.limits.requestBody), true)
+            return (Self.tooLarge(generation.requestBodyLimit), true)
         }
 
         if route.resource.kind == .posts, method == .post || method == .put || method == .patch {
@@ -89,7 +89,7 @@ struct ProxyEdge: Sendable {
 
         var headers = fields
         HopByHop.strip(&headers)
-        headers[.xRequestID] = requestID
+        headers.setOrAppend(.xRequestID, requestID)
         let proxyRequest = ProxyRequest(method: method, route: route, query: query, headers: headers,
                                         body: body, client: client, requestID: requestID)
 

@@ -19,9 +19,8 @@ import VeneerCore
 ///   closes once the request in progress is answered. When Veneer closes a connection it
 ///   shuts down its side first and discards what the client still sends for a moment (as
 ///   nginx's lingering close does), so that the client reads the answer instead of a reset.
-final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
+final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
-    typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
     static let maxQueuedRequests = 16
@@ -56,9 +55,17 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var quiescing = false
     private var inputClosed = false
     private var closing = false
-    private var heldRead = false
+    private var readsPaused = false
     private var lastActivity = NIODeadline.now()
     private var idleCheck: Scheduled<Void>?
+    private var executor: EventLoopTaskExecutor?
+
+    private func taskExecutor(for eventLoop: any EventLoop) -> EventLoopTaskExecutor {
+        if let executor { return executor }
+        let made = EventLoopTaskExecutor(eventLoop)
+        executor = made
+        return made
+    }
 
     init(edge: ProxyEdge, dates: HTTPDateCache, client: ClientAddress?, headerLimit: Int, idleTimeout: TimeAmount, logger: Logger) {
         parser = HTTP1RequestParser(maxHeadSize: headerLimit, bodyLimit: edge.requestBodyLimit)
@@ -151,15 +158,6 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// Holds the socket's reads back while too much is queued.
-    func read(context: ChannelHandlerContext) {
-        if queue.count >= Self.maxQueuedRequests || queuedBytes >= Self.maxQueuedBytes {
-            heldRead = true
-        } else {
-            context.read()
-        }
-    }
-
     private func refuse(_ error: ProxyError, context: ChannelHandlerContext) {
         ignoring = true
         enqueue(.refusal(error), context: context)
@@ -170,15 +168,21 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func enqueue(_ work: Work, context: ChannelHandlerContext) {
         queue.append(work)
         queuedBytes += work.size
+        if !readsPaused, queue.count >= Self.maxQueuedRequests || queuedBytes >= Self.maxQueuedBytes {
+            // Too much waiting: stop reading the socket until the queue drains (no per-read
+            // check while it flows).
+            readsPaused = true
+            try? context.channel.syncOptions?.setOption(.autoRead, value: false)
+        }
         startNext(context: context)
     }
 
     private func startNext(context: ChannelHandlerContext) {
         guard !answering, !closing, let work = queue.popFirst() else { return }
         queuedBytes -= work.size
-        if heldRead, queue.count < Self.maxQueuedRequests, queuedBytes < Self.maxQueuedBytes {
-            heldRead = false
-            context.read()
+        if readsPaused, queue.count < Self.maxQueuedRequests, queuedBytes < Self.maxQueuedBytes {
+            readsPaused = false
+            try? context.channel.syncOptions?.setOption(.autoRead, value: true)
         }
         answering = true
         switch work {
@@ -189,9 +193,10 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             let eventLoop = context.eventLoop
             let edge = edge
             let client = client
+            let taskExecutor = taskExecutor(for: eventLoop)
             // Runs synchronously up to the chain's first suspension; the last statement here,
             // since it may already have finished (and started the next request) when it returns.
-            Task.immediate {
+            Task.immediate(executorPreference: taskExecutor) {
                 let (response, refused) = await edge.respond(method: head.method, target: head.target, fields: head.fields,
                                                              body: body, client: client)
                 let keep = keepAlive && !refused && !body.isTooLarge

@@ -16,29 +16,34 @@ enum RequestTarget: Equatable {
     case notFound
 
     static func parse(_ target: String, resources: [Resource]) -> RequestTarget {
-        let pathPart: Substring
+        var target = target
+        // Over the bytes: this runs for every request.
+        return target.withUTF8 { bytes in parse(bytes, resources: resources) }
+    }
+
+    static func parse(_ bytes: UnsafeBufferPointer<UInt8>, resources: [Resource]) -> RequestTarget {
+        let slash = UInt8(ascii: "/")
+        var pathEnd = 0
+        while pathEnd < bytes.count, bytes[pathEnd] != UInt8(ascii: "?") { pathEnd += 1 }
         var query: String?
-        if let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) {
-            pathPart = target[..<mark]
-            let rawQuery = target[target.index(after: mark)...]
-            guard rawQuery.utf8.allSatisfy(isQueryByte) else { return .badQuery }
-            query = rawQuery.isEmpty ? nil : String(rawQuery)
-        } else {
-            pathPart = Substring(target)
+        if pathEnd < bytes.count {
+            let rawQuery = UnsafeBufferPointer(rebasing: bytes[(pathEnd + 1)...])
+            guard rawQuery.allSatisfy(isQueryByte) else { return .badQuery }
+            if !rawQuery.isEmpty { query = String(decoding: rawQuery, as: UTF8.self) }
         }
-        let utf8 = pathPart.utf8
-        guard utf8.first == UInt8(ascii: "/") else { return .notFound }
-        let rest = pathPart.dropFirst()
-        if rest.hasPrefix("-/") { return .admin(path: String(rest.dropFirst(2)), query: query) }
+        guard pathEnd > 0, bytes[0] == slash else { return .notFound }
+        if pathEnd >= 3, bytes[1] == UInt8(ascii: "-"), bytes[2] == slash {
+            return .admin(path: String(decoding: UnsafeBufferPointer(rebasing: bytes[3..<pathEnd]), as: UTF8.self), query: query)
+        }
         // Split at '/', keeping empty segments: "//posts" or "/posts/" are not routes.
-        guard let slash = rest.utf8.firstIndex(of: UInt8(ascii: "/")) else {
-            guard let resource = resources.first(where: { $0.name == rest }) else { return .notFound }
-            return .route(.list(resource), query: query)
-        }
-        let name = rest[..<slash]
-        let idText = rest[rest.index(after: slash)...]
-        guard let resource = resources.first(where: { $0.name == name }), !idText.isEmpty else { return .notFound }
-        if idText.utf8.contains(UInt8(ascii: "/")) { return .notFound }
+        var nameEnd = 1
+        while nameEnd < pathEnd, bytes[nameEnd] != slash { nameEnd += 1 }
+        let name = UnsafeBufferPointer(rebasing: bytes[1..<nameEnd])
+        guard let resource = resources.first(where: { $0.name.utf8.elementsEqual(name) }) else { return .notFound }
+        guard nameEnd < pathEnd else { return .route(.list(resource), query: query) }
+        let idBytes = UnsafeBufferPointer(rebasing: bytes[(nameEnd + 1)..<pathEnd])
+        guard !idBytes.isEmpty, !idBytes.contains(slash) else { return .notFound }
+        let idText = Substring(String(decoding: idBytes, as: UTF8.self))
         guard let id = resource.canonicalID(idText) else { return .badID(resource, String(idText)) }
         return .route(.item(resource, id), query: query)
     }

@@ -159,9 +159,12 @@ public struct CacheDecorator: Handler {
     /// A response from a stored entry: `Age`, `Cache-Status`, and 304 when the client's
     /// validators match.
     func hit(_ entry: CacheEntry, _ request: ProxyRequest, now: Date, status: String) -> ProxyResponse {
+        // Stored headers never hold Age or Cache-Status (CachePolicy drops them): append,
+        // with room for the edge's X-Request-Id, in one copy of the stored fields.
         var headers = entry.headers
-        headers[.age] = String(Int(entry.age(at: now).rounded(.down)))
-        headers[.cacheStatus] = "veneer; " + status
+        headers.reserveCapacity(headers.count + 3)
+        headers.append(HTTPField(name: .age, value: String(Int(entry.age(at: now).rounded(.down)))))
+        headers.append(HTTPField(name: .cacheStatus, value: "veneer; " + status))
         if CachePolicy.clientValidatorsMatch(request.headers, entry) {
             var notModified = HTTPFields()
             for name in [HTTPField.Name.eTag, .lastModified, .cacheControl, .expires, .vary, .age, .cacheStatus, .date] {

@@ -45,7 +45,7 @@ public final class PooledHTTP1Transport: HTTPTransport {
 
     /// Sends one request and buffers the response.
     public func send(_ request: OutboundRequest) async throws -> ProxyResponse {
-        let pool = pools[ObjectIdentifier(group.any())] ?? fallback
+        let pool = pools.count == 1 ? fallback : pools[ObjectIdentifier(group.any())] ?? fallback
         let exchange = Exchange(request: request)
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { continuation in
@@ -75,11 +75,12 @@ public final class PooledHTTP1Transport: HTTPTransport {
 /// Touched only on its pool's event loop once started.
 final class Exchange: @unchecked Sendable {
     let request: OutboundRequest
-    let peer: Peer
     var continuation: UnsafeContinuation<ProxyResponse, any Error>?
     var deadline = NIODeadline.distantFuture
-    var timer: Scheduled<Void>?
+    var peer: PeerPool?
     var connection: UpstreamConnection?
+    /// Its index in the pool's exchanges under way (for the deadline sweep), or -1.
+    var slot = -1
     var started = false
     var cancelled = false
     var retried = false
@@ -87,7 +88,6 @@ final class Exchange: @unchecked Sendable {
 
     init(request: OutboundRequest) {
         self.request = request
-        peer = Peer(host: request.endpoint.host, port: request.endpoint.port)
     }
 
     var isIdempotent: Bool {
@@ -97,12 +97,10 @@ final class Exchange: @unchecked Sendable {
         }
     }
 
-    /// Completes the exchange once; later outcomes (a late timeout, a late close) are ignored.
-    func finish(_ result: Result<ProxyResponse, ProxyError>) {
+    /// Resumes the caller once; later outcomes (a late timeout, a late close) are ignored.
+    fileprivate func resume(_ result: Result<ProxyResponse, ProxyError>) {
         guard !finished else { return }
         finished = true
-        timer?.cancel()
-        timer = nil
         connection = nil
         let continuation = self.continuation
         self.continuation = nil
@@ -113,21 +111,36 @@ final class Exchange: @unchecked Sendable {
     }
 }
 
-/// Host and port of a peer: connections are pooled per peer.
-struct Peer: Hashable {
+/// The connections of one event loop to one peer (host and port).
+final class PeerPool {
     let host: String
     let port: Int
+    var idle: [UpstreamConnection] = []
+    var open = 0
+    var waiting = Deque<Exchange>()
+
+    init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
 }
 
 /// The connections of one event loop. Touched only on that loop.
+///
+/// Deadlines are checked by one sweep every ``sweepInterval`` over the exchanges under way
+/// rather than a timer per request: a timeout fires up to that much late, and a request
+/// costs no timer to schedule and cancel.
 final class LoopPool: @unchecked Sendable {
+    static let sweepInterval = TimeAmount.milliseconds(25)
+
     let eventLoop: any EventLoop
     let limit: Int
     let connectTimeout: TimeAmount
-    private var idle: [Peer: [UpstreamConnection]] = [:]
-    private var open: [Peer: Int] = [:]
-    private var waiting: [Peer: Deque<Exchange>] = [:]
-    private var sweeper: RepeatedTask?
+    /// Usually one: looked up by comparing host and port, no hashing.
+    private var peers: [PeerPool] = []
+    private var active: [Exchange] = []
+    private var deadlineSweeper: RepeatedTask?
+    private var idleSweeper: RepeatedTask?
     private var isShutDown = false
 
     init(eventLoop: any EventLoop, limit: Int, connectTimeout: TimeAmount) {
@@ -136,43 +149,63 @@ final class LoopPool: @unchecked Sendable {
         self.connectTimeout = connectTimeout
     }
 
+    private func peer(for endpoint: Endpoint) -> PeerPool {
+        for peer in peers where peer.port == endpoint.port && peer.host == endpoint.host { return peer }
+        let peer = PeerPool(host: endpoint.host, port: endpoint.port)
+        peers.append(peer)
+        return peer
+    }
+
     /// Starts `exchange`: on an idle connection, a new one, or in the queue.
     func start(_ exchange: Exchange) {
         exchange.started = true
         guard !isShutDown else {
-            exchange.finish(.failure(.upstreamUnavailable("Veneer is shutting down.")))
+            exchange.resume(.failure(.upstreamUnavailable("Veneer is shutting down.")))
             return
         }
         guard !exchange.cancelled else {
-            exchange.finish(.failure(.upstreamUnavailable("The request to the upstream \(exchange.request.endpoint.authority) was cancelled.")))
+            exchange.resume(.failure(.upstreamUnavailable("The request to the upstream \(exchange.request.endpoint.authority) was cancelled.")))
             return
         }
         exchange.deadline = .now() + TimeAmount(exchange.request.timeout)
-        exchange.timer = eventLoop.scheduleTask(deadline: exchange.deadline) { [self] in
-            timeOut(exchange)
-        }
+        exchange.peer = peer(for: exchange.request.endpoint)
+        exchange.slot = active.count
+        active.append(exchange)
+        if deadlineSweeper == nil { startDeadlineSweeper() }
         dispatch(exchange)
     }
 
+    /// Ends `exchange` (it leaves the exchanges under way) and resumes its caller.
+    private func finish(_ exchange: Exchange, _ result: Result<ProxyResponse, ProxyError>) {
+        guard !exchange.finished else { return }
+        if exchange.slot >= 0 {
+            let last = active.removeLast()
+            if last !== exchange {
+                active[exchange.slot] = last
+                last.slot = exchange.slot
+            }
+            exchange.slot = -1
+        }
+        exchange.resume(result)
+    }
+
     private func dispatch(_ exchange: Exchange) {
-        let peer = exchange.peer
-        while var connections = idle[peer], let connection = connections.popLast() {
-            idle[peer] = connections
+        let peer = exchange.peer!
+        while let connection = peer.idle.popLast() {
             if connection.channel.isActive {
                 run(exchange, on: connection, reused: true)
                 return
             }
         }
-        if open[peer, default: 0] < limit {
-            connect(for: exchange)
+        if peer.open < limit {
+            connect(for: exchange, to: peer)
         } else {
-            waiting[peer, default: []].append(exchange)
+            peer.waiting.append(exchange)
         }
     }
 
-    private func connect(for exchange: Exchange) {
-        let peer = exchange.peer
-        open[peer, default: 0] += 1
+    private func connect(for exchange: Exchange, to peer: PeerPool) {
+        peer.open += 1
         let remaining = exchange.deadline - .now()
         let timeout = min(connectTimeout, max(remaining, .milliseconds(1)))
         let connecting = ClientBootstrap(group: eventLoop)
@@ -189,19 +222,19 @@ final class LoopPool: @unchecked Sendable {
             case .success(let channel):
                 let connection = UpstreamConnection(channel: channel, peer: peer, pool: self)
                 channel.closeFuture.whenComplete { [self] _ in connectionClosed(connection) }
-                startSweeper()
+                startIdleSweeper()
                 if exchange.finished || isShutDown {
                     release(connection)
                 } else {
                     run(exchange, on: connection, reused: false)
                 }
             case .failure(let error):
-                open[peer, default: 1] -= 1
+                peer.open -= 1
                 let target = exchange.request.endpoint.authority
                 if case ChannelError.connectTimeout? = error as? ChannelError {
-                    exchange.finish(.failure(.upstreamTimeout("Connecting to the upstream \(target) timed out.")))
+                    finish(exchange, .failure(.upstreamTimeout("Connecting to the upstream \(target) timed out.")))
                 } else {
-                    exchange.finish(.failure(.upstreamUnavailable("The upstream \(target) is unreachable.")))
+                    finish(exchange, .failure(.upstreamUnavailable("The upstream \(target) is unreachable.")))
                 }
                 serveWaiting(peer)
             }
@@ -217,10 +250,10 @@ final class LoopPool: @unchecked Sendable {
     fileprivate func completed(_ exchange: Exchange, on connection: UpstreamConnection, reused: Bool, _ outcome: UpstreamConnection.Outcome) {
         switch outcome {
         case .response(let response, let keepAlive):
-            exchange.finish(.success(response))
+            finish(exchange, .success(response))
             if keepAlive { release(connection) } else { connection.channel.close(promise: nil) }
         case .failed(let error):
-            exchange.finish(.failure(error))
+            finish(exchange, .failure(error))
             connection.channel.close(promise: nil)
         case .closedBeforeResponse:
             connection.channel.close(promise: nil)
@@ -230,7 +263,7 @@ final class LoopPool: @unchecked Sendable {
                 dispatch(exchange)
             } else {
                 let target = exchange.request.endpoint.authority
-                exchange.finish(.failure(.upstreamUnavailable("The upstream \(target) closed the connection without answering.")))
+                finish(exchange, .failure(.upstreamUnavailable("The upstream \(target) closed the connection without answering.")))
             }
         }
     }
@@ -242,40 +275,56 @@ final class LoopPool: @unchecked Sendable {
             connection.channel.close(promise: nil)
             return
         }
-        while let next = waiting[peer]?.popFirst() {
+        while let next = peer.waiting.popFirst() {
             if !next.finished {
                 run(next, on: connection, reused: true)
                 return
             }
         }
         connection.idleSince = .now()
-        idle[peer, default: []].append(connection)
+        peer.idle.append(connection)
     }
 
     /// A connection closed (by either side): it no longer counts, and a waiting request may connect.
     private func connectionClosed(_ connection: UpstreamConnection) {
         let peer = connection.peer
-        open[peer, default: 1] -= 1
-        if var connections = idle[peer], let index = connections.firstIndex(where: { $0 === connection }) {
-            connections.remove(at: index)
-            idle[peer] = connections
+        peer.open -= 1
+        if let index = peer.idle.firstIndex(where: { $0 === connection }) {
+            peer.idle.remove(at: index)
         }
         serveWaiting(peer)
     }
 
-    private func serveWaiting(_ peer: Peer) {
+    private func serveWaiting(_ peer: PeerPool) {
         guard !isShutDown else { return }
-        while open[peer, default: 0] < limit, let next = waiting[peer]?.popFirst() {
-            if !next.finished { connect(for: next) }
+        while peer.open < limit, let next = peer.waiting.popFirst() {
+            if !next.finished { connect(for: next, to: peer) }
         }
     }
 
-    private func timeOut(_ exchange: Exchange) {
-        let target = exchange.request.endpoint.authority
-        let connection = exchange.connection
-        exchange.finish(.failure(.upstreamTimeout("The upstream \(target) did not answer within \(exchange.request.timeout).")))
-        connection?.handler.abandon()
-        connection?.channel.close(promise: nil)
+    /// Fails the exchanges whose deadline has passed, and closes their connections.
+    private func sweepDeadlines() {
+        guard !active.isEmpty else {
+            // Nothing under way: stop ticking until the next request.
+            deadlineSweeper?.cancel()
+            deadlineSweeper = nil
+            return
+        }
+        let now = NIODeadline.now()
+        var index = 0
+        while index < active.count {
+            let exchange = active[index]
+            if exchange.deadline <= now {
+                let target = exchange.request.endpoint.authority
+                let connection = exchange.connection
+                // finish moves the last exchange into this slot: look at the same index again.
+                finish(exchange, .failure(.upstreamTimeout("The upstream \(target) did not answer within \(exchange.request.timeout).")))
+                connection?.handler.abandon()
+                connection?.channel.close(promise: nil)
+            } else {
+                index += 1
+            }
+        }
     }
 
     /// The caller's task was cancelled: give up on the exchange and its connection.
@@ -284,18 +333,25 @@ final class LoopPool: @unchecked Sendable {
         guard exchange.started, !exchange.finished else { return }
         let target = exchange.request.endpoint.authority
         let connection = exchange.connection
-        exchange.finish(.failure(.upstreamUnavailable("The request to the upstream \(target) was cancelled.")))
+        finish(exchange, .failure(.upstreamUnavailable("The request to the upstream \(target) was cancelled.")))
         connection?.handler.abandon()
         connection?.channel.close(promise: nil)
     }
 
+    private func startDeadlineSweeper() {
+        guard !isShutDown else { return }
+        deadlineSweeper = eventLoop.scheduleRepeatedTask(initialDelay: Self.sweepInterval, delay: Self.sweepInterval) { [self] _ in
+            sweepDeadlines()
+        }
+    }
+
     /// Closes idle connections that outstayed ``PooledHTTP1Transport/idleTimeout``.
-    private func startSweeper() {
-        guard sweeper == nil, !isShutDown else { return }
-        sweeper = eventLoop.scheduleRepeatedTask(initialDelay: .seconds(5), delay: .seconds(5)) { [self] _ in
+    private func startIdleSweeper() {
+        guard idleSweeper == nil, !isShutDown else { return }
+        idleSweeper = eventLoop.scheduleRepeatedTask(initialDelay: .seconds(5), delay: .seconds(5)) { [self] _ in
             let cutoff = NIODeadline.now() - PooledHTTP1Transport.idleTimeout
-            for connections in idle.values {
-                for connection in connections where connection.idleSince < cutoff {
+            for peer in peers {
+                for connection in peer.idle where connection.idleSince < cutoff {
                     connection.channel.close(promise: nil)
                 }
             }
@@ -304,14 +360,17 @@ final class LoopPool: @unchecked Sendable {
 
     func shutdown() -> EventLoopFuture<Void> {
         isShutDown = true
-        sweeper?.cancel()
-        sweeper = nil
-        for queue in waiting.values {
-            for exchange in queue { exchange.finish(.failure(.upstreamUnavailable("Veneer is shutting down."))) }
+        deadlineSweeper?.cancel()
+        deadlineSweeper = nil
+        idleSweeper?.cancel()
+        idleSweeper = nil
+        var connections: [UpstreamConnection] = []
+        for peer in peers {
+            for exchange in peer.waiting { finish(exchange, .failure(.upstreamUnavailable("Veneer is shutting down."))) }
+            peer.waiting.removeAll()
+            connections += peer.idle
+            peer.idle.removeAll()
         }
-        waiting.removeAll()
-        let connections = idle.values.flatMap { $0 }
-        idle.removeAll()
         let closing = connections.map { $0.channel.close() }
         return EventLoopFuture.andAllComplete(closing, on: eventLoop)
     }
@@ -320,11 +379,11 @@ final class LoopPool: @unchecked Sendable {
 /// One keep-alive connection to a peer and the handler that reads its responses.
 final class UpstreamConnection: @unchecked Sendable {
     let channel: any Channel
-    let peer: Peer
+    let peer: PeerPool
     let handler: Handler
     var idleSince = NIODeadline.now()
 
-    init(channel: any Channel, peer: Peer, pool: LoopPool) {
+    init(channel: any Channel, peer: PeerPool, pool: LoopPool) {
         self.channel = channel
         self.peer = peer
         handler = try! channel.pipeline.syncOperations.handler(type: Handler.self)

@@ -33,11 +33,32 @@ public struct UpstreamOrigin: Handler {
         let outbound = OutboundRequest(
             method: request.method,
             endpoint: options.endpoint,
-            target: options.endpoint.basePath + request.pathAndQuery,
+            target: Self.target(options.endpoint.basePath, request),
             headers: headers,
             body: request.body.readableBytes > 0 || request.method == .post || request.method == .put || request.method == .patch ? request.body : nil,
             timeout: options.timeout,
             maxResponseBodySize: maxResponseBodySize)
         return try await transport.send(outbound)
+    }
+
+    /// Prefix, path and query, built in one string.
+    static func target(_ basePath: String, _ request: ProxyRequest) -> String {
+        let name = request.route.resource.name
+        var id = ""
+        if case .item(let itemID) = request.route.target { id = itemID }
+        var target = ""
+        target.reserveCapacity(basePath.utf8.count + name.utf8.count + id.utf8.count + 3 + (request.query?.utf8.count ?? 0))
+        target += basePath
+        target += "/"
+        target += name
+        if !id.isEmpty {
+            target += "/"
+            target += id
+        }
+        if let query = request.query, !query.isEmpty {
+            target += "?"
+            target += query
+        }
+        return target
     }
 }

@@ -1,0 +1,48 @@
+import HTTPTypes
+import NIOCore
+import Testing
+import VeneerCore
+@testable import VeneerRuntime
+
+/// The bytes a response becomes on the wire.
+@Suite("Response serialization")
+struct ResponseWriterTests {
+    func wire(_ response: ProxyResponse, method: HTTPRequest.Method = .get, close: Bool = false) -> String {
+        var buffer = ByteBuffer()
+        HTTP1ResponseWriter.write(response, method: method, close: close, dates: HTTPDateCache(), into: &buffer)
+        return String(buffer: buffer)
+    }
+
+    func fields(_ pairs: [(String, String)]) -> HTTPFields {
+        var fields = HTTPFields()
+        for (name, value) in pairs { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
+        return fields
+    }
+
+    @Test("hop-by-hop fields and those Connection names never reach the client; Content-Length comes from the body")
+    func hopByHop() {
+        let response = ProxyResponse(status: .ok, headers: fields([
+            ("Connection", "X-Hop, keep-alive"), ("X-Hop", "1"), ("Keep-Alive", "timeout=5"), ("Transfer-Encoding", "chunked"),
+            ("Content-Length", "999"), ("X-End", "2"), ("Date", "Mon, 23 Nov 2026 06:00:00 GMT"),
+        ]), body: ByteBuffer(string: "{}"))
+        #expect(wire(response) == "HTTP/1.1 200 OK\r\nX-End: 2\r\nDate: Mon, 23 Nov 2026 06:00:00 GMT\r\nContent-Length: 2\r\n\r\n{}")
+    }
+
+    @Test("HEAD keeps the length the GET answer would have; 204 and 304 have neither body nor length")
+    func bodiless() {
+        let head = ProxyResponse(status: .ok, headers: fields([("Content-Length", "31"), ("Date", "x")]))
+        #expect(wire(head, method: .head) == "HTTP/1.1 200 OK\r\nDate: x\r\nContent-Length: 31\r\n\r\n")
+        let headOfBody = ProxyResponse(status: .ok, headers: fields([("Date", "x")]), body: ByteBuffer(string: "abc"))
+        #expect(wire(headOfBody, method: .head) == "HTTP/1.1 200 OK\r\nDate: x\r\nContent-Length: 3\r\n\r\n")
+        let notModified = ProxyResponse(status: .notModified, headers: fields([("ETag", "\"a\""), ("Date", "x")]), body: ByteBuffer(string: "ignored"))
+        #expect(wire(notModified) == "HTTP/1.1 304 Not Modified\r\nETag: \"a\"\r\nDate: x\r\n\r\n")
+        #expect(wire(ProxyResponse(status: .noContent, headers: fields([("Date", "x")]))) == "HTTP/1.1 204 No Content\r\nDate: x\r\n\r\n")
+    }
+
+    @Test("a Date is added when there is none, Connection: close when the connection ends, control characters leave the reason")
+    func dateCloseReason() {
+        let text = wire(ProxyResponse(status: HTTPResponse.Status(code: 599, reasonPhrase: "Odd\tOne"), body: ByteBuffer(string: "x")), close: true)
+        #expect(text.hasPrefix("HTTP/1.1 599 Odd\tOne\r\nContent-Length: 1\r\nDate: "))
+        #expect(text.hasSuffix(" GMT\r\nConnection: close\r\n\r\nx"))
+    }
+}
