@@ -16,7 +16,7 @@ if let threads = (command as? Run)?.threads ?? ProcessInfo.processInfo.environme
     NIOSingletons.groupLoopCountSuggestion = threads
 }
 NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
-func runAsync(_ command: inout some AsyncParsableCommand) async throws {
+@concurrent func runAsync(_ command: inout some AsyncParsableCommand) async throws {
     try await command.run()
 }
 

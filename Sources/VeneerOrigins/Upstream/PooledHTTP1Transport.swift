@@ -111,8 +111,8 @@ final class Exchange: @unchecked Sendable {
     }
 }
 
-/// The connections of one event loop to one peer (host and port).
-final class PeerPool {
+/// The connections of one event loop to one peer (host and port). Touched only on that loop.
+final class PeerPool: @unchecked Sendable {
     let host: String
     let port: Int
     var idle: [UpstreamConnection] = []
