@@ -61,15 +61,16 @@ public enum RequestID {
         value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
         value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
         value ^= value >> 31
-        var bytes = [UInt8](repeating: 0, count: 16)
         let digits: StaticString = "0123456789abcdef"
-        digits.withUTF8Buffer { hex in
-            for index in (0..<16).reversed() {
-                bytes[index] = hex[Int(value & 0xF)]
-                value >>= 4
+        return String(unsafeUninitializedCapacity: 16) { bytes in
+            digits.withUTF8Buffer { hex in
+                for index in (0..<16).reversed() {
+                    bytes[index] = hex[Int(value & 0xF)]
+                    value >>= 4
+                }
             }
+            return 16
         }
-        return String(decoding: bytes, as: UTF8.self)
     }
 
     private static let counter = Atomic<UInt64>(UInt64.random(in: .min ... .max))

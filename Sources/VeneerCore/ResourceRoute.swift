@@ -1,3 +1,5 @@
+import HTTPTypes
+
 /// A collection that an environment exposes, such as `posts` or `comments`.
 public struct Resource: Hashable, Sendable, CustomStringConvertible {
     /// How ids of a resource look and how its bodies are treated.
@@ -118,6 +120,16 @@ public struct ResourceRoute: Hashable, Sendable, CustomStringConvertible {
         switch target {
         case .list: return "/" + resource.name
         case .item: return "/" + resource.name + "/{id}"
+        }
+    }
+
+    /// Whether `method` is one of ``allowedMethods`` (without building the list).
+    public func allows(_ method: HTTPRequest.Method) -> Bool {
+        switch method {
+        case .get, .head: return true
+        case .post: return target == .list
+        case .put, .patch, .delete: return target != .list
+        default: return false
         }
     }
 

@@ -20,13 +20,25 @@ enum HTTP1ResponseWriter {
         buffer.writeStaticString("HTTP/1.1 ")
         writeStatus(code, reason: response.status.reasonPhrase, into: &buffer)
 
-        // Fields as they are; only if a Connection field turns up (rare: the origins drop
-        // theirs) are they written again without the fields it names.
+        // Fields as they are (the serialized leading ones copied at once); only if a
+        // Connection field turns up (rare: the origins drop theirs) are they written again
+        // without the fields it names.
         let fieldsStart = buffer.writerIndex
-        var (hasDate, declaredLength, sawConnection) = writeFields(response.headers, skipping: nil, into: &buffer)
+        var hasDate: Bool
+        var declaredLength: String?
+        var sawConnection: Bool
+        if let prefix = response.serializedPrefix, !prefix.sawConnection {
+            buffer.writeImmutableBuffer(prefix.lines)
+            let rest = SerializedFields.write(response.headers, from: prefix.count, skipping: nil, into: &buffer)
+            hasDate = prefix.hasDate || rest.hasDate
+            declaredLength = rest.declaredLength ?? prefix.declaredLength
+            sawConnection = rest.sawConnection
+        } else {
+            (hasDate, declaredLength, sawConnection) = SerializedFields.write(response.headers, skipping: nil, into: &buffer)
+        }
         if sawConnection {
             buffer.moveWriterIndex(to: fieldsStart)
-            (hasDate, declaredLength, _) = writeFields(response.headers, skipping: namedByConnection(response.headers), into: &buffer)
+            (hasDate, declaredLength, _) = SerializedFields.write(response.headers, skipping: namedByConnection(response.headers), into: &buffer)
         }
         if !bodyless {
             buffer.writeStaticString("Content-Length: ")
@@ -49,30 +61,6 @@ enum HTTP1ResponseWriter {
         if !bodyless, method != .head {
             buffer.writeImmutableBuffer(response.body)
         }
-    }
-
-    /// Writes the end-to-end fields; says whether there was a `Date`, what `Content-Length`
-    /// said, and whether a `Connection` field was seen.
-    static func writeFields(_ headers: HTTPFields, skipping named: [String]?, into buffer: inout ByteBuffer)
-        -> (hasDate: Bool, declaredLength: String?, sawConnection: Bool) {
-        var hasDate = false
-        var declaredLength: String?
-        var sawConnection = false
-        for field in headers {
-            let name = field.name.canonicalName
-            if HopByHop.isRemoved(name) {
-                if field.name == .contentLength { declaredLength = field.value }
-                if field.name == .connection { sawConnection = true }
-                continue
-            }
-            if let named, named.contains(name) { continue }
-            if field.name == .date { hasDate = true }
-            buffer.writeString(field.name.rawName)
-            buffer.writeStaticString(": ")
-            buffer.writeString(field.value)
-            buffer.writeStaticString("\r\n")
-        }
-        return (hasDate, declaredLength, sawConnection)
     }
 
     /// `200 OK\r\n`: three digits, then the reason phrase with control characters as spaces.

@@ -30,7 +30,11 @@ struct ProxyEdge: Sendable {
             requestID = RequestID.generate()
         }
         var (response, close) = await answer(method: method, target: target, fields: fields, body: body, client: client, requestID: requestID)
-        response.headers.setOrAppend(.xRequestID, requestID)
+        if response.headers.contains(.xRequestID) {
+            response.headers[.xRequestID] = requestID
+        } else {
+            response.appendHeader(HTTPField(name: .xRequestID, value: requestID))
+        }
         return (response, close)
     }
 
@@ -68,10 +72,9 @@ struct ProxyEdge: Sendable {
 
     func forward(method: HTTPRequest.Method, fields: HTTPFields, body incoming: IncomingBody, route: ResourceRoute, query: String?,
                  client: ClientAddress?, requestID: String, generation: ChainGeneration) async -> (ProxyResponse, closeConnection: Bool) {
-        let allowed = route.allowedMethods
-        guard allowed.contains(method.rawValue) else {
+        guard route.allows(method) else {
             var error = ProxyError(.methodNotAllowed, "\(method.rawValue) is not allowed on \(route.template).")
-            error.headers[.allow] = allowed.joined(separator: ", ")
+            error.headers[.allow] = route.allowedMethods.joined(separator: ", ")
             // A body that was not read whole is still on the wire: the connection cannot go on.
             return (error.response, incoming.isTooLarge)
         }

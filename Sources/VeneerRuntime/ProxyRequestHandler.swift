@@ -59,6 +59,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var lastActivity = NIODeadline.now()
     private var idleCheck: Scheduled<Void>?
     private var executor: EventLoopTaskExecutor?
+    private var outputBuffer: ByteBuffer?
 
     private func taskExecutor(for eventLoop: any EventLoop) -> EventLoopTaskExecutor {
         if let executor { return executor }
@@ -217,7 +218,11 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         lastActivity = .now()
         guard !closing else { return }
         let close = !keepAlive || quiescing || (inputClosed && queue.isEmpty)
-        var buffer = context.channel.allocator.buffer(capacity: 384 + response.body.readableBytes)
+        // The last answer's buffer, if the socket has let go of it (the usual case: small
+        // answers are written at once): no allocation per answer.
+        var buffer = outputBuffer ?? context.channel.allocator.buffer(capacity: 512 + response.body.readableBytes)
+        outputBuffer = nil
+        buffer.clear()
         HTTP1ResponseWriter.write(response, method: method, close: close, dates: dates, into: &buffer)
         if close {
             closing = true
@@ -230,6 +235,9 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             }
         } else {
             context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+            // Unique again once written: the next answer reuses its storage (if NIO still
+            // holds it, clearing it later copies, which costs what a new one would).
+            outputBuffer = buffer
             startNext(context: context)
         }
     }

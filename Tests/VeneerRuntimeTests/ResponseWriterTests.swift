@@ -39,6 +39,28 @@ struct ResponseWriterTests {
         #expect(wire(ProxyResponse(status: .noContent, headers: fields([("Date", "x")]))) == "HTTP/1.1 204 No Content\r\nDate: x\r\n\r\n")
     }
 
+    @Test("serialized leading fields are copied as they are, and forgotten once the fields change")
+    func serializedPrefix() {
+        let stored = fields([("ETag", "\"a\""), ("X-Stored", "1"), ("Content-Length", "9"), ("Date", "x")])
+        var kept = ProxyResponse(status: .ok, headers: stored, serializedPrefix: SerializedFields(stored), body: ByteBuffer(string: "{}"))
+        kept.appendHeader(HTTPField(name: .age, value: "3"))
+        #expect(kept.serializedPrefix != nil)
+        #expect(wire(kept) == "HTTP/1.1 200 OK\r\nETag: \"a\"\r\nX-Stored: 1\r\nDate: x\r\nAge: 3\r\nContent-Length: 2\r\n\r\n{}")
+
+        var changed = kept
+        changed.headers[HTTPField.Name("X-Stored")!] = nil
+        #expect(changed.serializedPrefix == nil)
+        #expect(wire(changed) == "HTTP/1.1 200 OK\r\nETag: \"a\"\r\nDate: x\r\nAge: 3\r\nContent-Length: 2\r\n\r\n{}")
+
+        var replaced = kept
+        replaced.headers = fields([("X-Other", "2"), ("Date", "y")])
+        #expect(wire(replaced) == "HTTP/1.1 200 OK\r\nX-Other: 2\r\nDate: y\r\nContent-Length: 2\r\n\r\n{}")
+
+        // A prefix made from other fields is not taken.
+        let mismatched = ProxyResponse(status: .ok, headers: fields([("Date", "z")]), serializedPrefix: SerializedFields(stored), body: ByteBuffer())
+        #expect(mismatched.serializedPrefix == nil)
+    }
+
     @Test("a Date is added when there is none, Connection: close when the connection ends, control characters leave the reason")
     func dateCloseReason() {
         let text = wire(ProxyResponse(status: HTTPResponse.Status(code: 599, reasonPhrase: "Odd\tOne"), body: ByteBuffer(string: "x")), close: true)

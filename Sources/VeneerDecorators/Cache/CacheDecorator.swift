@@ -159,20 +159,21 @@ public struct CacheDecorator: Handler {
     /// A response from a stored entry: `Age`, `Cache-Status`, and 304 when the client's
     /// validators match.
     func hit(_ entry: CacheEntry, _ request: ProxyRequest, now: Date, status: String) -> ProxyResponse {
-        // Stored headers never hold Age or Cache-Status (CachePolicy drops them): append,
-        // with room for the edge's X-Request-Id, in one copy of the stored fields.
-        var headers = entry.headers
-        headers.reserveCapacity(headers.count + 3)
-        headers.append(HTTPField(name: .age, value: String(Int(entry.age(at: now).rounded(.down)))))
-        headers.append(HTTPField(name: .cacheStatus, value: "veneer; " + status))
+        // Stored headers never hold Age or Cache-Status (CachePolicy drops them): appended
+        // after the stored fields, whose serialized lines the answer carries along.
+        var response = ProxyResponse(status: entry.status, headers: entry.headers, serializedPrefix: entry.serialized, body: entry.body)
+        response.reserveHeaderCapacity(3)  // Age, Cache-Status, and the edge's X-Request-Id
+        response.appendHeader(HTTPField(name: .age, value: String(Int(entry.age(at: now).rounded(.down)))))
+        response.appendHeader(HTTPField(name: .cacheStatus, value: "veneer; " + status))
         if CachePolicy.clientValidatorsMatch(request.headers, entry) {
+            let headers = response.headers
             var notModified = HTTPFields()
             for name in [HTTPField.Name.eTag, .lastModified, .cacheControl, .expires, .vary, .age, .cacheStatus, .date] {
                 if let value = headers[name] { notModified[name] = value }
             }
             return ProxyResponse(status: .notModified, headers: notModified)
         }
-        return ProxyResponse(status: entry.status, headers: headers, body: entry.body)
+        return response
     }
 
     func finish(_ response: ProxyResponse, _ request: ProxyRequest, status: String) -> ProxyResponse {
@@ -240,12 +241,27 @@ public struct CacheDecorator: Handler {
     /// credentials partition (if any). Lists and items are told apart, and the path ends
     /// with a space, so that a write can drop an item (with any query) and every list by prefix.
     static func key(for request: ProxyRequest) -> String {
-        let prefix: String
+        // Built in one string: this runs for every read.
+        let name = request.route.resource.name
+        let query = sortedQuery(request.query)
+        let partition = Self.partition(request.headers)
+        var key = ""
+        key.reserveCapacity(name.utf8.count + query.utf8.count + partition.utf8.count + 32)
         switch request.route.target {
-        case .item(let id): prefix = itemPrefix(request.route.resource, id)
-        case .list: prefix = listPrefix(request.route.resource)
+        case .item(let id):
+            key += "I /"
+            key += name
+            key += "/"
+            key += id
+        case .list:
+            key += "L /"
+            key += name
         }
-        return prefix + sortedQuery(request.query) + " " + Self.partition(request.headers)
+        key += " "
+        key += query
+        key += " "
+        key += partition
+        return key
     }
 
     static func itemPrefix(_ resource: Resource, _ id: String) -> String { "I /\(resource.name)/\(id) " }

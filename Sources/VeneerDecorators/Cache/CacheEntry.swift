@@ -7,7 +7,9 @@ import VeneerCore
 /// its corrected initial age, its freshness lifetime, its validators and its Vary keys.
 struct CacheEntry: Sendable {
     var status: HTTPResponse.Status
-    var headers: HTTPFields
+    var headers: HTTPFields {
+        didSet { serialized = nil }
+    }
     var body: ByteBuffer
     /// When the response was received.
     var responseTime: Date
@@ -25,6 +27,9 @@ struct CacheEntry: Sendable {
     var staleWhileRevalidate: Double
     /// The request header names of `Vary`, lower-case, and the values they had.
     var vary: [(name: String, value: String?)]
+    /// ``headers`` as field lines, made when the entry is stored: a hit copies them instead
+    /// of writing each field again.
+    var serialized: SerializedFields?
 
     /// Current age (§4.2.3).
     func age(at now: Date) -> Double { initialAge + max(0, now.timeIntervalSince(responseTime)) }
@@ -40,7 +45,11 @@ struct CacheEntry: Sendable {
     var hasValidators: Bool { etag != nil || lastModified != nil }
 
     /// Bytes it occupies, roughly: body, header text and bookkeeping.
-    var size: Int { body.readableBytes + headers.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count + 4 } + 160 }
+    var size: Int {
+        let text = headers.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count + 4 }
+        // The fields count twice: as fields and as their serialized lines.
+        return body.readableBytes + 2 * text + 160
+    }
 
     /// When it is of no further use: stale beyond every stale allowance, and not worth
     /// revalidating after a day.
@@ -123,7 +132,7 @@ extension CacheEntry {
         self.init(status: HTTPResponse.Status(code: Int(code)), headers: headers, body: body,
                   responseTime: Date(timeIntervalSince1970: responseTime), initialAge: initialAge, lifetime: lifetime,
                   noCache: flags & 1 != 0, mustRevalidate: flags & 2 != 0, staleIfError: staleIfError,
-                  staleWhileRevalidate: staleWhileRevalidate, vary: vary)
+                  staleWhileRevalidate: staleWhileRevalidate, vary: vary, serialized: SerializedFields(headers))
     }
 
     private static func write(_ text: String, _ buffer: inout ByteBuffer) {

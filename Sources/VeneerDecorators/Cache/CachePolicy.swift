@@ -57,7 +57,8 @@ enum CachePolicy {
             mustRevalidate: control.mustRevalidate || control.proxyRevalidate || control.sharedMaxAge != nil,
             staleIfError: max(options.staleIfError.seconds, Double(control.staleIfError ?? 0)),
             staleWhileRevalidate: max(options.staleWhileRevalidate.seconds, Double(control.staleWhileRevalidate ?? 0)),
-            vary: varyNames.map { ($0, CacheEntry.varyValue(request.headers, $0)) })
+            vary: varyNames.map { ($0, CacheEntry.varyValue(request.headers, $0)) },
+            serialized: SerializedFields(stored))
     }
 
     /// Whether the client's `If-None-Match` (weak comparison) or, without it,

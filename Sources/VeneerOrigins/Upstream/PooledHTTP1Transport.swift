@@ -413,6 +413,7 @@ final class UpstreamConnection: @unchecked Sendable {
         private var reused = false
         private var parser = HTTP1ResponseParser(maxBodySize: 0)
         private var sawBytes = false
+        private var outputBuffer: ByteBuffer?
 
         func handlerAdded(context: ChannelHandlerContext) {
             self.context = context
@@ -433,10 +434,13 @@ final class UpstreamConnection: @unchecked Sendable {
             let request = exchange.request
             parser.reset()
             parser.maxBodySize = request.maxResponseBodySize
-            var buffer = context.channel.allocator.buffer(capacity: 256 + (request.body?.readableBytes ?? 0))
+            // The last request's buffer is free again once written: no allocation per request.
+            var buffer = outputBuffer ?? context.channel.allocator.buffer(capacity: 512 + (request.body?.readableBytes ?? 0))
+            buffer.clear()
             Self.serialize(request, into: &buffer)
             // A write that fails closes the channel: channelInactive completes the exchange.
             context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+            outputBuffer = buffer
         }
 
         /// `METHOD target HTTP/1.1`, `Host`, the end-to-end fields, `Content-Length` when

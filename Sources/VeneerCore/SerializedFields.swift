@@ -1,0 +1,64 @@
+import HTTPTypes
+import NIOCore
+
+/// Header fields as HTTP/1.1 field lines (`Name: value\r\n`), ready to be copied onto the
+/// wire: hop-by-hop fields and `Content-Length` left out, with what the writer needs to know
+/// about those it left out.
+///
+/// A ``ProxyResponse`` can carry the serialized form of its first ``count`` fields (the
+/// cache keeps each stored response's fields serialized), so that serving it copies one
+/// buffer instead of writing every field again.
+public struct SerializedFields: Sendable {
+    /// How many leading fields of the headers these lines stand for.
+    public let count: Int
+    /// The field lines.
+    public let lines: ByteBuffer
+    /// Whether one of them is `Date`.
+    public let hasDate: Bool
+    /// The value of a `Content-Length` field among them (left out of ``lines``).
+    public let declaredLength: String?
+    /// Whether there was a `Connection` field: the fields it names must go too, which these
+    /// lines do not know, so they cannot be used.
+    public let sawConnection: Bool
+
+    /// Serializes `headers`.
+    public init(_ headers: HTTPFields) {
+        var lines = ByteBuffer()
+        lines.reserveCapacity(headers.count * 32)
+        let facts = Self.write(headers, skipping: nil, into: &lines)
+        self.count = headers.count
+        self.lines = lines
+        hasDate = facts.hasDate
+        declaredLength = facts.declaredLength
+        sawConnection = facts.sawConnection
+    }
+
+    /// Writes the end-to-end fields of `headers` from `start` on (minus those in `named`,
+    /// lower-case); says whether there was a `Date`, what `Content-Length` said, and whether
+    /// a `Connection` field was seen. (Not generic: it runs for every response.)
+    @discardableResult
+    public static func write(_ headers: HTTPFields, from start: Int = 0, skipping named: [String]?, into buffer: inout ByteBuffer)
+        -> (hasDate: Bool, declaredLength: String?, sawConnection: Bool) {
+        var hasDate = false
+        var declaredLength: String?
+        var sawConnection = false
+        var index = start
+        while index < headers.count {
+            let field = headers[index]
+            index += 1
+            let name = field.name.canonicalName
+            if HopByHop.isRemoved(name) {
+                if field.name == .contentLength { declaredLength = field.value }
+                if field.name == .connection { sawConnection = true }
+                continue
+            }
+            if let named, named.contains(name) { continue }
+            if field.name == .date { hasDate = true }
+            buffer.writeString(field.name.rawName)
+            buffer.writeStaticString(": ")
+            buffer.writeString(field.value)
+            buffer.writeStaticString("\r\n")
+        }
+        return (hasDate, declaredLength, sawConnection)
+    }
+}
