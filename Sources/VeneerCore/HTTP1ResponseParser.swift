@@ -20,6 +20,8 @@ public struct HTTP1ResponseParser {
         var status: HTTPResponse.Status
         var fields: HTTPFields
         var keepAlive: Bool
+        /// The kept field lines as they came, when they can go out again as they are.
+        var serialized: SerializedFields?
     }
 
     private enum State {
@@ -70,7 +72,7 @@ public struct HTTP1ResponseParser {
         while true {
             switch state {
             case .head:
-                guard let (head, framing, status) = try readHead() else { return nil }
+                guard let (head, framing, status) = try readHead(requestMethod: requestMethod) else { return nil }
                 if (100..<200).contains(status) {
                     // An interim answer (100 Continue, 103 Early Hints): the real one follows.
                     guard status != 101 else { throw HTTP1ParseError("The upstream switched protocols.") }
@@ -147,16 +149,19 @@ public struct HTTP1ResponseParser {
     private mutating func finish(_ head: Head, _ body: ByteBuffer) -> Response {
         state = .head
         if input.readableBytes == 0 { input = ByteBuffer() }
-        return Response(response: ProxyResponse(status: head.status, headers: head.fields, body: body), keepAlive: head.keepAlive)
+        return Response(response: ProxyResponse(status: head.status, headers: head.fields, serializedPrefix: head.serialized, body: body),
+                        keepAlive: head.keepAlive)
     }
 
-    private mutating func readHead() throws(HTTP1ParseError) -> (Head, HTTP1Framing, Int)? {
+    private mutating func readHead(requestMethod: HTTPRequest.Method) throws(HTTP1ParseError) -> (Head, HTTP1Framing, Int)? {
         let start = scanned
         let maxHeadSize = maxHeadSize
+        // A HEAD answer's Content-Length says how long the GET answer would be: kept for the client.
+        let keepLength = requestMethod == .head
         let parsed: (Head, HTTP1Framing, Int, Int)? = try HTTP1Syntax.withBytes(input) { bytes throws(HTTP1ParseError) in
             guard let end = HTTP1Syntax.headEnd(bytes, from: start) else { return nil }
             guard end <= maxHeadSize else { throw HTTP1ParseError("The upstream's headers are larger than \(maxHeadSize) bytes.") }
-            let (head, framing, status) = try Self.parseHead(bytes, end: end)
+            let (head, framing, status) = try Self.parseHead(bytes, end: end, keepLength: keepLength)
             return (head, framing, status, end)
         }
         guard let (head, framing, status, end) = parsed else {
@@ -169,7 +174,7 @@ public struct HTTP1ResponseParser {
         return (head, framing, status)
     }
 
-    private static func parseHead(_ bytes: UnsafeRawBufferPointer, end: Int) throws(HTTP1ParseError) -> (Head, HTTP1Framing, Int) {
+    private static func parseHead(_ bytes: UnsafeRawBufferPointer, end: Int, keepLength: Bool) throws(HTTP1ParseError) -> (Head, HTTP1Framing, Int) {
         guard let lineEnd = try HTTP1Syntax.lineEnd(bytes, from: 0, to: end) else { throw HTTP1ParseError("The status line is not terminated.") }
         // HTTP/1.x SP 3DIGIT [SP reason]
         guard lineEnd >= 12, HTTP1Syntax.equals(UnsafeRawBufferPointer(rebasing: bytes[0..<7]), "HTTP/1."),
@@ -192,16 +197,21 @@ public struct HTTP1ResponseParser {
         var fields = HTTPFields()
         fields.reserveCapacity(16)
         var framing = HTTP1Framing()
-        try HTTP1Syntax.readFields(bytes, from: lineEnd + 2, to: end - 2, maxFields: 500, keepFraming: false,
-                                   into: &fields, framing: &framing)
+        var lines = RawLines()
+        lines.buffer.reserveCapacity(end - lineEnd)
+        try HTTP1Syntax.readFields(bytes, from: lineEnd + 2, to: end - 2, maxFields: 500, keepFraming: false, keepContentLength: keepLength,
+                                   into: &fields, framing: &framing, lines: &lines)
+        var serialized: SerializedFields?
         if !framing.connectionNames.isEmpty {
             let named = framing.connectionNames
             var kept = HTTPFields()
             for field in fields where !named.contains(field.name.canonicalName) { kept.append(field) }
             fields = kept
+        } else if lines.usable, lines.count == fields.count {
+            serialized = SerializedFields(count: lines.count, lines: lines.buffer, hasDate: lines.hasDate, declaredLength: lines.declaredLength)
         }
         let keepAlive = minorVersion >= 1 ? !framing.connectionClose : framing.connectionKeepAlive && !framing.connectionClose
         let status = HTTPResponse.Status(code: code, reasonPhrase: reason)
-        return (Head(status: status, fields: fields, keepAlive: keepAlive), framing, code)
+        return (Head(status: status, fields: fields, keepAlive: keepAlive, serialized: serialized), framing, code)
     }
 }

@@ -27,6 +27,27 @@ public struct HTTP1ParseError: Error, Equatable, Sendable, CustomStringConvertib
     public var description: String { reason }
 }
 
+/// The raw field lines a message kept, gathered while its fields are read, to become its
+/// ``SerializedFields`` (when every kept line is what its `HTTPField` would print).
+struct RawLines {
+    var buffer = ByteBuffer()
+    var count = 0
+    var hasDate = false
+    var declaredLength: String?
+    var usable = true
+
+    mutating func add(_ line: UnsafeRawBufferPointer, isDate: Bool, isLength: String?) {
+        if isLength != nil {
+            // Content-Length is never copied onto the wire as it came.
+            declaredLength = isLength
+        } else {
+            buffer.writeBytes(line)
+        }
+        count += 1
+        if isDate { hasDate = true }
+    }
+}
+
 /// What the framing fields of a message say, gathered while its fields are read.
 struct HTTP1Framing {
     var contentLength: Int?
@@ -102,7 +123,7 @@ enum HTTP1Syntax {
     /// `keepFraming` says whether hop-by-hop and framing fields stay in `fields`.
     static func readFields(
         _ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int, maxFields: Int, keepFraming: Bool, dropHost: Bool = false,
-        into fields: inout HTTPFields, framing: inout HTTP1Framing
+        keepContentLength: Bool = false, into fields: inout HTTPFields, framing: inout HTTP1Framing, lines: UnsafeMutablePointer<RawLines>? = nil
     ) throws(HTTP1ParseError) {
         var lineStart = start
         var count = 0
@@ -121,8 +142,14 @@ enum HTTP1Syntax {
             var valueEnd = lineEnd
             while valueStart < valueEnd, bytes[valueStart] == space || bytes[valueStart] == tab { valueStart += 1 }
             while valueEnd > valueStart, bytes[valueEnd - 1] == space || bytes[valueEnd - 1] == tab { valueEnd -= 1 }
-            for index in valueStart..<valueEnd where bytes[index] == 0 {
-                throw HTTP1ParseError("A field value contains NUL.")
+            var clean = true
+            for index in valueStart..<valueEnd {
+                let byte = bytes[index]
+                if byte < 0x20 || byte == 0x7F {
+                    if byte == 0 { throw HTTP1ParseError("A field value contains NUL.") }
+                    // A control character: HTTPField turns it into a space, the raw line would not.
+                    if byte != tab { clean = false }
+                }
             }
             let nameBytes = UnsafeRawBufferPointer(rebasing: bytes[lineStart..<colonIndex])
             guard let name = fieldName(nameBytes) else {
@@ -131,8 +158,14 @@ enum HTTP1Syntax {
             let valueBytes = UnsafeRawBufferPointer(rebasing: bytes[valueStart..<valueEnd])
             let value = String(decoding: valueBytes, as: UTF8.self)
             let keep = try note(name, value, framing: &framing)
+                || (keepContentLength && name == .contentLength)
             if (keep || keepFraming), !(dropHost && name == .hostField) {
                 fields.append(HTTPField(name: name, value: value))
+                if let lines {
+                    if !clean { lines.pointee.usable = false }
+                    lines.pointee.add(UnsafeRawBufferPointer(rebasing: bytes[lineStart..<(lineEnd + 2)]), isDate: name == .date,
+                                      isLength: name == .contentLength ? value : nil)
+                }
             }
             lineStart = lineEnd + 2
         }
@@ -163,18 +196,22 @@ enum HTTP1Syntax {
             }
             return false
         case 14 where canonical == "content-length":
-            for item in value.split(separator: ",", omittingEmptySubsequences: false) {
-                let digits = item.trimmingSpaces
+            var problem: HTTP1ParseError?
+            forEachToken(value) { digits in
+                guard problem == nil else { return }
                 guard !digits.isEmpty, digits.utf8.count <= 18,
                       digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
                       let length = Int(digits) else {
-                    throw HTTP1ParseError("Content-Length is not a number.")
+                    problem = HTTP1ParseError("Content-Length is not a number.")
+                    return
                 }
                 if let known = framing.contentLength, known != length {
-                    throw HTTP1ParseError("Content-Length is given twice with different values.")
+                    problem = HTTP1ParseError("Content-Length is given twice with different values.")
+                    return
                 }
                 framing.contentLength = length
             }
+            if let problem { throw problem }
             return false
         case 17 where canonical == "transfer-encoding":
             framing.hasTransferEncoding = true

@@ -21,6 +21,14 @@ public struct SerializedFields: Sendable {
     /// lines do not know, so they cannot be used.
     public let sawConnection: Bool
 
+    init(count: Int, lines: ByteBuffer, hasDate: Bool, declaredLength: String?) {
+        self.count = count
+        self.lines = lines
+        self.hasDate = hasDate
+        self.declaredLength = declaredLength
+        sawConnection = false
+    }
+
     /// Serializes `headers`.
     public init(_ headers: HTTPFields) {
         var lines = ByteBuffer()

@@ -43,6 +43,7 @@ struct ProxyEdge: Sendable {
         await respond(method: head.method, target: head.path ?? "", fields: head.headerFields, body: body, client: client)
     }
 
+    @inline(__always)
     func answer(method: HTTPRequest.Method, target rawTarget: String, fields: HTTPFields, body: IncomingBody, client: ClientAddress?,
                 requestID: String) async -> (ProxyResponse, closeConnection: Bool) {
         // The request stays on the generation it entered, even if a reload swaps the chain.
@@ -70,6 +71,7 @@ struct ProxyEdge: Sendable {
         }
     }
 
+    @inline(__always)
     func forward(method: HTTPRequest.Method, fields: HTTPFields, body incoming: IncomingBody, route: ResourceRoute, query: String?,
                  client: ClientAddress?, requestID: String, generation: ChainGeneration) async -> (ProxyResponse, closeConnection: Bool) {
         guard route.allows(method) else {

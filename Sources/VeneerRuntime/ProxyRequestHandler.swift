@@ -63,7 +63,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     private func taskExecutor(for eventLoop: any EventLoop) -> EventLoopTaskExecutor {
         if let executor { return executor }
-        let made = EventLoopTaskExecutor(eventLoop)
+        let made = EventLoopTaskExecutor.for(eventLoop)
         executor = made
         return made
     }

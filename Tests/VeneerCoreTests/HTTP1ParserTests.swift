@@ -214,6 +214,21 @@ struct HTTP1ParserTests {
         #expect(reason.response.status.code == 599)
     }
 
+    @Test("the kept field lines come along as they were sent, unless one would print differently")
+    func responseLines() throws {
+        let plain = try #require(try Self.response(
+            "HTTP/1.1 200 OK\r\nServer: nginx\r\nDate: d\r\nContent-Length: 2\r\nConnection: keep-alive\r\nETag:  \"x\"\r\n\r\n{}"))
+        let lines = try #require(plain.response.serializedPrefix)
+        #expect(String(buffer: lines.lines) == "Server: nginx\r\nDate: d\r\nETag:  \"x\"\r\n")
+        #expect(lines.count == plain.response.headers.count && lines.hasDate)
+        let control = try #require(try Self.response("HTTP/1.1 200 OK\r\nX-Odd: a\u{1}b\r\nContent-Length: 0\r\n\r\n"))
+        #expect(control.response.serializedPrefix == nil && control.response.headers[HTTPField.Name("X-Odd")!] == "a b")
+        let named = try #require(try Self.response("HTTP/1.1 200 OK\r\nConnection: X-Hop\r\nX-Hop: 1\r\nContent-Length: 0\r\n\r\n"))
+        #expect(named.response.serializedPrefix == nil && named.response.headers.isEmpty)
+        let head = try #require(try Self.response("HTTP/1.1 200 OK\r\nContent-Length: 31\r\n\r\n", method: .head))
+        #expect(head.response.headers[.contentLength] == "31" && head.response.serializedPrefix?.declaredLength == "31")
+    }
+
     @Test("malformed, oversized and cut-off responses are errors")
     func responseErrors() {
         for text in ["HTTP/2 200 OK\r\n\r\n", "HTTP/1.1 20 OK\r\n\r\n", "HTTP/1.1 200OK\r\n\r\n", "NOT HTTP\r\n\r\n",

@@ -33,9 +33,16 @@ public struct CacheDecorator: Handler {
 
     // MARK: Reads
 
+    @inline(__always)
     func read(_ request: ProxyRequest) async throws -> ProxyResponse {
         let key = Self.key(for: request)
-        let (stored, varyMiss) = await storage.lookup(key, request: request.headers)
+        // Memory first, without an await: a hit then needs no async frame of its own.
+        let (stored, varyMiss): (CacheEntry?, Bool)
+        if let found = storage.memoryLookup(key, request: request.headers) {
+            (stored, varyMiss) = found
+        } else {
+            (stored, varyMiss) = await storage.persistentLookup(key, request: request.headers)
+        }
         let now = clock.now()
         if let entry = stored {
             if entry.isFresh(at: now) {

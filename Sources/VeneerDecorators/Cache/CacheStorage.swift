@@ -44,12 +44,16 @@ final class CacheStorage: CarriedService {
 
     // MARK: Lookup and store
 
-    /// The stored variant for these request headers: from memory, else from the persistent
-    /// tier (then kept in memory). `varyMiss` says a response is stored but for other values.
-    func lookup(_ key: String, request: HTTPFields) async -> (entry: CacheEntry?, varyMiss: Bool) {
-        if let variants = state.withLock({ $0.memory.get(key) }) {
-            return Self.pick(variants, request)
-        }
+    /// The stored variant for these request headers in the memory tier, without suspending;
+    /// nil when it holds nothing for `key`. `varyMiss` says a response is stored but for
+    /// other values. (Then ``persistentLookup(_:request:)``.)
+    func memoryLookup(_ key: String, request: HTTPFields) -> (entry: CacheEntry?, varyMiss: Bool)? {
+        guard let variants = state.withLock({ $0.memory.get(key) }) else { return nil }
+        return Self.pick(variants, request)
+    }
+
+    /// The stored variant from the persistent tier (then kept in memory); a miss without one.
+    func persistentLookup(_ key: String, request: HTTPFields) async -> (entry: CacheEntry?, varyMiss: Bool) {
         guard let persistent else { return (nil, false) }
         let now = clock.now()
         let removalsBefore = state.withLock { $0.removals }

@@ -436,6 +436,7 @@ final class UpstreamConnection: @unchecked Sendable {
             parser.maxBodySize = request.maxResponseBodySize
             // The last request's buffer is free again once written: no allocation per request.
             var buffer = outputBuffer ?? context.channel.allocator.buffer(capacity: 512 + (request.body?.readableBytes ?? 0))
+            outputBuffer = nil  // so that clearing finds the storage unshared
             buffer.clear()
             Self.serialize(request, into: &buffer)
             // A write that fails closes the channel: channelInactive completes the exchange.
