@@ -173,6 +173,8 @@ struct PooledHTTP1TransportTests {
         try await withTransport { transport in
             let head = try await transport.send(request(upstream, .head))
             #expect(head.status == .ok && head.body.readableBytes == 0)
+            // The length the GET answer would have goes on to the client.
+            #expect(head.headers[.contentLength] == "7")
             let get = try await transport.send(request(upstream))
             #expect(String(buffer: get.body) == #"{"a":1}"#)
         }
