@@ -155,4 +155,19 @@ struct CacheBehaviourTests {
             #expect(rig.registry.emitToString().contains(#"veneer_cache_entries{cache="memory"} 0"#))
         }
     }
+
+    @Test("the purge goes through every entry, a chunk at a time")
+    func purgeInChunks() async throws {
+        try await withCache(reply: { request in
+            let id = Int(request.target.split(separator: "/").last ?? "") ?? 0
+            return post(id, headers: [("Cache-Control", id % 2 == 0 ? "max-age=10" : "max-age=100")])
+        }) { (rig: CacheRig) async throws in
+            for id in 1...1200 { _ = try await rig.get("/posts/\(id)") }  // more than one chunk
+            rig.clock.advance(by: .seconds(11))
+            await rig.cache.purge()
+            #expect(rig.registry.emitToString().contains(#"veneer_cache_entries{cache="memory"} 600"#))
+            #expect(try await rig.get("/posts/3").cacheStatus.hasPrefix("veneer; hit"))
+            #expect(try await rig.get("/posts/4").cacheStatus.contains("fwd=uri-miss"))
+        }
+    }
 }

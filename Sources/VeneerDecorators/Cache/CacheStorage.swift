@@ -15,6 +15,8 @@ final class CacheStorage: CarriedService {
 
     static let namespace = "cache"
     static let maxVariants = 8
+    /// Entries looked at per turn of the purge.
+    static let purgeChunk = 256
 
     private struct State {
         var memory = LRUIndex<Variants>()
@@ -168,19 +170,27 @@ final class CacheStorage: CarriedService {
     /// persistent tier within the same bounds.
     func purge() async {
         let now = clock.now()
-        let removed = state.withLock { state in
-            var removed = 0
-            for (key, variants) in state.memory.all {
-                let kept = variants.filter { $0.discardAfter > now }
-                if kept.isEmpty {
-                    state.memory.remove(key)
-                    removed += 1
-                } else if kept.count != variants.count {
-                    state.memory.set(key, kept, size: kept.reduce(0) { $0 + $1.size })
-                }
-            }
-            return removed
+        let started = ContinuousClock.now
+        var longestTurn = Duration.zero
+        // A chunk at a time, letting requests run in between: with a hundred thousand
+        // entries one pass under the lock stalled the event loop for over 100 ms. (A yield
+        // is not enough: the event loop runs the tasks enqueued meanwhile before it looks
+        // at its sockets again; a short sleep goes through them.)
+        var removed = 0
+        var slot = 0
+        while true {
+            let turnStart = ContinuousClock.now
+            let turn = purgeChunk(from: slot, expiredAt: now)
+            longestTurn = max(longestTurn, ContinuousClock.now - turnStart)
+            guard let turn else { break }
+            removed += turn.removed
+            slot = turn.next
+            try? await Task.sleep(for: .milliseconds(1))
         }
+        logger.debug("cache purge", metadata: [
+            "removed": .stringConvertible(removed), "entries": .stringConvertible(entryCount),
+            "duration": .string("\(ContinuousClock.now - started)"), "longest_turn": .string("\(longestTurn)"),
+        ])
         metrics.evicted(removed, reason: "expired")
         metrics.update(entries: entryCount, bytes: byteCount)
         guard let persistent else { return }
@@ -191,6 +201,24 @@ final class CacheStorage: CarriedService {
             } catch {
                 logger.warning("cache store purge failed", metadata: ["store": .string(persistent.description), "error": .string("\(error)")])
             }
+        }
+    }
+
+    /// Drops the expired variants of the entries in one chunk of slots; nil past the last.
+    private func purgeChunk(from slot: Int, expiredAt now: Date) -> (next: Int, removed: Int)? {
+        state.withLock { state in
+            guard let (entries, next) = state.memory.chunk(from: slot, limit: Self.purgeChunk) else { return nil }
+            var removed = 0
+            for (key, variants) in entries {
+                let kept = variants.filter { $0.discardAfter > now }
+                if kept.isEmpty {
+                    state.memory.remove(key)
+                    removed += 1
+                } else if kept.count != variants.count {
+                    state.memory.set(key, kept, size: kept.reduce(0) { $0 + $1.size })
+                }
+            }
+            return (next, removed)
         }
     }
 

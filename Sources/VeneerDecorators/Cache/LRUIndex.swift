@@ -80,15 +80,18 @@ struct LRUIndex<Value> {
         slots.keys.filter(predicate)
     }
 
-    /// Every key and value, newest first.
-    var all: [(key: String, value: Value)] {
-        var out: [(String, Value)] = []
-        var slot = newest
-        while slot >= 0, let node = nodes[slot] {
-            out.append((node.key, node.value))
-            slot = node.older
+    /// The entries held in slots `start..<start + limit` (in no particular order), and the
+    /// slot to go on from: a sweep over a large index a chunk at a time, so that its owner's
+    /// lock is never held for long. Nil when `start` is past the last slot.
+    func chunk(from start: Int, limit: Int) -> (entries: [(key: String, value: Value)], next: Int)? {
+        guard start < nodes.count else { return nil }
+        let end = min(nodes.count, start + limit)
+        var out: [(key: String, value: Value)] = []
+        out.reserveCapacity(end - start)
+        for slot in start..<end {
+            if let node = nodes[slot] { out.append((node.key, node.value)) }
         }
-        return out
+        return (out, end)
     }
 
     private mutating func moveToFront(_ slot: Int) {
