@@ -254,7 +254,9 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 return
             }
             context.eventLoop.scheduleTask(in: lingerTime) { loopBound.value.close(promise: nil) }
-            // Keep reading (and dropping) so that the client's close is noticed.
+            // Keep reading (and dropping), even if reads were paused, so that the client's
+            // close is noticed.
+            try? context.channel.syncOptions?.setOption(.autoRead, value: true)
             context.read()
         }
     }
