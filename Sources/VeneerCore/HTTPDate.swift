@@ -51,6 +51,37 @@ public enum HTTPDate {
 
     /// Parses any of the three HTTP date formats; nil when it is none of them.
     public static func parse(_ text: String) -> Date? {
+        if let fixed = parseFixdate(text) { return fixed }
+        return parseAnyFormat(text)
+    }
+
+    /// IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, what servers send today) read at fixed
+    /// positions; nil for anything else, which the general parser then tries.
+    static func parseFixdate(_ text: String) -> Date? {
+        var text = text
+        return text.withUTF8 { bytes -> Date? in
+            guard bytes.count == 29, bytes[3] == UInt8(ascii: ","), bytes[4] == 0x20, bytes[7] == 0x20, bytes[11] == 0x20,
+                  bytes[16] == 0x20, bytes[19] == UInt8(ascii: ":"), bytes[22] == UInt8(ascii: ":"), bytes[25] == 0x20,
+                  bytes[26] == UInt8(ascii: "G"), bytes[27] == UInt8(ascii: "M"), bytes[28] == UInt8(ascii: "T") else { return nil }
+            func number(_ start: Int, _ count: Int) -> Int? {
+                var value = 0
+                for index in start..<(start + count) {
+                    let digit = bytes[index]
+                    guard digit >= UInt8(ascii: "0"), digit <= UInt8(ascii: "9") else { return nil }
+                    value = value * 10 + Int(digit - UInt8(ascii: "0"))
+                }
+                return value
+            }
+            let monthText = String(decoding: UnsafeBufferPointer(rebasing: bytes[8..<11]), as: UTF8.self)
+            guard let day = number(5, 2), let year = number(12, 4), let hour = number(17, 2), let minute = number(20, 2),
+                  let second = number(23, 2), let month = months.firstIndex(of: monthText),
+                  (1...31).contains(day), hour <= 23, minute <= 59, second <= 60 else { return nil }
+            let days = CivilDate.toDays(year: year, month: month + 1, day: day)
+            return Date(timeIntervalSince1970: TimeInterval(days * 86400 + hour * 3600 + minute * 60 + second))
+        }
+    }
+
+    static func parseAnyFormat(_ text: String) -> Date? {
         let parts = text.split(separator: " ", omittingEmptySubsequences: true)
         var day = 0, month = 0, year = 0
         var time: Substring = ""

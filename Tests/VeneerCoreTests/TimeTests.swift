@@ -12,6 +12,16 @@ struct TimeTests {
         }
         #expect(HTTPDate.parse("yesterday") == nil)
         #expect(HTTPDate.parse("Sun, 32 Nov 1994 08:49:37 GMT") == nil)
+        for bad in ["Sun, 06 Nox 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:49:37 GMT", "Sun, 0x Nov 1994 08:49:37 GMT",
+                    "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Nov 1994 08:60:37 GMT"] {
+            #expect(HTTPDate.parse(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test("the fixed-position reading of IMF-fixdate agrees with the general parser", arguments: Array(stride(from: 0, to: 4_000_000_000, by: 97_654_321)))
+    func fixdateAgrees(seconds: Int) throws {
+        let text = HTTPDate.format(seconds)
+        #expect(try #require(HTTPDate.parse(text)).timeIntervalSince1970 == TimeInterval(seconds), "\(text)")
     }
 
     @Test("ISO 8601 timestamps with milliseconds")
