@@ -42,7 +42,7 @@ struct CacheEntry: Sendable {
 
     var etag: String? { headers[.eTag] }
     var lastModified: String? { headers[.lastModified] }
-    var hasValidators: Bool { etag != nil || lastModified != nil }
+    var hasValidators: Bool { headers.contains(.eTag) || headers.contains(.lastModified) }
 
     /// Bytes it occupies, roughly: body, header text and bookkeeping.
     var size: Int {

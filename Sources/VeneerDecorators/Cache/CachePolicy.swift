@@ -46,12 +46,15 @@ enum CachePolicy {
         let apparentAge = max(0, responseTime.timeIntervalSince(dateValue))
         let ageValue = headers[.age].flatMap { Double($0.trimmingSpaces) } ?? 0
         let correctedAge = ageValue + max(0, responseTime.timeIntervalSince(requestTime))
-        var stored = headers
-        stored[.age] = nil
-        stored[.cacheStatus] = nil
-        stored[.connection] = nil
+        // A fresh list of its own size: the one parsed off a connection has room to spare,
+        // which a stored entry would carry for its whole life.
+        var stored = HTTPFields()
+        stored.reserveCapacity(headers.count)
+        for field in headers where field.name != .age && field.name != .cacheStatus && field.name != .connection {
+            stored.append(field)
+        }
         return CacheEntry(
-            status: status, headers: stored, body: body, responseTime: responseTime,
+            status: status, headers: stored, body: compact(body), responseTime: responseTime,
             initialAge: max(apparentAge, correctedAge), lifetime: lifetime,
             noCache: control.noCache,
             mustRevalidate: control.mustRevalidate || control.proxyRevalidate || control.sharedMaxAge != nil,
@@ -80,4 +83,14 @@ enum CachePolicy {
     }
 
     static func weak(_ tag: String) -> String { tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag }
+
+    /// The body in storage of its own size. A body read off a connection is a slice of the
+    /// read buffer (kilobytes for a few hundred bytes of answer): stored as it is, it would
+    /// keep that whole buffer alive for as long as the entry lives.
+    static func compact(_ body: ByteBuffer) -> ByteBuffer {
+        guard body.storageCapacity > body.readableBytes + 64 else { return body }
+        var copy = ByteBufferAllocator().buffer(capacity: body.readableBytes)
+        copy.writeImmutableBuffer(body)
+        return copy
+    }
 }
