@@ -6,4 +6,16 @@
 public protocol Handler: Sendable {
     /// Answers one request.
     func handle(_ request: ProxyRequest) async throws -> ProxyResponse
+
+    /// The answer to `request` if this handler has it without waiting for anything (a fresh
+    /// cache hit), else nil, and then the server calls ``handle(_:)``. Non-nil means the
+    /// very answer ``handle(_:)`` would give, with the same effects (counters, logs): the
+    /// server writes it without starting a task. A decorator that implements it asks its
+    /// inner handler; one that does not answers nil, which is always correct.
+    func answerAtOnce(_ request: ProxyRequest) -> ProxyResponse?
+}
+
+extension Handler {
+    /// Nothing at once: every request goes through ``handle(_:)``.
+    public func answerAtOnce(_ request: ProxyRequest) -> ProxyResponse? { nil }
 }

@@ -7,14 +7,21 @@ public struct ProxyResponse: Sendable {
     public var status: HTTPResponse.Status
     /// End-to-end headers; the edge sets `Content-Length` from ``body``.
     public var headers: HTTPFields {
-        get { storedHeaders }
+        get {
+            guard !appendedFields.isEmpty else { return storedHeaders }
+            var headers = storedHeaders
+            headers.append(contentsOf: appendedFields)
+            return headers
+        }
         _modify {
             // Any change may touch the serialized leading fields: forget them.
+            foldAppended()
             serializedPrefix = nil
             yield &storedHeaders
         }
         set {
             serializedPrefix = nil
+            appendedFields = []
             storedHeaders = newValue
         }
     }
@@ -24,7 +31,11 @@ public struct ProxyResponse: Sendable {
     /// only as long as nothing changes them: setting or mutating ``headers`` drops it,
     /// ``appendHeader(_:)`` does not.
     public private(set) var serializedPrefix: SerializedFields?
-    private var storedHeaders: HTTPFields
+    /// The fields of ``headers`` up to the appended ones.
+    public private(set) var storedHeaders: HTTPFields
+    /// Fields appended after ``storedHeaders`` while they have a serialized prefix: kept
+    /// apart so that a cached entry's shared fields are not copied to add `Age` to them.
+    public private(set) var appendedFields: [HTTPField] = []
 
     /// Creates a response.
     public init(status: HTTPResponse.Status, headers: HTTPFields = [:], body: ByteBuffer = ByteBuffer()) {
@@ -44,13 +55,28 @@ public struct ProxyResponse: Sendable {
 
     /// Appends a field, keeping the serialized leading fields (they are still the leading ones).
     public mutating func appendHeader(_ field: HTTPField) {
-        storedHeaders.append(field)
+        if serializedPrefix == nil {
+            storedHeaders.append(field)
+        } else {
+            if appendedFields.isEmpty { appendedFields.reserveCapacity(4) }
+            appendedFields.append(field)
+        }
     }
 
-    /// Makes room for `count` more fields, keeping the serialized leading fields (one copy
-    /// of shared fields before several appends instead of a regrowth per append).
-    public mutating func reserveHeaderCapacity(_ count: Int) {
-        storedHeaders.reserveCapacity(storedHeaders.count + count)
+    /// Whether ``headers`` has a field named `name` (without putting them together).
+    public func containsHeader(_ name: HTTPField.Name) -> Bool {
+        storedHeaders.contains(name) || appendedFields.contains { $0.name == name }
+    }
+
+    /// The value of the first field named `name` (without putting the headers together).
+    public func header(_ name: HTTPField.Name) -> String? {
+        storedHeaders[name] ?? appendedFields.first { $0.name == name }?.value
+    }
+
+    private mutating func foldAppended() {
+        guard !appendedFields.isEmpty else { return }
+        storedHeaders.append(contentsOf: appendedFields)
+        appendedFields = []
     }
 
     /// A JSON response with `Content-Type: application/json`.

@@ -41,32 +41,46 @@ public struct SerializedFields: Sendable {
         sawConnection = facts.sawConnection
     }
 
+    /// What writing fields found out about those it left out or wrote.
+    public typealias Facts = (hasDate: Bool, declaredLength: String?, sawConnection: Bool)
+
     /// Writes the end-to-end fields of `headers` from `start` on (minus those in `named`,
     /// lower-case); says whether there was a `Date`, what `Content-Length` said, and whether
     /// a `Connection` field was seen. (Not generic: it runs for every response.)
     @discardableResult
-    public static func write(_ headers: HTTPFields, from start: Int = 0, skipping named: [String]?, into buffer: inout ByteBuffer)
-        -> (hasDate: Bool, declaredLength: String?, sawConnection: Bool) {
-        var hasDate = false
-        var declaredLength: String?
-        var sawConnection = false
+    public static func write(_ headers: HTTPFields, from start: Int = 0, skipping named: [String]?, into buffer: inout ByteBuffer) -> Facts {
+        var facts: Facts = (false, nil, false)
         var index = start
         while index < headers.count {
-            let field = headers[index]
+            write(headers[index], skipping: named, into: &buffer, facts: &facts)
             index += 1
-            let name = field.name.canonicalName
-            if HopByHop.isRemoved(name) {
-                if field.name == .contentLength { declaredLength = field.value }
-                if field.name == .connection { sawConnection = true }
-                continue
-            }
-            if let named, named.contains(name) { continue }
-            if field.name == .date { hasDate = true }
-            buffer.writeString(field.name.rawName)
-            buffer.writeStaticString(": ")
-            buffer.writeString(field.value)
-            buffer.writeStaticString("\r\n")
         }
-        return (hasDate, declaredLength, sawConnection)
+        return facts
+    }
+
+    /// ``write(_:from:skipping:into:)`` for fields in an array.
+    @discardableResult
+    public static func write(_ fields: [HTTPField], into buffer: inout ByteBuffer) -> Facts {
+        var facts: Facts = (false, nil, false)
+        for field in fields {
+            write(field, skipping: nil, into: &buffer, facts: &facts)
+        }
+        return facts
+    }
+
+    @inline(__always)
+    private static func write(_ field: HTTPField, skipping named: [String]?, into buffer: inout ByteBuffer, facts: inout Facts) {
+        let name = field.name.canonicalName
+        if HopByHop.isRemoved(name) {
+            if field.name == .contentLength { facts.declaredLength = field.value }
+            if field.name == .connection { facts.sawConnection = true }
+            return
+        }
+        if let named, named.contains(name) { return }
+        if field.name == .date { facts.hasDate = true }
+        buffer.writeString(field.name.rawName)
+        buffer.writeStaticString(": ")
+        buffer.writeString(field.value)
+        buffer.writeStaticString("\r\n")
     }
 }

@@ -29,10 +29,11 @@ enum HTTP1ResponseWriter {
         var sawConnection: Bool
         if let prefix = response.serializedPrefix, !prefix.sawConnection {
             buffer.writeImmutableBuffer(prefix.lines)
-            let rest = SerializedFields.write(response.headers, from: prefix.count, skipping: nil, into: &buffer)
-            hasDate = prefix.hasDate || rest.hasDate
-            declaredLength = rest.declaredLength ?? prefix.declaredLength
-            sawConnection = rest.sawConnection
+            let rest = SerializedFields.write(response.storedHeaders, from: prefix.count, skipping: nil, into: &buffer)
+            let appended = SerializedFields.write(response.appendedFields, into: &buffer)
+            hasDate = prefix.hasDate || rest.hasDate || appended.hasDate
+            declaredLength = appended.declaredLength ?? rest.declaredLength ?? prefix.declaredLength
+            sawConnection = rest.sawConnection || appended.sawConnection
         } else {
             (hasDate, declaredLength, sawConnection) = SerializedFields.write(response.headers, skipping: nil, into: &buffer)
         }

@@ -23,19 +23,10 @@ struct ProxyEdge: Sendable {
     /// answer carries the request id: the client's `X-Request-Id`, or a generated one.
     func respond(method: HTTPRequest.Method, target: String, fields: HTTPFields, body: IncomingBody,
                  client: ClientAddress?) async -> (ProxyResponse, closeConnection: Bool) {
-        let requestID: String
-        if let given = fields[.xRequestID], RequestID.isAcceptable(given) {
-            requestID = given
-        } else {
-            requestID = RequestID.generate()
+        switch begin(method: method, target: target, fields: fields, body: body, client: client) {
+        case .answered(let response, let close): return (response, close)
+        case .waiting(let pending): return await complete(pending)
         }
-        var (response, close) = await answer(method: method, target: target, fields: fields, body: body, client: client, requestID: requestID)
-        if response.headers.contains(.xRequestID) {
-            response.headers[.xRequestID] = requestID
-        } else {
-            response.appendHeader(HTTPField(name: .xRequestID, value: requestID))
-        }
-        return (response, close)
     }
 
     /// ``respond(method:target:fields:body:client:)`` for a request in the HTTP types.
@@ -43,73 +34,122 @@ struct ProxyEdge: Sendable {
         await respond(method: head.method, target: head.path ?? "", fields: head.headerFields, body: body, client: client)
     }
 
+    /// What ``begin(method:target:fields:body:client:)`` made of a request.
+    enum Start: Sendable {
+        /// Answered without waiting: refused by the edge, or answered at once by the chain
+        /// (``Handler/answerAtOnce(_:)``, a fresh cache hit).
+        case answered(ProxyResponse, closeConnection: Bool)
+        /// To be finished by ``complete(_:)``.
+        case waiting(Pending)
+    }
+
+    /// A request checked by the edge that still needs an `await`: the admin API, or the chain.
+    struct Pending: Sendable {
+        enum Work: Sendable {
+            case admin(method: HTTPRequest.Method, path: String, query: String?, fields: HTTPFields, body: ByteBuffer)
+            case chain(ProxyRequest)
+        }
+        let work: Work
+        let requestID: String
+        /// Entered by ``begin(method:target:fields:body:client:)``; left by ``complete(_:)``.
+        let generation: ChainGeneration
+    }
+
+    /// The part of answering that needs no `await`: the request id, the checks of the path,
+    /// method and body, and the chain's answer if it has one at once. A connection handler
+    /// answers what comes back `.answered` without starting a task.
     @inline(__always)
-    func answer(method: HTTPRequest.Method, target rawTarget: String, fields: HTTPFields, body: IncomingBody, client: ClientAddress?,
-                requestID: String) async -> (ProxyResponse, closeConnection: Bool) {
+    func begin(method: HTTPRequest.Method, target rawTarget: String, fields: HTTPFields, body: IncomingBody,
+               client: ClientAddress?) -> Start {
+        let requestID: String
+        if let given = fields[.xRequestID], RequestID.isAcceptable(given) {
+            requestID = given
+        } else {
+            requestID = RequestID.generate()
+        }
         // The request stays on the generation it entered, even if a reload swaps the chain.
         let generation = chain.enter()
-        defer { generation.leave() }
+        func answered(_ response: ProxyResponse, close: Bool = false) -> Start {
+            generation.leave()
+            return .answered(Self.stamped(response, requestID), closeConnection: close)
+        }
         let target = RequestTarget.parse(rawTarget, resources: adminOnly ? [] : generation.resources)
         switch target {
         case .admin(let path, let query):
-            guard servesAdmin else { return (ProxyError.notFound().response, false) }
+            guard servesAdmin else { return answered(ProxyError.notFound().response) }
             guard adminOnly || client?.isLoopback == true else {
-                return (ProxyError.notFound().response, false)
+                return answered(ProxyError.notFound().response)
             }
-            guard case .complete(let bytes) = body else { return (Self.tooLarge(generation.requestBodyLimit), true) }
-            return (await admin.respond(method: method, path: path, query: query, headers: fields, body: bytes), false)
+            guard case .complete(let bytes) = body else { return answered(Self.tooLarge(generation.requestBodyLimit), close: true) }
+            return .waiting(Pending(work: .admin(method: method, path: path, query: query, fields: fields, body: bytes),
+                                    requestID: requestID, generation: generation))
         case .notFound:
-            return (ProxyError.notFound("No such resource: \(Self.printable(rawTarget)).").response, false)
+            return answered(ProxyError.notFound("No such resource: \(Self.printable(rawTarget)).").response)
         case .badQuery:
-            return (ProxyError.badRequest("The query string has characters that are not allowed.").response, false)
+            return answered(ProxyError.badRequest("The query string has characters that are not allowed.").response)
         case .badID(let resource, _):
             let expected = resource.hasIntegerIDs ? "a positive integer" : "letters, digits, '-', '_', '.', '~'"
-            return (ProxyError.badRequest("The id is not valid for \(resource.name) (expected \(expected)).").response, false)
+            return answered(ProxyError.badRequest("The id is not valid for \(resource.name) (expected \(expected)).").response)
         case .route(let route, let query):
-            return await forward(method: method, fields: fields, body: body, route: route, query: query, client: client,
-                                 requestID: requestID, generation: generation)
+            guard route.allows(method) else {
+                var error = ProxyError(.methodNotAllowed, "\(method.rawValue) is not allowed on \(route.template).")
+                error.headers[.allow] = route.allowedMethods.joined(separator: ", ")
+                // A body that was not read whole is still on the wire: the connection cannot go on.
+                return answered(error.response, close: body.isTooLarge)
+            }
+            guard case .complete(let bytes) = body else {
+                return answered(Self.tooLarge(generation.requestBodyLimit), close: true)
+            }
+            if route.resource.kind == .posts, method == .post || method == .put || method == .patch {
+                do {
+                    _ = try PostValidation.validate(bytes, method: method, id: route.id)
+                } catch {
+                    return answered(error.response)
+                }
+            }
+            var headers = fields
+            HopByHop.strip(&headers)
+            headers.setOrAppend(.xRequestID, requestID)
+            let request = ProxyRequest(method: method, route: route, query: query, headers: headers,
+                                       body: bytes, client: client, requestID: requestID)
+            if let response = generation.handler.answerAtOnce(request) {
+                return answered(response)
+            }
+            return .waiting(Pending(work: .chain(request), requestID: requestID, generation: generation))
         }
     }
 
-    @inline(__always)
-    func forward(method: HTTPRequest.Method, fields: HTTPFields, body incoming: IncomingBody, route: ResourceRoute, query: String?,
-                 client: ClientAddress?, requestID: String, generation: ChainGeneration) async -> (ProxyResponse, closeConnection: Bool) {
-        guard route.allows(method) else {
-            var error = ProxyError(.methodNotAllowed, "\(method.rawValue) is not allowed on \(route.template).")
-            error.headers[.allow] = route.allowedMethods.joined(separator: ", ")
-            // A body that was not read whole is still on the wire: the connection cannot go on.
-            return (error.response, incoming.isTooLarge)
-        }
-        guard case .complete(let body) = incoming else {
-            return (Self.tooLarge(generation.requestBodyLimit), true)
-        }
-
-        if route.resource.kind == .posts, method == .post || method == .put || method == .patch {
+    /// Finishes what ``begin(method:target:fields:body:client:)`` left waiting.
+    func complete(_ pending: Pending) async -> (ProxyResponse, closeConnection: Bool) {
+        defer { pending.generation.leave() }
+        let response: ProxyResponse
+        switch pending.work {
+        case .admin(let method, let path, let query, let fields, let body):
+            response = await admin.respond(method: method, path: path, query: query, headers: fields, body: body)
+        case .chain(let request):
             do {
-                _ = try PostValidation.validate(body, method: method, id: route.id)
+                response = try await pending.generation.handler.handle(request)
+            } catch let error as ProxyError {
+                response = error.response
             } catch {
-                return (error.response, false)
+                logger.error("request failed inside the chain", metadata: [
+                    "request_id": .string(pending.requestID), "error_type": .string(String(describing: type(of: error))),
+                ])
+                response = ProxyError.internal.response
             }
         }
+        return (Self.stamped(response, pending.requestID), false)
+    }
 
-        var headers = fields
-        HopByHop.strip(&headers)
-        headers.setOrAppend(.xRequestID, requestID)
-        let proxyRequest = ProxyRequest(method: method, route: route, query: query, headers: headers,
-                                        body: body, client: client, requestID: requestID)
-
-        var response: ProxyResponse
-        do {
-            response = try await generation.handler.handle(proxyRequest)
-        } catch let error as ProxyError {
-            response = error.response
-        } catch {
-            logger.error("request failed inside the chain", metadata: [
-                "request_id": .string(requestID), "error_type": .string(String(describing: type(of: error))),
-            ])
-            response = ProxyError.internal.response
+    /// `response` with the request id.
+    static func stamped(_ response: ProxyResponse, _ requestID: String) -> ProxyResponse {
+        var response = response
+        if response.containsHeader(.xRequestID) {
+            response.headers[.xRequestID] = requestID
+        } else {
+            response.appendHeader(HTTPField(name: .xRequestID, value: requestID))
         }
-        return (response, false)
+        return response
     }
 
     static func tooLarge(_ limit: Int) -> ProxyResponse {

@@ -190,16 +190,22 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         case .refusal(let error):
             finish(error.response, method: .get, keepAlive: false, context: context)
         case .request(let head, let body, let keepAlive):
+            let start = edge.begin(method: head.method, target: head.target, fields: head.fields, body: body, client: client)
+            guard case .waiting(let pending) = start else {
+                // Refused by the edge or answered at once by the chain: no task needed.
+                if case .answered(let response, let refused) = start {
+                    finish(response, method: head.method, keepAlive: keepAlive && !refused && !body.isTooLarge, context: context)
+                }
+                return
+            }
             let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
             let eventLoop = context.eventLoop
             let edge = edge
-            let client = client
             let taskExecutor = taskExecutor(for: eventLoop)
             // Runs synchronously up to the chain's first suspension; the last statement here,
             // since it may already have finished (and started the next request) when it returns.
             Task.immediate(executorPreference: taskExecutor) {
-                let (response, refused) = await edge.respond(method: head.method, target: head.target, fields: head.fields,
-                                                             body: body, client: client)
+                let (response, refused) = await edge.complete(pending)
                 let keep = keepAlive && !refused && !body.isTooLarge
                 if eventLoop.inEventLoop {
                     loopBound.value.handler.finish(response, method: head.method, keepAlive: keep, context: loopBound.value.context)

@@ -23,6 +23,28 @@ struct CacheBehaviourTests {
         }
     }
 
+    @Test("a fresh hit in memory is answered at once, as handle would; anything else is left to handle")
+    func answerAtOnce() async throws {
+        try await withCache(reply: { _ in post(1, headers: [("Cache-Control", "max-age=10")]) }) { (rig: CacheRig) async throws in
+            let request = CacheRig.request(.get, "/posts/1")
+            #expect(rig.cache.answerAtOnce(request) == nil, "a miss needs the upstream")
+            let stored = try await rig.get("/posts/1")
+            rig.clock.advance(by: .seconds(4))
+            let atOnce = try #require(rig.cache.answerAtOnce(request))
+            let handled = try await rig.cache.handle(request)
+            #expect(atOnce.status == handled.status && atOnce.text == stored.text)
+            #expect(atOnce.headers == handled.headers)
+            #expect(atOnce.cacheStatus == "veneer; hit; ttl=6" && atOnce.headers[.age] == "4")
+            #expect(rig.cache.answerAtOnce(CacheRig.request(.head, "/posts/1"))?.status == .ok)
+            #expect(rig.cache.answerAtOnce(CacheRig.request(.delete, "/posts/1")) == nil, "writes go through handle")
+            #expect(rig.registry.emitToString().contains(#"veneer_cache_requests_total{cache="memory",result="hit"} 3"#),
+                    "hits answered at once are counted")
+            rig.clock.advance(by: .seconds(7))
+            #expect(rig.cache.answerAtOnce(request) == nil, "a stale entry is revalidated through handle")
+            #expect(rig.upstream.count == 1)
+        }
+    }
+
     @Test("responses are keyed by path and sorted query")
     func listKeys() async throws {
         try await withCache(reply: { _ in .json("[]") }) { (rig: CacheRig) async throws in

@@ -43,6 +43,24 @@ struct LatencyLogTests {
         #expect(fields["slow"] == nil)
     }
 
+    @Test("an answer the inner handler has at once is passed on and logged; none, and nothing is logged")
+    func answerAtOnce() throws {
+        struct AtOnce: Handler {
+            func handle(_ request: ProxyRequest) async throws -> ProxyResponse { ProxyResponse(status: .internalServerError) }
+            func answerAtOnce(_ request: ProxyRequest) -> ProxyResponse? {
+                request.route.id == "1" ? ProxyResponse(status: .ok, headers: [.cacheStatus: "veneer; hit"]) : nil
+            }
+        }
+        let sink = CollectingSink()
+        let log = decorator(AtOnce(), sink: sink)
+        #expect(log.answerAtOnce(.getPost(1))?.status == .ok)
+        #expect(log.answerAtOnce(.getPost(2)) == nil)
+        #expect(decorator(RecordingHandler(), sink: sink).answerAtOnce(.getPost(1)) == nil, "a handler without it answers nothing at once")
+        #expect(sink.lines.count == 1)
+        let fields = try object(try #require(sink.lines.first))
+        #expect(fields["path"] as? String == "/posts/1" && fields["status"] as? Int == 200 && fields["cache"] as? String == "veneer; hit")
+    }
+
     @Test("requests over the slow threshold are flagged")
     func slow() async throws {
         let clock = ManualClock()

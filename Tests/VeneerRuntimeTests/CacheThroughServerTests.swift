@@ -1,5 +1,8 @@
 import Foundation
+import HTTPTypes
+import NIOCore
 import Testing
+@testable import VeneerRuntime
 import VeneerCore
 import VeneerTestSupport
 
@@ -14,6 +17,38 @@ struct CacheThroughServerTests {
             let fetched = try await veneer.request("GET", "/posts/1")
             #expect(fetched.header("Cache-Status")?.hasPrefix("veneer; hit") == true)
             #expect(fetched.json?["title"] as? String == "hello")
+        }
+    }
+
+    @Test("the edge answers a fresh hit without waiting, stamped with the request id, through latency_log; a miss waits")
+    func answeredAtOnce() async throws {
+        let yaml = "environments: {development: {origin: {mock: {}}, chain: [latency_log, {cache: {ttl: 30s}}]}}"
+        try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
+            let admin = AdminAPI(chain: veneer.instance.chain, health: veneer.instance.health, metrics: veneer.instance.metrics,
+                                 reloadStatus: ReloadStatus())
+            let edge = ProxyEdge(chain: veneer.instance.chain, admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true)
+            let fields: HTTPFields = [.xRequestID: "req-7"]
+            guard case .waiting(let pending) = edge.begin(method: .get, target: "/posts", fields: fields, body: .complete(ByteBuffer()),
+                                                          client: ClientAddress("127.0.0.1")) else {
+                Issue.record("a miss was answered at once")
+                return
+            }
+            #expect(veneer.instance.chain.generation.requestsInFlight == 1)
+            let (missed, _) = await edge.complete(pending)
+            #expect(missed.header(.cacheStatus)?.contains("fwd=uri-miss") == true && missed.header(.xRequestID) == "req-7")
+            #expect(veneer.instance.chain.generation.requestsInFlight == 0)
+
+            guard case .answered(let hit, let close) = edge.begin(method: .get, target: "/posts", fields: fields, body: .complete(ByteBuffer()),
+                                                                  client: ClientAddress("127.0.0.1")) else {
+                Issue.record("a fresh hit waited for a task")
+                return
+            }
+            #expect(!close && hit.status == .ok && String(buffer: hit.body) == String(buffer: missed.body))
+            #expect(hit.header(.cacheStatus)?.hasPrefix("veneer; hit") == true)
+            #expect(hit.headers[values: .xRequestID] == ["req-7"])
+            #expect(veneer.instance.chain.generation.requestsInFlight == 0, "an answer at once leaves its generation")
+            let metrics = try await veneer.request("GET", "/-/metrics").text
+            #expect(metrics.contains(#"veneer_request_duration_seconds_count{label="0",method="GET",route="/posts",status="200"} 2"#))
         }
     }
 

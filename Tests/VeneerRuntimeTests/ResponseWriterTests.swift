@@ -46,10 +46,16 @@ struct ResponseWriterTests {
         kept.appendHeader(HTTPField(name: .age, value: "3"))
         #expect(kept.serializedPrefix != nil)
         #expect(wire(kept) == "HTTP/1.1 200 OK\r\nETag: \"a\"\r\nX-Stored: 1\r\nDate: x\r\nAge: 3\r\nContent-Length: 2\r\n\r\n{}")
+        // Fields appended to serialized ones stay apart but are part of the headers for readers.
+        #expect(kept.storedHeaders == stored)
+        #expect(kept.appendedFields.map(\.value) == ["3"])
+        #expect(kept.headers[.age] == "3" && kept.headers.count == stored.count + 1)
+        #expect(kept.containsHeader(.age) && kept.containsHeader(.eTag) && !kept.containsHeader(.location))
+        #expect(kept.header(.age) == "3" && kept.header(.eTag) == "\"a\"" && kept.header(.location) == nil)
 
         var changed = kept
         changed.headers[HTTPField.Name("X-Stored")!] = nil
-        #expect(changed.serializedPrefix == nil)
+        #expect(changed.serializedPrefix == nil && changed.appendedFields.isEmpty)
         #expect(wire(changed) == "HTTP/1.1 200 OK\r\nETag: \"a\"\r\nDate: x\r\nAge: 3\r\nContent-Length: 2\r\n\r\n{}")
 
         var replaced = kept

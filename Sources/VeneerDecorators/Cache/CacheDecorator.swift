@@ -33,6 +33,22 @@ public struct CacheDecorator: Handler {
 
     // MARK: Reads
 
+    /// A fresh hit held in memory, answered without a task (the server's fast path).
+    public func answerAtOnce(_ request: ProxyRequest) -> ProxyResponse? {
+        guard request.method == .get || request.method == .head,
+              let (stored, _) = storage.memoryLookup(Self.key(for: request), request: request.headers),
+              let entry = stored else { return nil }
+        let now = clock.now()
+        guard entry.isFresh(at: now) else { return nil }
+        return freshHit(entry, request, now: now)
+    }
+
+    @inline(__always)
+    func freshHit(_ entry: CacheEntry, _ request: ProxyRequest, now: Date) -> ProxyResponse {
+        storage.metrics.count("hit")
+        return hit(entry, request, now: now, status: "hit; ttl=\(Int(entry.ttl(at: now).rounded(.down)))")
+    }
+
     @inline(__always)
     func read(_ request: ProxyRequest) async throws -> ProxyResponse {
         let key = Self.key(for: request)
@@ -45,10 +61,7 @@ public struct CacheDecorator: Handler {
         }
         let now = clock.now()
         if let entry = stored {
-            if entry.isFresh(at: now) {
-                storage.metrics.count("hit")
-                return hit(entry, request, now: now, status: "hit; ttl=\(Int(entry.ttl(at: now).rounded(.down)))")
-            }
+            if entry.isFresh(at: now) { return freshHit(entry, request, now: now) }
             let staleFor = -entry.ttl(at: now)
             if !entry.noCache, !entry.mustRevalidate, staleFor <= entry.staleWhileRevalidate {
                 storage.metrics.count("stale")
@@ -169,7 +182,6 @@ public struct CacheDecorator: Handler {
         // Stored headers never hold Age or Cache-Status (CachePolicy drops them): appended
         // after the stored fields, whose serialized lines the answer carries along.
         var response = ProxyResponse(status: entry.status, headers: entry.headers, serializedPrefix: entry.serialized, body: entry.body)
-        response.reserveHeaderCapacity(3)  // Age, Cache-Status, and the edge's X-Request-Id
         response.appendHeader(HTTPField(name: .age, value: String(Int(entry.age(at: now).rounded(.down)))))
         response.appendHeader(HTTPField(name: .cacheStatus, value: "veneer; " + status))
         if CachePolicy.clientValidatorsMatch(request.headers, entry) {

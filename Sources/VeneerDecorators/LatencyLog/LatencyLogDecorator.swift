@@ -33,7 +33,7 @@ public struct LatencyLogDecorator: Handler {
         do {
             let response = try await inner.handle(request)
             record(request, status: response.status.code, error: nil,
-                   cacheStatus: response.headers[.cacheStatus], elapsed: clock.monotonic() - start)
+                   cacheStatus: response.header(.cacheStatus), elapsed: clock.monotonic() - start)
             return response
         } catch {
             let proxyError = error as? ProxyError ?? .internal
@@ -41,6 +41,15 @@ public struct LatencyLogDecorator: Handler {
                    cacheStatus: nil, elapsed: clock.monotonic() - start)
             throw error
         }
+    }
+
+    /// The inner handler's answer at once, logged like any other.
+    public func answerAtOnce(_ request: ProxyRequest) -> ProxyResponse? {
+        let start = clock.monotonic()
+        guard let response = inner.answerAtOnce(request) else { return nil }
+        record(request, status: response.status.code, error: nil,
+               cacheStatus: response.header(.cacheStatus), elapsed: clock.monotonic() - start)
+        return response
     }
 
     func record(_ request: ProxyRequest, status: Int, error: String?, cacheStatus: String?, elapsed: Duration) {
