@@ -68,7 +68,9 @@ public struct ProxyResponse: Sendable {
         storedHeaders.contains(name) || appendedFields.contains { $0.name == name }
     }
 
-    /// The value of the first field named `name` (without putting the headers together).
+    /// What `headers[name]` gives (the values of the fields named `name`, joined with ", "),
+    /// without putting the headers together; for a name that is either stored or appended,
+    /// the stored values only.
     public func header(_ name: HTTPField.Name) -> String? {
         storedHeaders[name] ?? appendedFields.first { $0.name == name }?.value
     }

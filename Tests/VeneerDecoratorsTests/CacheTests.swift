@@ -45,6 +45,16 @@ struct CacheBehaviourTests {
         }
     }
 
+    @Test("the X-Request-Id an upstream echoes is not stored: each answer gets its own")
+    func requestIDNotStored() async throws {
+        try await withCache(reply: { _ in post(1, headers: [("X-Request-Id", "first-request")]) }) { (rig: CacheRig) async throws in
+            _ = try await rig.get("/posts/1")
+            let hit = try await rig.get("/posts/1")
+            #expect(hit.cacheStatus.hasPrefix("veneer; hit") && hit.headers[.xRequestID] == nil)
+            #expect(hit.serializedPrefix != nil, "so the edge's own id is appended, not set over stored fields")
+        }
+    }
+
     @Test("responses are keyed by path and sorted query")
     func listKeys() async throws {
         try await withCache(reply: { _ in .json("[]") }) { (rig: CacheRig) async throws in

@@ -47,10 +47,11 @@ enum CachePolicy {
         let ageValue = headers[.age].flatMap { Double($0.trimmingSpaces) } ?? 0
         let correctedAge = ageValue + max(0, responseTime.timeIntervalSince(requestTime))
         // A fresh list of its own size: the one parsed off a connection has room to spare,
-        // which a stored entry would carry for its whole life.
+        // which a stored entry would carry for its whole life. Left out: what each answer
+        // gets anew (Age, Cache-Status, and the X-Request-Id of the request that filled it).
         var stored = HTTPFields()
         stored.reserveCapacity(headers.count)
-        for field in headers where field.name != .age && field.name != .cacheStatus && field.name != .connection {
+        for field in headers where field.name != .age && field.name != .cacheStatus && field.name != .connection && field.name != .xRequestID {
             stored.append(field)
         }
         return CacheEntry(
