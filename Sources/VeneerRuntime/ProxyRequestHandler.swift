@@ -58,6 +58,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var readsPaused = false
     private var lastActivity = NIODeadline.now()
     private var idleCheck: Scheduled<Void>?
+    /// Whether ``startNext(context:)`` is running its loop.
+    private var draining = false
     private var executor: EventLoopTaskExecutor?
     private var outputBuffer: ByteBuffer?
 
@@ -178,48 +180,66 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         startNext(context: context)
     }
 
+    /// Answers the queued requests in order until one must wait for the chain (or the
+    /// connection ends). A loop, not a recursion: a client may pipeline thousands of
+    /// requests answered at once (cache hits), each of which would otherwise add frames.
     private func startNext(context: ChannelHandlerContext) {
-        guard !answering, !closing, let work = queue.popFirst() else { return }
-        queuedBytes -= work.size
-        if readsPaused, queue.count < Self.maxQueuedRequests, queuedBytes < Self.maxQueuedBytes {
-            readsPaused = false
-            try? context.channel.syncOptions?.setOption(.autoRead, value: true)
-        }
-        answering = true
-        switch work {
-        case .refusal(let error):
-            finish(error.response, method: .get, keepAlive: false, context: context)
-        case .request(let head, let body, let keepAlive):
-            let start = edge.begin(method: head.method, target: head.target, fields: head.fields, body: body, client: client)
-            guard case .waiting(let pending) = start else {
-                // Refused by the edge or answered at once by the chain: no task needed.
-                if case .answered(let response, let refused) = start {
-                    finish(response, method: head.method, keepAlive: keepAlive && !refused && !body.isTooLarge, context: context)
-                }
-                return
+        // Called again from an answer written within the loop below: the loop goes on.
+        guard !draining else { return }
+        draining = true
+        defer { draining = false }
+        while !answering, !closing, let work = queue.popFirst() {
+            queuedBytes -= work.size
+            if readsPaused, queue.count < Self.maxQueuedRequests, queuedBytes < Self.maxQueuedBytes {
+                readsPaused = false
+                try? context.channel.syncOptions?.setOption(.autoRead, value: true)
             }
-            let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
-            let eventLoop = context.eventLoop
-            let edge = edge
-            let taskExecutor = taskExecutor(for: eventLoop)
-            // Runs synchronously up to the chain's first suspension; the last statement here,
-            // since it may already have finished (and started the next request) when it returns.
-            Task.immediate(executorPreference: taskExecutor) {
-                let (response, refused) = await edge.complete(pending)
-                let keep = keepAlive && !refused && !body.isTooLarge
-                if eventLoop.inEventLoop {
-                    loopBound.value.handler.finish(response, method: head.method, keepAlive: keep, context: loopBound.value.context)
-                } else {
-                    eventLoop.execute {
-                        loopBound.value.handler.finish(response, method: head.method, keepAlive: keep, context: loopBound.value.context)
-                    }
+            answering = true
+            switch work {
+            case .refusal(let error):
+                write(ProxyEdge.stamped(error.response, RequestID.generate()), method: .get, keepAlive: false, context: context)
+            case .request(let head, let body, let keepAlive):
+                switch edge.begin(method: head.method, target: head.target, fields: head.fields, body: body, client: client) {
+                case .answered(let response, let refused):
+                    // Refused by the edge or answered at once by the chain: no task needed.
+                    write(response, method: head.method, keepAlive: keepAlive && !refused && !body.isTooLarge, context: context)
+                case .waiting(let pending):
+                    answerLater(pending, head: head, tooLarge: body.isTooLarge, keepAlive: keepAlive, context: context)
                 }
             }
         }
     }
 
-    /// Writes one answer; then the next request, or the end of the connection.
+    /// Runs the chain in a task; its answer is written when it comes, then the queue goes on.
+    private func answerLater(_ pending: ProxyEdge.Pending, head: HTTP1RequestParser.Head, tooLarge: Bool, keepAlive: Bool,
+                             context: ChannelHandlerContext) {
+        let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        let edge = edge
+        let taskExecutor = taskExecutor(for: eventLoop)
+        // Runs synchronously up to the chain's first suspension, so it may have finished
+        // (inside startNext's loop) by the time this returns.
+        Task.immediate(executorPreference: taskExecutor) {
+            let (response, refused) = await edge.complete(pending)
+            let keep = keepAlive && !refused && !tooLarge
+            if eventLoop.inEventLoop {
+                loopBound.value.handler.finish(response, method: head.method, keepAlive: keep, context: loopBound.value.context)
+            } else {
+                eventLoop.execute {
+                    loopBound.value.handler.finish(response, method: head.method, keepAlive: keep, context: loopBound.value.context)
+                }
+            }
+        }
+    }
+
+    /// Writes one answer that came from a task; then the next request.
     private func finish(_ response: ProxyResponse, method: HTTPRequest.Method, keepAlive: Bool, context: ChannelHandlerContext) {
+        write(response, method: method, keepAlive: keepAlive, context: context)
+        startNext(context: context)
+    }
+
+    /// Writes one answer, or the last one and the end of the connection.
+    private func write(_ response: ProxyResponse, method: HTTPRequest.Method, keepAlive: Bool, context: ChannelHandlerContext) {
         answering = false
         lastActivity = .now()
         guard !closing else { return }
@@ -244,7 +264,6 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             // Unique again once written: the next answer reuses its storage (if NIO still
             // holds it, clearing it later copies, which costs what a new one would).
             outputBuffer = buffer
-            startNext(context: context)
         }
     }
 

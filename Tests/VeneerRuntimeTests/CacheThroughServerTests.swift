@@ -52,6 +52,39 @@ struct CacheThroughServerTests {
         }
     }
 
+    @Test("a thousand hits pipelined behind a slow miss are all answered, in order, on the one connection")
+    func pipelinedHitsBehindAMiss() async throws {
+        try await withTestUpstream({ request in
+            guard request.target.hasSuffix("/2") else { return post(1) }
+            var slow = post(2)
+            slow.delay = .milliseconds(300)
+            return slow
+        }) { (upstream: TestUpstream) async throws in
+            let yaml = "environments: {development: {origin: {upstream: {url: \"\(upstream.url)\"}}, chain: [{cache: {ttl: 1h}}]}}"
+            try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
+                _ = try await veneer.request("GET", "/posts/1")
+                let connection = try await RawConnection.connect(port: veneer.port)
+                defer { connection.close() }
+                // While /posts/2 waits for the upstream, the hits queue up behind it (none may
+                // overtake it); when it comes, they are answered one after the other.
+                let hits = 1000
+                try await connection.send("GET /posts/2 HTTP/1.1\r\nHost: x\r\n\r\n"
+                    + String(repeating: "GET /posts/1 HTTP/1.1\r\nHost: x\r\n\r\n", count: hits - 1)
+                    + "GET /posts/1 HTTP/1.1\r\nHost: x\r\nX-Request-Id: the-last-one\r\n\r\n")
+                _ = try await connection.wait(timeout: .seconds(60)) { bytes, closed in
+                    closed || String(decoding: bytes.suffix(400), as: UTF8.self).contains("the-last-one")
+                }
+                let responses = RawConnection.parse(connection.received)
+                #expect(responses.count == hits + 1)
+                #expect(responses.allSatisfy { $0.status == 200 })
+                #expect(responses.first?.json?["id"] as? Int == 2)
+                #expect(responses.dropFirst().allSatisfy { $0.header("Cache-Status")?.hasPrefix("veneer; hit") == true })
+                #expect(!connection.isClosed)
+                #expect(upstream.count == 2)
+            }
+        }
+    }
+
     @Test("an upstream that breaks off its body leaves nothing in the cache")
     func partialBody() async throws {
         let upstream = try await ScriptedUpstream.start { _ in

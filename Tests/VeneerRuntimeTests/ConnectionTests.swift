@@ -65,6 +65,7 @@ struct ConnectionTests {
             let responses = RawConnection.parse(connection.received)
             #expect(responses.map(\.status) == [200, 400])
             #expect(responses.last?.errorCode == "bad_request")
+            #expect(responses.last?.header("X-Request-Id")?.isEmpty == false, "refusals carry a request id too")
         }
     }
 
