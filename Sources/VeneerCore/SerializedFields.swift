@@ -44,21 +44,19 @@ public struct SerializedFields: Sendable {
     /// What writing fields found out about those it left out or wrote.
     public typealias Facts = (hasDate: Bool, declaredLength: String?, sawConnection: Bool)
 
-    /// Writes the end-to-end fields of `headers` from `start` on (minus those in `named`,
-    /// lower-case); says whether there was a `Date`, what `Content-Length` said, and whether
-    /// a `Connection` field was seen. (Not generic: it runs for every response.)
+    /// Writes the end-to-end fields of `headers` (minus those in `named`, lower-case); says
+    /// whether there was a `Date`, what `Content-Length` said, and whether a `Connection`
+    /// field was seen. (Not generic: it runs for every response.)
     @discardableResult
-    public static func write(_ headers: HTTPFields, from start: Int = 0, skipping named: [String]?, into buffer: inout ByteBuffer) -> Facts {
+    public static func write(_ headers: HTTPFields, skipping named: [String]?, into buffer: inout ByteBuffer) -> Facts {
         var facts: Facts = (false, nil, false)
-        var index = start
-        while index < headers.count {
-            write(headers[index], skipping: named, into: &buffer, facts: &facts)
-            index += 1
+        for field in headers {
+            write(field, skipping: named, into: &buffer, facts: &facts)
         }
         return facts
     }
 
-    /// ``write(_:from:skipping:into:)`` for fields in an array.
+    /// ``write(_:skipping:into:)`` for fields in an array.
     @discardableResult
     public static func write(_ fields: [HTTPField], into buffer: inout ByteBuffer) -> Facts {
         var facts: Facts = (false, nil, false)

@@ -28,12 +28,12 @@ enum HTTP1ResponseWriter {
         var declaredLength: String?
         var sawConnection: Bool
         if let prefix = response.serializedPrefix, !prefix.sawConnection {
+            // The prefix stands for every stored field (appends made since are kept apart).
             buffer.writeImmutableBuffer(prefix.lines)
-            let rest = SerializedFields.write(response.storedHeaders, from: prefix.count, skipping: nil, into: &buffer)
             let appended = SerializedFields.write(response.appendedFields, into: &buffer)
-            hasDate = prefix.hasDate || rest.hasDate || appended.hasDate
-            declaredLength = appended.declaredLength ?? rest.declaredLength ?? prefix.declaredLength
-            sawConnection = rest.sawConnection || appended.sawConnection
+            hasDate = prefix.hasDate || appended.hasDate
+            declaredLength = appended.declaredLength ?? prefix.declaredLength
+            sawConnection = appended.sawConnection
         } else {
             (hasDate, declaredLength, sawConnection) = SerializedFields.write(response.headers, skipping: nil, into: &buffer)
         }

@@ -266,25 +266,39 @@ public struct CacheDecorator: Handler {
         let partition = Self.partition(request.headers)
         var key = ""
         key.reserveCapacity(name.utf8.count + query.utf8.count + partition.utf8.count + 32)
-        switch request.route.target {
-        case .item(let id):
-            key += "I /"
-            key += name
-            key += "/"
-            key += id
-        case .list:
-            key += "L /"
-            key += name
-        }
-        key += " "
+        appendPrefix(request.route.resource, id: request.route.id, to: &key)
         key += query
         key += " "
         key += partition
         return key
     }
 
-    static func itemPrefix(_ resource: Resource, _ id: String) -> String { "I /\(resource.name)/\(id) " }
-    static func listPrefix(_ resource: Resource) -> String { "L /\(resource.name) " }
+    static func itemPrefix(_ resource: Resource, _ id: String) -> String {
+        var prefix = ""
+        appendPrefix(resource, id: id, to: &prefix)
+        return prefix
+    }
+
+    static func listPrefix(_ resource: Resource) -> String {
+        var prefix = ""
+        appendPrefix(resource, id: nil, to: &prefix)
+        return prefix
+    }
+
+    /// `I /posts/7 ` for an item, `L /posts ` for the list: the start of every key of the
+    /// route, which invalidation removes by.
+    private static func appendPrefix(_ resource: Resource, id: String?, to key: inout String) {
+        if let id {
+            key += "I /"
+            key += resource.name
+            key += "/"
+            key += id
+        } else {
+            key += "L /"
+            key += resource.name
+        }
+        key += " "
+    }
 
     static func sortedQuery(_ query: String?) -> String {
         guard let query, !query.isEmpty else { return "" }
