@@ -18,7 +18,8 @@ public struct HTTP1ResponseParser {
 
     private struct Head {
         var status: HTTPResponse.Status
-        var fields: HTTPFields
+        /// The kept fields, or nil when they are ``serialized`` alone (made when asked for).
+        var fields: HTTPFields?
         var keepAlive: Bool
         /// The kept field lines as they came, when they can go out again as they are.
         var serialized: SerializedFields?
@@ -149,8 +150,12 @@ public struct HTTP1ResponseParser {
     private mutating func finish(_ head: Head, _ body: ByteBuffer) -> Response {
         state = .head
         if input.readableBytes == 0 { input = ByteBuffer() }
-        return Response(response: ProxyResponse(status: head.status, headers: head.fields, serializedPrefix: head.serialized, body: body),
-                        keepAlive: head.keepAlive)
+        let response = if let fields = head.fields {
+            ProxyResponse(status: head.status, headers: fields, serializedPrefix: head.serialized, body: body)
+        } else {
+            ProxyResponse(status: head.status, fieldLines: head.serialized!, body: body)
+        }
+        return Response(response: response, keepAlive: head.keepAlive)
     }
 
     private mutating func readHead(requestMethod: HTTPRequest.Method) throws(HTTP1ParseError) -> (Head, HTTP1Framing, Int)? {
@@ -174,6 +179,8 @@ public struct HTTP1ResponseParser {
         return (head, framing, status)
     }
 
+    static let maxFields = 500
+
     private static func parseHead(_ bytes: UnsafeRawBufferPointer, end: Int, keepLength: Bool) throws(HTTP1ParseError) -> (Head, HTTP1Framing, Int) {
         guard let lineEnd = try HTTP1Syntax.lineEnd(bytes, from: 0, to: end) else { throw HTTP1ParseError("The status line is not terminated.") }
         // HTTP/1.x SP 3DIGIT [SP reason]
@@ -194,21 +201,33 @@ public struct HTTP1ResponseParser {
             guard bytes[12] == HTTP1Syntax.space else { throw HTTP1ParseError("The status line is not valid.") }
             reason = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[13..<lineEnd]), as: UTF8.self)
         }
-        var fields = HTTPFields()
-        fields.reserveCapacity(16)
+        let fieldsStart = lineEnd + 2
         var framing = HTTP1Framing()
         var lines = RawLines()
         lines.buffer.reserveCapacity(end - lineEnd)
-        try HTTP1Syntax.readFields(bytes, from: lineEnd + 2, to: end - 2, maxFields: 500, keepFraming: false, keepContentLength: keepLength,
-                                   into: &fields, framing: &framing, lines: &lines)
+        var fields: HTTPFields?
         var serialized: SerializedFields?
-        if !framing.connectionNames.isEmpty {
-            let named = framing.connectionNames
-            var kept = HTTPFields()
-            for field in fields where !named.contains(field.name.canonicalName) { kept.append(field) }
-            fields = kept
-        } else if lines.usable, lines.count == fields.count {
-            serialized = SerializedFields(count: lines.count, lines: lines.buffer, hasDate: lines.hasDate, declaredLength: lines.declaredLength)
+        // Usually the kept lines alone, copied as they came: no HTTPField is made unless a
+        // decorator asks for the headers. A HEAD answer's Content-Length is kept as a field,
+        // and lines that would print differently as fields are read as fields.
+        if !keepLength, try HTTP1Syntax.readFieldLines(bytes, from: fieldsStart, to: end - 2, maxFields: maxFields, framing: &framing, lines: &lines),
+           framing.connectionNames.isEmpty {
+            serialized = SerializedFields(lines)
+        } else {
+            var read = HTTPFields()
+            framing = HTTP1Framing()
+            lines = RawLines()
+            try HTTP1Syntax.readFields(bytes, from: fieldsStart, to: end - 2, maxFields: maxFields, keepFraming: false, keepContentLength: keepLength,
+                                       into: &read, framing: &framing, lines: &lines)
+            if !framing.connectionNames.isEmpty {
+                let named = framing.connectionNames
+                var kept = HTTPFields()
+                for field in read where !named.contains(field.name.canonicalName) { kept.append(field) }
+                read = kept
+            } else if lines.usable, lines.count == read.count {
+                serialized = SerializedFields(lines)
+            }
+            fields = read
         }
         let keepAlive = minorVersion >= 1 ? !framing.connectionClose : framing.connectionKeepAlive && !framing.connectionClose
         let status = HTTPResponse.Status(code: code, reasonPhrase: reason)

@@ -35,13 +35,17 @@ struct RawLines {
     var hasDate = false
     var declaredLength: String?
     var usable = true
+    /// ``SerializedFields/nameBits`` of the lines.
+    var nameBits: UInt64 = 0
 
-    mutating func add(_ line: UnsafeRawBufferPointer, isDate: Bool, isLength: String?) {
+    /// Adds a line whose name is its first `nameLength` bytes.
+    mutating func add(_ line: UnsafeRawBufferPointer, nameLength: Int, isDate: Bool, isLength: String?) {
         if isLength != nil {
             // Content-Length is never copied onto the wire as it came.
             declaredLength = isLength
         } else {
             buffer.writeBytes(line)
+            nameBits |= SerializedFields.nameBit(UnsafeRawBufferPointer(rebasing: line[0..<nameLength]))
         }
         count += 1
         if isDate { hasDate = true }
@@ -119,79 +123,145 @@ enum HTTP1Syntax {
         return nil
     }
 
+    /// Where one field line's parts are (offsets into the header section).
+    struct FieldLine {
+        var name: Range<Int>
+        var value: Range<Int>
+        /// The index of the line's CR.
+        var lineEnd: Int
+        /// No control character but tab in the value: the raw line prints as its `HTTPField` would.
+        var clean: Bool
+    }
+
+    /// The field line starting at `lineStart`, checked strictly: CRLF, no obsolete folding, a
+    /// colon after a non-empty name, no NUL in the value; optional whitespace trimmed.
+    @inline(__always)
+    static func fieldLine(_ bytes: UnsafeRawBufferPointer, from lineStart: Int, to end: Int) throws(HTTP1ParseError) -> FieldLine {
+        guard let lineEnd = try lineEnd(bytes, from: lineStart, to: end) else {
+            throw HTTP1ParseError("A header line is not terminated.")
+        }
+        let first = bytes[lineStart]
+        guard first != space, first != tab else { throw HTTP1ParseError("Obsolete line folding is not accepted.") }
+        var colonIndex = lineStart
+        while colonIndex < lineEnd, bytes[colonIndex] != colon { colonIndex += 1 }
+        guard colonIndex < lineEnd, colonIndex > lineStart else { throw HTTP1ParseError("A header line has no field name.") }
+        var valueStart = colonIndex + 1
+        var valueEnd = lineEnd
+        while valueStart < valueEnd, bytes[valueStart] == space || bytes[valueStart] == tab { valueStart += 1 }
+        while valueEnd > valueStart, bytes[valueEnd - 1] == space || bytes[valueEnd - 1] == tab { valueEnd -= 1 }
+        var clean = true
+        for index in valueStart..<valueEnd {
+            let byte = bytes[index]
+            if byte < 0x20 || byte == 0x7F {
+                if byte == 0 { throw HTTP1ParseError("A field value contains NUL.") }
+                // A control character: HTTPField turns it into a space, the raw line would not.
+                if byte != tab { clean = false }
+            }
+        }
+        return FieldLine(name: lineStart..<colonIndex, value: valueStart..<valueEnd, lineEnd: lineEnd, clean: clean)
+    }
+
+    static let notAToken = HTTP1ParseError("A field name is not a token (no spaces before the colon).")
+
     /// Reads the field lines in `start..<end` (each ending in CRLF, the empty line excluded).
     /// `keepFraming` says whether hop-by-hop and framing fields stay in `fields`.
     static func readFields(
         _ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int, maxFields: Int, keepFraming: Bool, dropHost: Bool = false,
         keepContentLength: Bool = false, into fields: inout HTTPFields, framing: inout HTTP1Framing, lines: UnsafeMutablePointer<RawLines>? = nil
     ) throws(HTTP1ParseError) {
-        var lineStart = start
-        var count = 0
-        while lineStart < end {
-            guard let lineEnd = try lineEnd(bytes, from: lineStart, to: end) else {
-                throw HTTP1ParseError("A header line is not terminated.")
-            }
-            count += 1
-            guard count <= maxFields else { throw HTTP1ParseError("The message has more than \(maxFields) header fields.", kind: .headTooLarge) }
-            let first = bytes[lineStart]
-            guard first != space, first != tab else { throw HTTP1ParseError("Obsolete line folding is not accepted.") }
-            var colonIndex = lineStart
-            while colonIndex < lineEnd, bytes[colonIndex] != colon { colonIndex += 1 }
-            guard colonIndex < lineEnd, colonIndex > lineStart else { throw HTTP1ParseError("A header line has no field name.") }
-            var valueStart = colonIndex + 1
-            var valueEnd = lineEnd
-            while valueStart < valueEnd, bytes[valueStart] == space || bytes[valueStart] == tab { valueStart += 1 }
-            while valueEnd > valueStart, bytes[valueEnd - 1] == space || bytes[valueEnd - 1] == tab { valueEnd -= 1 }
-            var clean = true
-            for index in valueStart..<valueEnd {
-                let byte = bytes[index]
-                if byte < 0x20 || byte == 0x7F {
-                    if byte == 0 { throw HTTP1ParseError("A field value contains NUL.") }
-                    // A control character: HTTPField turns it into a space, the raw line would not.
-                    if byte != tab { clean = false }
-                }
-            }
-            let nameBytes = UnsafeRawBufferPointer(rebasing: bytes[lineStart..<colonIndex])
-            guard let name = fieldName(nameBytes) else {
-                throw HTTP1ParseError("A field name is not a token (no spaces before the colon).")
-            }
-            let valueBytes = UnsafeRawBufferPointer(rebasing: bytes[valueStart..<valueEnd])
+        try forEachFieldLine(bytes, from: start, to: end, maxFields: maxFields) { line, whole throws(HTTP1ParseError) in
+            guard let name = fieldName(UnsafeRawBufferPointer(rebasing: bytes[line.name])) else { throw notAToken }
+            let valueBytes = UnsafeRawBufferPointer(rebasing: bytes[line.value])
             let value = String(decoding: valueBytes, as: UTF8.self)
-            let keep = try note(name, value, framing: &framing)
+            let keep = try note(name, valueBytes, framing: &framing)
                 || (keepContentLength && name == .contentLength)
             if (keep || keepFraming), !(dropHost && name == .hostField) {
                 fields.append(HTTPField(name: name, value: value))
                 if let lines {
-                    if !clean { lines.pointee.usable = false }
-                    lines.pointee.add(UnsafeRawBufferPointer(rebasing: bytes[lineStart..<(lineEnd + 2)]), isDate: name == .date,
+                    if !line.clean { lines.pointee.usable = false }
+                    lines.pointee.add(whole, nameLength: line.name.count, isDate: name == .date,
                                       isLength: name == .contentLength ? value : nil)
                 }
             }
-            lineStart = lineEnd + 2
+            return true
         }
     }
 
-    /// Records what a framing field says; false for fields that never pass a hop (so a
-    /// response parser can drop them right away).
-    static func note(_ name: HTTPField.Name, _ value: String, framing: inout HTTP1Framing) throws(HTTP1ParseError) -> Bool {
+    /// Calls `body` with each field line in `start..<end` (and its bytes, CRLF included) until
+    /// it returns false; at most `maxFields` lines.
+    @inline(__always)
+    static func forEachFieldLine(
+        _ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int, maxFields: Int,
+        _ body: (FieldLine, UnsafeRawBufferPointer) throws(HTTP1ParseError) -> Bool
+    ) throws(HTTP1ParseError) {
+        var lineStart = start
+        var count = 0
+        while lineStart < end {
+            let line = try fieldLine(bytes, from: lineStart, to: end)
+            count += 1
+            guard count <= maxFields else {
+                throw HTTP1ParseError("The message has more than \(maxFields) header fields.", kind: .headTooLarge)
+            }
+            guard try body(line, UnsafeRawBufferPointer(rebasing: bytes[lineStart..<(line.lineEnd + 2)])) else { return }
+            lineStart = line.lineEnd + 2
+        }
+    }
+
+    /// Reads a response's field lines without making an `HTTPField` of each: the framing
+    /// fields are noted, hop-by-hop ones dropped, and every other line copied to `lines` as it
+    /// came (for ``SerializedFields``, which makes the fields when they are asked for).
+    /// Returns false, with `lines` unusable, when a kept line would not print as its
+    /// `HTTPField` would (a control character in the value): read them with ``readFields``.
+    static func readFieldLines(
+        _ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int, maxFields: Int, framing: inout HTTP1Framing, lines: inout RawLines
+    ) throws(HTTP1ParseError) -> Bool {
+        var usable = true
+        try forEachFieldLine(bytes, from: start, to: end, maxFields: maxFields) { line, whole throws(HTTP1ParseError) in
+            let nameBytes = UnsafeRawBufferPointer(rebasing: bytes[line.name])
+            guard isToken(nameBytes) else { throw notAToken }
+            let framingName: HTTPField.Name? = switch nameBytes.count {
+            case 10 where equalsIgnoringCase(nameBytes, "connection"): .connection
+            case 14 where equalsIgnoringCase(nameBytes, "content-length"): .contentLength
+            case 17 where equalsIgnoringCase(nameBytes, "transfer-encoding"): .transferEncoding
+            default: nil
+            }
+            if let framingName {
+                // Never kept: Veneer frames the answer itself.
+                _ = try note(framingName, UnsafeRawBufferPointer(rebasing: bytes[line.value]), framing: &framing)
+            } else if !HopByHop.isRemoved(nameBytes) {
+                guard line.clean else {
+                    usable = false
+                    return false
+                }
+                lines.add(whole, nameLength: line.name.count, isDate: nameBytes.count == 4 && equalsIgnoringCase(nameBytes, "date"), isLength: nil)
+            }
+            return true
+        }
+        lines.usable = usable
+        return usable
+    }
+
+    /// Records what a framing field says (`value` is its bytes); false for fields that never
+    /// pass a hop (so a response parser can drop them right away).
+    static func note(_ name: HTTPField.Name, _ value: UnsafeRawBufferPointer, framing: inout HTTP1Framing) throws(HTTP1ParseError) -> Bool {
         let canonical = name.canonicalName
         switch canonical.utf8.count {
         case 4 where canonical == "host":
             framing.hostCount += 1
-            if framing.host == nil { framing.host = value }
+            if framing.host == nil { framing.host = String(decoding: value, as: UTF8.self) }
             return true
         case 6 where canonical == "expect":
-            if equalsIgnoringCase(Substring(value), "100-continue") { framing.expectsContinue = true }
+            if equalsIgnoringCase(trimmed(value), "100-continue") { framing.expectsContinue = true }
             return true
         case 10 where canonical == "connection":
             // Usually one token, "keep-alive" or "close": compared without a lower-cased copy.
-            forEachToken(value) { trimmed in
-                if equalsIgnoringCase(trimmed, "keep-alive") {
+            forEachToken(value) { token in
+                if equalsIgnoringCase(token, "keep-alive") {
                     framing.connectionKeepAlive = true
-                } else if equalsIgnoringCase(trimmed, "close") {
+                } else if equalsIgnoringCase(token, "close") {
                     framing.connectionClose = true
-                } else if !trimmed.isEmpty {
-                    framing.connectionNames.append(trimmed.lowercased())
+                } else if !token.isEmpty {
+                    framing.connectionNames.append(String(decoding: token, as: UTF8.self).lowercased())
                 }
             }
             return false
@@ -199,11 +269,17 @@ enum HTTP1Syntax {
             var problem: HTTP1ParseError?
             forEachToken(value) { digits in
                 guard problem == nil else { return }
-                guard !digits.isEmpty, digits.utf8.count <= 18,
-                      digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
-                      let length = Int(digits) else {
+                var length = 0
+                guard !digits.isEmpty, digits.count <= 18 else {
                     problem = HTTP1ParseError("Content-Length is not a number.")
                     return
+                }
+                for digit in digits {
+                    guard digit >= UInt8(ascii: "0"), digit <= UInt8(ascii: "9") else {
+                        problem = HTTP1ParseError("Content-Length is not a number.")
+                        return
+                    }
+                    length = length * 10 + Int(digit - UInt8(ascii: "0"))
                 }
                 if let known = framing.contentLength, known != length {
                     problem = HTTP1ParseError("Content-Length is given twice with different values.")
@@ -216,7 +292,7 @@ enum HTTP1Syntax {
         case 17 where canonical == "transfer-encoding":
             framing.hasTransferEncoding = true
             // A later field can add codings after an earlier "chunked": only the very last counts.
-            var last: Substring = ""
+            var last = UnsafeRawBufferPointer(start: nil, count: 0)
             forEachToken(value) { coding in
                 if !coding.isEmpty { last = coding }
             }
@@ -261,27 +337,21 @@ enum HTTP1Syntax {
     }
 
     /// Calls `body` with each comma-separated item of a field value, trimmed (no array).
-    static func forEachToken(_ value: String, _ body: (Substring) -> Void) {
-        var rest = Substring(value)
-        while let comma = rest.firstIndex(of: ",") {
-            body(rest[..<comma].trimmingSpaces)
-            rest = rest[rest.index(after: comma)...]
+    static func forEachToken(_ value: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Void) {
+        var start = 0
+        for index in 0...value.count where index == value.count || value[index] == UInt8(ascii: ",") {
+            body(trimmed(UnsafeRawBufferPointer(rebasing: value[start..<index])))
+            start = index + 1
         }
-        body(rest.trimmingSpaces)
     }
 
-    /// Whether `text` is `lowercase` in any case (ASCII).
-    static func equalsIgnoringCase(_ text: Substring, _ lowercase: StaticString) -> Bool {
-        guard text.utf8.count == lowercase.utf8CodeUnitCount else { return false }
-        return lowercase.withUTF8Buffer { expected in
-            var index = 0
-            for byte in text.utf8 {
-                let folded = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
-                guard folded == expected[index] else { return false }
-                index += 1
-            }
-            return true
-        }
+    /// `bytes` without leading and trailing spaces and tabs.
+    static func trimmed(_ bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        var start = 0
+        var end = bytes.count
+        while start < end, bytes[start] == space || bytes[start] == tab { start += 1 }
+        while end > start, bytes[end - 1] == space || bytes[end - 1] == tab { end -= 1 }
+        return UnsafeRawBufferPointer(rebasing: bytes[start..<end])
     }
 
     @inline(__always)
@@ -291,6 +361,37 @@ enum HTTP1Syntax {
             for index in 0..<expected.count where bytes[index] != expected[index] { return false }
             return true
         }
+    }
+
+    /// Whether `bytes` are `lowercase` in any case (ASCII).
+    @inline(__always)
+    static func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ lowercase: StaticString) -> Bool {
+        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+        return lowercase.withUTF8Buffer { expected in
+            for index in 0..<expected.count {
+                let byte = bytes[index]
+                let folded = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+                if folded != expected[index] { return false }
+            }
+            return true
+        }
+    }
+
+    /// Whether `bytes` are a token (RFC 9110 §5.6.2), as `HTTPField.Name` requires of a name.
+    static func isToken(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard !bytes.isEmpty else { return false }
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+                 UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+                 UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+                continue
+            default:
+                return false
+            }
+        }
+        return true
     }
 
     /// Moves up to `remaining` body bytes from `input` to `body` (without a copy when the

@@ -27,6 +27,21 @@ public enum HopByHop {
         }
     }
 
+    /// ``isRemoved(_:)`` for a name as it came on the wire, in any case.
+    public static func isRemoved(_ name: UnsafeRawBufferPointer) -> Bool {
+        switch name.count {
+        case 2: return HTTP1Syntax.equalsIgnoringCase(name, "te")
+        case 7: return HTTP1Syntax.equalsIgnoringCase(name, "upgrade") || HTTP1Syntax.equalsIgnoringCase(name, "trailer")
+        case 10: return HTTP1Syntax.equalsIgnoringCase(name, "connection") || HTTP1Syntax.equalsIgnoringCase(name, "keep-alive")
+        case 14: return HTTP1Syntax.equalsIgnoringCase(name, "content-length")
+        case 16: return HTTP1Syntax.equalsIgnoringCase(name, "proxy-connection")
+        case 17: return HTTP1Syntax.equalsIgnoringCase(name, "transfer-encoding")
+        case 18: return HTTP1Syntax.equalsIgnoringCase(name, "proxy-authenticate")
+        case 19: return HTTP1Syntax.equalsIgnoringCase(name, "proxy-authorization")
+        default: return false
+        }
+    }
+
     /// Removes hop-by-hop fields, those named in `Connection`, and `Content-Length`
     /// (which the sender sets anew from the buffered body). Cheap when there are none.
     public static func strip(_ fields: inout HTTPFields) {

@@ -15,14 +15,16 @@ public struct ProxyResponse: Sendable {
         }
         _modify {
             // Any change may touch the serialized leading fields: forget them.
+            makeFields()
             foldAppended()
             serializedPrefix = nil
-            yield &storedHeaders
+            yield &fields
         }
         set {
             serializedPrefix = nil
+            fieldsAreLines = false
             appendedFields = []
-            storedHeaders = newValue
+            fields = newValue
         }
     }
     /// The whole body.
@@ -31,16 +33,24 @@ public struct ProxyResponse: Sendable {
     /// only as long as nothing changes them: setting or mutating ``headers`` drops it,
     /// ``appendHeader(_:)`` does not.
     public private(set) var serializedPrefix: SerializedFields?
-    /// The fields of ``headers`` up to the appended ones.
-    public private(set) var storedHeaders: HTTPFields
+    /// The fields of ``headers`` up to the appended ones. For a response made from field
+    /// lines alone (``init(status:fieldLines:body:)``), made from them at each call until the
+    /// headers are changed.
+    public var storedHeaders: HTTPFields {
+        guard fieldsAreLines, let serializedPrefix else { return fields }
+        return serializedPrefix.makeFields()
+    }
     /// Fields appended after ``storedHeaders`` while they have a serialized prefix: kept
     /// apart so that a cached entry's shared fields are not copied to add `Age` to them.
     public private(set) var appendedFields: [HTTPField] = []
+    private var fields: HTTPFields
+    /// Whether the stored fields exist only as ``serializedPrefix`` (``fields`` is empty).
+    private var fieldsAreLines = false
 
     /// Creates a response.
     public init(status: HTTPResponse.Status, headers: HTTPFields = [:], body: ByteBuffer = ByteBuffer()) {
         self.status = status
-        self.storedHeaders = headers
+        self.fields = headers
         self.body = body
     }
 
@@ -48,15 +58,26 @@ public struct ProxyResponse: Sendable {
     /// must have been made from exactly these `headers`.
     public init(status: HTTPResponse.Status, headers: HTTPFields, serializedPrefix prefix: SerializedFields?, body: ByteBuffer) {
         self.status = status
-        self.storedHeaders = headers
+        self.fields = headers
         self.body = body
         self.serializedPrefix = prefix.flatMap { $0.count == headers.count ? $0 : nil }
+    }
+
+    /// A response whose header fields are `lines` alone (a response read off an upstream
+    /// connection): passed on as they are, they are never made into `HTTPField`s; reading
+    /// ``headers`` makes them, changing them makes them once.
+    public init(status: HTTPResponse.Status, fieldLines lines: SerializedFields, body: ByteBuffer) {
+        self.status = status
+        self.fields = HTTPFields()
+        self.body = body
+        self.serializedPrefix = lines
+        fieldsAreLines = true
     }
 
     /// Appends a field, keeping the serialized leading fields (they are still the leading ones).
     public mutating func appendHeader(_ field: HTTPField) {
         if serializedPrefix == nil {
-            storedHeaders.append(field)
+            fields.append(field)
         } else {
             if appendedFields.isEmpty { appendedFields.reserveCapacity(4) }
             appendedFields.append(field)
@@ -65,19 +86,32 @@ public struct ProxyResponse: Sendable {
 
     /// Whether ``headers`` has a field named `name` (without putting them together).
     public func containsHeader(_ name: HTTPField.Name) -> Bool {
-        storedHeaders.contains(name) || appendedFields.contains { $0.name == name }
+        if fieldsAreLines, let serializedPrefix {
+            return serializedPrefix.contains(name) || appendedFields.contains { $0.name == name }
+        }
+        return fields.contains(name) || appendedFields.contains { $0.name == name }
     }
 
     /// What `headers[name]` gives (the values of the fields named `name`, joined with ", "),
     /// without putting the headers together; for a name that is either stored or appended,
     /// the stored values only.
     public func header(_ name: HTTPField.Name) -> String? {
-        storedHeaders[name] ?? appendedFields.first { $0.name == name }?.value
+        if fieldsAreLines, let serializedPrefix, !serializedPrefix.contains(name) {
+            return appendedFields.first { $0.name == name }?.value
+        }
+        return storedHeaders[name] ?? appendedFields.first { $0.name == name }?.value
+    }
+
+    /// Makes the stored fields from their lines, for good (before a change).
+    private mutating func makeFields() {
+        guard fieldsAreLines, let serializedPrefix else { return }
+        fields = serializedPrefix.makeFields()
+        fieldsAreLines = false
     }
 
     private mutating func foldAppended() {
         guard !appendedFields.isEmpty else { return }
-        storedHeaders.append(contentsOf: appendedFields)
+        fields.append(contentsOf: appendedFields)
         appendedFields = []
     }
 

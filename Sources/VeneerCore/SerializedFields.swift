@@ -21,12 +21,18 @@ public struct SerializedFields: Sendable {
     /// lines do not know, so they cannot be used.
     public let sawConnection: Bool
 
-    init(count: Int, lines: ByteBuffer, hasDate: Bool, declaredLength: String?) {
-        self.count = count
-        self.lines = lines
-        self.hasDate = hasDate
-        self.declaredLength = declaredLength
+    /// One bit per name length, first and last letter of the lines' names: a name whose
+    /// bit is clear is not among them (``contains(_:)`` answers most questions without a scan).
+    public let nameBits: UInt64
+
+    /// The lines a parser kept.
+    init(_ raw: RawLines) {
+        count = raw.count
+        lines = raw.buffer
+        hasDate = raw.hasDate
+        declaredLength = raw.declaredLength
         sawConnection = false
+        nameBits = raw.nameBits
     }
 
     /// Serializes `headers`.
@@ -39,6 +45,68 @@ public struct SerializedFields: Sendable {
         hasDate = facts.hasDate
         declaredLength = facts.declaredLength
         sawConnection = facts.sawConnection
+        var bits: UInt64 = 0
+        for field in headers {
+            var name = field.name.canonicalName
+            bits |= name.withUTF8 { Self.nameBit(UnsafeRawBufferPointer($0)) }
+        }
+        nameBits = bits
+    }
+
+    /// The bit of ``nameBits`` for a name, in any case.
+    @inline(__always)
+    static func nameBit(_ name: UnsafeRawBufferPointer) -> UInt64 {
+        guard let first = name.first, let last = name.last else { return 0 }
+        let fold = { (byte: UInt8) in Int(byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte) }
+        return 1 << UInt64((name.count &* 7 &+ fold(first) &* 3 &+ fold(last)) & 63)
+    }
+
+    /// The fields these lines stand for, made anew at each call (a response read off an
+    /// upstream connection makes them only if something asks). A `Content-Length` left out
+    /// of the lines comes last.
+    public func makeFields() -> HTTPFields {
+        var fields = HTTPFields()
+        fields.reserveCapacity(count)
+        lines.withUnsafeReadableBytes { bytes in
+            var start = 0
+            // The lines were checked when they were read: none fails here.
+            while start < bytes.count, let line = try? HTTP1Syntax.fieldLine(bytes, from: start, to: bytes.count) {
+                if let name = HTTP1Syntax.fieldName(UnsafeRawBufferPointer(rebasing: bytes[line.name])) {
+                    fields.append(HTTPField(name: name, value: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[line.value]), as: UTF8.self)))
+                }
+                start = line.lineEnd + 2
+            }
+        }
+        if let declaredLength { fields.append(HTTPField(name: .contentLength, value: declaredLength)) }
+        return fields
+    }
+
+    /// Whether a field named `name` is among these lines (or is the `Content-Length` left out).
+    public func contains(_ name: HTTPField.Name) -> Bool {
+        if name == .contentLength, declaredLength != nil { return true }
+        var wanted = name.canonicalName
+        return wanted.withUTF8 { wanted in
+            guard nameBits & Self.nameBit(UnsafeRawBufferPointer(wanted)) != 0 else { return false }
+            return lines.withUnsafeReadableBytes { bytes in
+                var start = 0
+                while start < bytes.count {
+                    var index = start
+                    while index < bytes.count, bytes[index] != HTTP1Syntax.colon { index += 1 }
+                    if index - start == wanted.count {
+                        var same = true
+                        for offset in 0..<wanted.count {
+                            let byte = bytes[start + offset]
+                            let folded = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+                            if folded != wanted[offset] { same = false; break }
+                        }
+                        if same { return true }
+                    }
+                    while index < bytes.count, bytes[index] != HTTP1Syntax.lf { index += 1 }
+                    start = index + 1
+                }
+                return false
+            }
+        }
     }
 
     /// What writing fields found out about those it left out or wrote.

@@ -145,6 +145,8 @@ struct ProxyEdge: Sendable {
     static func stamped(_ response: ProxyResponse, _ requestID: String) -> ProxyResponse {
         var response = response
         if response.containsHeader(.xRequestID) {
+            // An upstream that echoes the id it was sent: nothing to change.
+            guard response.header(.xRequestID) != requestID else { return response }
             response.headers[.xRequestID] = requestID
         } else {
             response.appendHeader(HTTPField(name: .xRequestID, value: requestID))

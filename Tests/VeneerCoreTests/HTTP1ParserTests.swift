@@ -229,6 +229,44 @@ struct HTTP1ParserTests {
         #expect(head.response.headers[.contentLength] == "31" && head.response.serializedPrefix?.declaredLength == "31")
     }
 
+    @Test("a response's fields are kept as lines and made into fields only when asked for, as the fields would have been")
+    func responseFieldsFromLines() throws {
+        let text = "HTTP/1.1 200 OK\r\nserver: nginx\r\nDate: d\r\nContent-Length: 2\r\nKEEP-ALIVE: timeout=5\r\nX-Custom-Thing:  a, b \r\n"
+            + "ETag: \"x\"\r\nTE: trailers\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\n{}"
+        let parsed = try #require(try Self.response(text)).response
+        let lines = try #require(parsed.serializedPrefix)
+        #expect(String(buffer: lines.lines) == "server: nginx\r\nDate: d\r\nX-Custom-Thing:  a, b \r\nETag: \"x\"\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n")
+        #expect(lines.hasDate && lines.count == 6)
+        let made = parsed.headers.map { "\($0.name.rawName)=\($0.value)" }
+        #expect(made == ["server=nginx", "Date=d", "X-Custom-Thing=a, b", "ETag=\"x\"", "Set-Cookie=a=1", "Set-Cookie=b=2"])
+        #expect(parsed.containsHeader(.server) && parsed.containsHeader(HTTPField.Name("x-custom-thing")!))
+        #expect(!parsed.containsHeader(.contentLength) && !parsed.containsHeader(HTTPField.Name("Keep-Alive")!) && !parsed.containsHeader(.te))
+        #expect(parsed.header(.setCookie) == "a=1, b=2" && parsed.header(.location) == nil)
+
+        // Appending keeps the lines; any other change makes the fields once and drops them.
+        var appended = parsed
+        appended.appendHeader(HTTPField(name: .age, value: "1"))
+        #expect(appended.serializedPrefix != nil && appended.headers.count == 7 && appended.header(.age) == "1")
+        var changed = parsed
+        changed.headers[.server] = nil
+        #expect(changed.serializedPrefix == nil && changed.headers.map(\.name.rawName) == ["Date", "X-Custom-Thing", "ETag", "Set-Cookie", "Set-Cookie"])
+
+        // Names are checked as strictly as when they become fields.
+        for bad in ["Bad Name: x", "Bad\"Name: x", "B@d: x"] {
+            #expect(throws: HTTP1ParseError.self, "\(bad)") { _ = try Self.response("HTTP/1.1 200 OK\r\n\(bad)\r\nContent-Length: 0\r\n\r\n") }
+        }
+    }
+
+    @Test("hop-by-hop names are recognized on the wire in any case, as HopByHop.isRemoved recognizes them")
+    func hopByHopBytes() {
+        for name in HopByHop.alwaysRemoved + ["content-length", "host", "te-x", "upgrades", "connections", "x-connection", "date"] {
+            for spelled in [name, name.uppercased()] {
+                let found = Array(spelled.utf8).withUnsafeBytes { HopByHop.isRemoved($0) }
+                #expect(found == HopByHop.isRemoved(name), "\(spelled)")
+            }
+        }
+    }
+
     @Test("malformed, oversized and cut-off responses are errors")
     func responseErrors() {
         for text in ["HTTP/2 200 OK\r\n\r\n", "HTTP/1.1 20 OK\r\n\r\n", "HTTP/1.1 200OK\r\n\r\n", "NOT HTTP\r\n\r\n",

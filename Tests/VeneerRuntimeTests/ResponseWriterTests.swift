@@ -67,6 +67,23 @@ struct ResponseWriterTests {
         #expect(mismatched.serializedPrefix == nil)
     }
 
+    @Test("an upstream answer is stamped with the request id without making its fields, also when it echoes the id")
+    func stampedFromLines() throws {
+        func upstream(_ fields: String) throws -> ProxyResponse {
+            var parser = HTTP1ResponseParser(maxBodySize: 100)
+            parser.append(ByteBuffer(string: "HTTP/1.1 200 OK\r\n\(fields)Content-Length: 2\r\n\r\n{}"))
+            return try #require(try parser.next(requestMethod: .get)).response
+        }
+        let plain = ProxyEdge.stamped(try upstream("Date: x\r\n"), "id-1")
+        #expect(plain.serializedPrefix != nil && plain.appendedFields.map(\.value) == ["id-1"])
+        #expect(wire(plain) == "HTTP/1.1 200 OK\r\nDate: x\r\nX-Request-Id: id-1\r\nContent-Length: 2\r\n\r\n{}")
+        let echoed = ProxyEdge.stamped(try upstream("Date: x\r\nX-Request-Id: id-1\r\n"), "id-1")
+        #expect(echoed.serializedPrefix != nil && echoed.appendedFields.isEmpty && echoed.header(.xRequestID) == "id-1")
+        let other = ProxyEdge.stamped(try upstream("Date: x\r\nx-request-id: theirs\r\n"), "id-1")
+        #expect(other.headers[values: .xRequestID] == ["id-1"])
+        #expect(wire(other) == "HTTP/1.1 200 OK\r\nDate: x\r\nX-Request-Id: id-1\r\nContent-Length: 2\r\n\r\n{}")
+    }
+
     @Test("a Date is added when there is none, Connection: close when the connection ends, control characters leave the reason")
     func dateCloseReason() {
         let text = wire(ProxyResponse(status: HTTPResponse.Status(code: 599, reasonPhrase: "Odd\tOne"), body: ByteBuffer(string: "x")), close: true)
