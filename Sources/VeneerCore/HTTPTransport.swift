@@ -102,6 +102,18 @@ public struct OutboundRequest: Sendable {
 public protocol HTTPTransport: Sendable {
     /// Sends one request and returns the whole response; redirects are returned, not followed.
     func send(_ request: OutboundRequest) async throws -> ProxyResponse
+
+    /// ``send(_:)`` without a task, where the transport can (called on one of its event
+    /// loops): `done` gets the outcome once, on that loop, and the answer is true; false
+    /// means nothing was sent.
+    func start(_ request: OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool
+}
+
+extension HTTPTransport {
+    /// Only ``send(_:)``.
+    public func start(_ request: OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool {
+        false
+    }
 }
 
 /// Connection settings that transports are shared by.

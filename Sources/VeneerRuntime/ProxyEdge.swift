@@ -129,16 +129,41 @@ struct ProxyEdge: Sendable {
         case .chain(let request):
             do {
                 response = try await pending.generation.handler.handle(request)
-            } catch let error as ProxyError {
-                response = error.response
             } catch {
-                logger.error("request failed inside the chain", metadata: [
-                    "request_id": .string(pending.requestID), "error_type": .string(String(describing: type(of: error))),
-                ])
-                response = ProxyError.internal.response
+                response = answer(for: error, pending.requestID)
             }
         }
         return (Self.stamped(response, pending.requestID), false)
+    }
+
+    /// Finishes a request left waiting without a task, if the chain can
+    /// (``Handler/startAnswer(_:then:)``): `done` gets what ``complete(_:)`` would return, on
+    /// this event loop, possibly before this returns. False: nothing started, use ``complete(_:)``.
+    func completeWithoutTask(_ pending: Pending, then done: @escaping @Sendable (ProxyResponse, _ closeConnection: Bool) -> Void) -> Bool {
+        guard case .chain(let request) = pending.work else { return false }
+        let logger = logger
+        return pending.generation.handler.startAnswer(request) { result in
+            let response: ProxyResponse
+            switch result {
+            case .success(let answer): response = answer
+            case .failure(let error): response = Self.answer(for: error, pending.requestID, logger: logger)
+            }
+            pending.generation.leave()
+            done(Self.stamped(response, pending.requestID), false)
+        }
+    }
+
+    private func answer(for error: any Error, _ requestID: String) -> ProxyResponse {
+        Self.answer(for: error, requestID, logger: logger)
+    }
+
+    /// The answer for an error the chain threw: a ``ProxyError`` as it says, anything else `internal` (logged).
+    private static func answer(for error: any Error, _ requestID: String, logger: Logger) -> ProxyResponse {
+        if let error = error as? ProxyError { return error.response }
+        logger.error("request failed inside the chain", metadata: [
+            "request_id": .string(requestID), "error_type": .string(String(describing: type(of: error))),
+        ])
+        return ProxyError.internal.response
     }
 
     /// `response` with the request id.

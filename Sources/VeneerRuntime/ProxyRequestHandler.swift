@@ -13,8 +13,11 @@ import VeneerCore
 /// - A body over `limits.request_body`, declared or actual, is not read any further: the
 ///   request is answered (413, or 405 where the method is wrong anyway) and the connection
 ///   closed. So is a request that cannot be parsed (400).
-/// - Each answer starts as an immediate task: until the chain first suspends (a cache hit
-///   never does) it runs right here on the event loop, with no job queued and no thread hop.
+/// - An answer the chain has at once (a fresh cache hit) is written at once. One it can
+///   start without a task (``Handler/startAnswer(_:then:)``: the upstream origin on the
+///   pooled transport) is written from its callback on this loop. Any other starts as an
+///   immediate task: until the chain first suspends it runs right here on the event loop,
+///   with no job queued and no thread hop.
 /// - Connections idle for the idle timeout are closed; on graceful shutdown the connection
 ///   closes once the request in progress is answered. When Veneer closes a connection it
 ///   shuts down its side first and discards what the client still sends for a moment (as
@@ -210,29 +213,35 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         }
     }
 
-    /// Runs the chain in a task; its answer is written when it comes, then the queue goes on.
+    /// Runs the chain without a task where it can, else in a task; its answer is written when
+    /// it comes, then the queue goes on.
     private func answerLater(_ pending: ProxyEdge.Pending, head: HTTP1RequestParser.Head, tooLarge: Bool, keepAlive: Bool,
                              context: ChannelHandlerContext) {
         let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
         let eventLoop = context.eventLoop
-        let edge = edge
-        let taskExecutor = taskExecutor(for: eventLoop)
-        // Runs synchronously up to the chain's first suspension, so it may have finished
-        // (inside startNext's loop) by the time this returns.
-        Task.immediate(executorPreference: taskExecutor) {
-            let (response, refused) = await edge.complete(pending)
+        let method = head.method
+        let deliver: @Sendable (ProxyResponse, Bool) -> Void = { response, refused in
             let keep = keepAlive && !refused && !tooLarge
             if eventLoop.inEventLoop {
-                loopBound.value.handler.finish(response, method: head.method, keepAlive: keep, context: loopBound.value.context)
+                loopBound.value.handler.finish(response, method: method, keepAlive: keep, context: loopBound.value.context)
             } else {
                 eventLoop.execute {
-                    loopBound.value.handler.finish(response, method: head.method, keepAlive: keep, context: loopBound.value.context)
+                    loopBound.value.handler.finish(response, method: method, keepAlive: keep, context: loopBound.value.context)
                 }
             }
         }
+        // A chain that can answer without a task (the upstream origin, maybe behind
+        // latency_log) calls back on this loop: no task to create, suspend and resume.
+        // Either way the answer may come (inside startNext's loop) before this returns.
+        guard !edge.completeWithoutTask(pending, then: deliver) else { return }
+        let edge = edge
+        Task.immediate(executorPreference: taskExecutor(for: eventLoop)) {
+            let (response, refused) = await edge.complete(pending)
+            deliver(response, refused)
+        }
     }
 
-    /// Writes one answer that came from a task; then the next request.
+    /// Writes one answer that came later; then the next request.
     private func finish(_ response: ProxyResponse, method: HTTPRequest.Method, keepAlive: Bool, context: ChannelHandlerContext) {
         write(response, method: method, keepAlive: keepAlive, context: context)
         startNext(context: context)

@@ -3,6 +3,7 @@ import HTTPTypes
 import Metrics
 import NIOCore
 import Prometheus
+import Synchronization
 import Testing
 import VeneerCore
 import VeneerDecorators
@@ -41,6 +42,43 @@ struct LatencyLogTests {
         #expect(fields["cache"] as? String == "veneer; hit")
         #expect((fields["time"] as? String)?.hasSuffix("Z") == true)
         #expect(fields["slow"] == nil)
+    }
+
+    @Test("an answer the inner handler starts without a task is passed on and logged when it comes, errors too; none, and nothing is logged")
+    func startAnswer() throws {
+        /// Answers post 1 and fails post 2 by callback (held until `release`), refuses the rest.
+        final class Later: Handler, @unchecked Sendable {
+            var pending: [() -> Void] = []
+            func handle(_ request: ProxyRequest) async throws -> ProxyResponse { ProxyResponse(status: .internalServerError) }
+            func startAnswer(_ request: ProxyRequest, then done: @escaping @Sendable (Result<ProxyResponse, any Error>) -> Void) -> Bool {
+                switch request.route.id {
+                case "1": pending.append { done(.success(ProxyResponse(status: .ok))) }
+                case "2": pending.append { done(.failure(ProxyError.upstreamTimeout("slow"))) }
+                default: return false
+                }
+                return true
+            }
+        }
+        let clock = ManualClock()
+        let sink = CollectingSink()
+        let inner = Later()
+        let log = decorator(inner, clock: clock, sink: sink)
+        let outcomes = Mutex<[String]>([])
+        for id in [1, 2] {
+            #expect(log.startAnswer(.getPost(id)) { result in
+                outcomes.withLock { $0.append((try? result.get()).map { "\($0.status.code)" } ?? "error") }
+            })
+        }
+        #expect(!log.startAnswer(.getPost(3)) { _ in Issue.record("answered a request it did not start") })
+        #expect(sink.lines.isEmpty, "nothing is logged before the answer comes")
+        clock.advance(by: .milliseconds(7))
+        for release in inner.pending { release() }
+        #expect(outcomes.withLock { $0 } == ["200", "error"])
+        #expect(sink.lines.count == 2)
+        let ok = try object(sink.lines[0])
+        let failed = try object(sink.lines[1])
+        #expect(ok["status"] as? Int == 200 && ok["duration_ms"] as? Double == 7)
+        #expect(failed["status"] as? Int == 504 && failed["error"] as? String == "upstream_timeout")
     }
 
     @Test("an answer the inner handler has at once is passed on and logged; none, and nothing is logged")

@@ -8,21 +8,67 @@ import VeneerTestSupport
 
 @Suite("Upstream origin against a real local upstream")
 struct UpstreamOriginTests {
-    /// Plain HTTP through the pooled transport (what Veneer runs) and through AsyncHTTPClient
-    /// (what it uses for https): both keep the same contract.
-    static let kinds: [StandardTransportProvider.Kind] = [.standard, .asyncHTTPClient]
-
-    func origin(_ url: String, timeout: Duration = .seconds(5), kind: StandardTransportProvider.Kind) -> (UpstreamOrigin, StandardTransportProvider) {
-        let provider = StandardTransportProvider(kind: kind)
-        let options = UpstreamOriginOptions(endpoint: Endpoint(url: url)!, timeout: timeout,
-                                            transport: TransportOptions(connectTimeout: .seconds(1)))
-        return (UpstreamOrigin(options: options, transport: provider.transport(options.transport)), provider)
+    /// How a test reaches the upstream: plain HTTP through the pooled transport (what Veneer
+    /// runs), by `handle` in a task or by `startAnswer` on an event loop without one; and
+    /// through AsyncHTTPClient (what it uses for https). All keep the same contract.
+    struct Way: Sendable, CustomTestStringConvertible {
+        let kind: StandardTransportProvider.Kind
+        let withoutTask: Bool
+        var testDescription: String { "\(kind)\(withoutTask ? " without a task" : "")" }
     }
 
-    @Test("forwards method, canonical path under the prefix, query, body and end-to-end headers", arguments: kinds)
-    func forwards(kind: StandardTransportProvider.Kind) async throws {
+    static let ways = [Way(kind: .standard, withoutTask: false), Way(kind: .standard, withoutTask: true),
+                       Way(kind: .asyncHTTPClient, withoutTask: false)]
+
+    /// The origin, answering the way a test asks.
+    struct TestedOrigin {
+        let origin: UpstreamOrigin
+        let way: Way
+
+        struct NotStarted: Error {}
+
+        func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
+            guard way.withoutTask else { return try await origin.handle(request) }
+            let loop = MultiThreadedEventLoopGroup.singleton.next()
+            return try await withCheckedThrowingContinuation { continuation in
+                loop.execute {
+                    let started = origin.startAnswer(request) { result in
+                        #expect(loop.inEventLoop, "the answer comes on the loop it was asked on")
+                        continuation.resume(with: result)
+                    }
+                    if !started { continuation.resume(throwing: NotStarted()) }
+                }
+            }
+        }
+    }
+
+    func origin(_ url: String, timeout: Duration = .seconds(5), way: Way) -> (TestedOrigin, StandardTransportProvider) {
+        let provider = StandardTransportProvider(kind: way.kind)
+        let options = UpstreamOriginOptions(endpoint: Endpoint(url: url)!, timeout: timeout,
+                                            transport: TransportOptions(connectTimeout: .seconds(1)))
+        return (TestedOrigin(origin: UpstreamOrigin(options: options, transport: provider.transport(options.transport)), way: way), provider)
+    }
+
+    @Test("without a task only on the pooled transport's own event loops; AsyncHTTPClient always needs one")
+    func withoutTaskWhere() async throws {
+        try await withTestUpstream({ _ in .json("{}") }) { (upstream: TestUpstream) async throws in
+            for kind in [StandardTransportProvider.Kind.standard, .asyncHTTPClient] {
+                let (tested, provider) = origin(upstream.url, way: Way(kind: kind, withoutTask: false))
+                #expect(!tested.origin.startAnswer(.getPost(1)) { _ in Issue.record("answered off the loop") }, "off any event loop: \(kind)")
+                // Throws NotStarted where it cannot.
+                let answered = (try? await TestedOrigin(origin: tested.origin, way: Way(kind: kind, withoutTask: true)).handle(.getPost(1)))?
+                    .status == .ok
+                #expect(answered == (kind == .standard), "on an event loop: \(kind)")
+                await provider.shutdown()
+            }
+            #expect(upstream.requests.count == 1, "only the request started on the loop was sent")
+        }
+    }
+
+    @Test("forwards method, canonical path under the prefix, query, body and end-to-end headers", arguments: ways)
+    func forwards(way: Way) async throws {
         try await withTestUpstream({ _ in .json(#"{"id":5,"title":"t","body":"b","extra":1}"#, status: 201, headers: [("X-Upstream", "yes")]) }) { (upstream: TestUpstream) async throws in
-            let (origin, provider) = origin(upstream.url + "/v1", kind: kind)
+            let (origin, provider) = origin(upstream.url + "/v1", way: way)
             defer { Task { await provider.shutdown() } }
             let request = ProxyRequest(
                 method: .post, route: .list(.posts), query: "a=1&b=%20", headers: [.accept: "application/json", .xRequestID: "rid-1"],
@@ -42,10 +88,10 @@ struct UpstreamOriginTests {
         }
     }
 
-    @Test("X-Forwarded-For is appended to, not replaced", arguments: kinds)
-    func forwardedFor(kind: StandardTransportProvider.Kind) async throws {
+    @Test("X-Forwarded-For is appended to, not replaced", arguments: ways)
+    func forwardedFor(way: Way) async throws {
         try await withTestUpstream({ _ in .json("{}") }) { (upstream: TestUpstream) async throws in
-            let (origin, provider) = origin(upstream.url, kind: kind)
+            let (origin, provider) = origin(upstream.url, way: way)
             defer { Task { await provider.shutdown() } }
             _ = try await origin.handle(ProxyRequest(method: .get, route: .item(.posts, "1"), headers: [.xForwardedFor: "203.0.113.9"],
                                                      client: ClientAddress("::ffff:127.0.0.1")))
@@ -53,8 +99,8 @@ struct UpstreamOriginTests {
         }
     }
 
-    @Test("hop-by-hop headers of the upstream's response are not passed back", arguments: kinds)
-    func responseHopByHop(kind: StandardTransportProvider.Kind) async throws {
+    @Test("hop-by-hop headers of the upstream's response are not passed back", arguments: ways)
+    func responseHopByHop(way: Way) async throws {
         try await withTestUpstream({ _ in
             .json("{}", headers: [("Connection", "X-Hop"), ("X-Hop", "1"), ("Keep-Alive", "timeout=5"), ("X-End", "2")])
         }) { (upstream: TestUpstream) async throws in
@@ -62,7 +108,7 @@ struct UpstreamOriginTests {
             let direct = try await RawHTTP.request(port: upstream.port, "GET", "/posts/1")
             #expect(direct.header("X-Hop") == "1" && direct.header("Keep-Alive") == "timeout=5")
             // ...and the origin drops them.
-            let (origin, provider) = origin(upstream.url, kind: kind)
+            let (origin, provider) = origin(upstream.url, way: way)
             defer { Task { await provider.shutdown() } }
             let response = try await origin.handle(.getPost(1))
             #expect(response.headers[HTTPField.Name("X-Hop")!] == nil)
@@ -72,10 +118,10 @@ struct UpstreamOriginTests {
         }
     }
 
-    @Test("redirects come back to the caller instead of being followed", arguments: kinds)
-    func redirects(kind: StandardTransportProvider.Kind) async throws {
+    @Test("redirects come back to the caller instead of being followed", arguments: ways)
+    func redirects(way: Way) async throws {
         try await withTestUpstream({ _ in UpstreamReply(status: 302, headers: [("Location", "/posts/2")], body: "") }) { (upstream: TestUpstream) async throws in
-            let (origin, provider) = origin(upstream.url, kind: kind)
+            let (origin, provider) = origin(upstream.url, way: way)
             defer { Task { await provider.shutdown() } }
             let response = try await origin.handle(.getPost(1))
             #expect(response.status == .found)
@@ -84,10 +130,10 @@ struct UpstreamOriginTests {
         }
     }
 
-    @Test("upstream 4xx and 5xx answers are passed through unchanged", arguments: kinds)
-    func upstreamErrors(kind: StandardTransportProvider.Kind) async throws {
+    @Test("upstream 4xx and 5xx answers are passed through unchanged", arguments: ways)
+    func upstreamErrors(way: Way) async throws {
         try await withTestUpstream({ _ in .json(#"{"message":"nope"}"#, status: 503, headers: [("Retry-After", "7")]) }) { (upstream: TestUpstream) async throws in
-            let (origin, provider) = origin(upstream.url, kind: kind)
+            let (origin, provider) = origin(upstream.url, way: way)
             defer { Task { await provider.shutdown() } }
             let response = try await origin.handle(.getPost(1))
             #expect(response.status == .serviceUnavailable)
@@ -96,10 +142,10 @@ struct UpstreamOriginTests {
         }
     }
 
-    @Test("an unreachable upstream is 502 upstream_unavailable", arguments: kinds)
-    func unreachable(kind: StandardTransportProvider.Kind) async throws {
+    @Test("an unreachable upstream is 502 upstream_unavailable", arguments: ways)
+    func unreachable(way: Way) async throws {
         try await withRefusingPort { port in
-            let (origin, provider) = origin("http://127.0.0.1:\(port)", kind: kind)
+            let (origin, provider) = origin("http://127.0.0.1:\(port)", way: way)
             defer { Task { await provider.shutdown() } }
             await #expect(throws: ProxyError.self) {
                 do {
@@ -112,10 +158,10 @@ struct UpstreamOriginTests {
         }
     }
 
-    @Test("a slow upstream is 504 upstream_timeout after the timeout", arguments: kinds)
-    func timeout(kind: StandardTransportProvider.Kind) async throws {
+    @Test("a slow upstream is 504 upstream_timeout after the timeout", arguments: ways)
+    func timeout(way: Way) async throws {
         try await withTestUpstream({ _ in UpstreamReply(body: "{}", delay: .seconds(3)) }) { (upstream: TestUpstream) async throws in
-            let (origin, provider) = origin(upstream.url, timeout: .milliseconds(300), kind: kind)
+            let (origin, provider) = origin(upstream.url, timeout: .milliseconds(300), way: way)
             defer { Task { await provider.shutdown() } }
             let start = ContinuousClock.now
             do {
@@ -128,13 +174,14 @@ struct UpstreamOriginTests {
         }
     }
 
-    @Test("a response larger than the limit is refused, not buffered", arguments: kinds)
-    func oversized(kind: StandardTransportProvider.Kind) async throws {
+    @Test("a response larger than the limit is refused, not buffered", arguments: ways)
+    func oversized(way: Way) async throws {
         try await withTestUpstream({ _ in .json(String(repeating: "x", count: 10_000)) }) { (upstream: TestUpstream) async throws in
-            let provider = StandardTransportProvider(kind: kind)
+            let provider = StandardTransportProvider(kind: way.kind)
             defer { Task { await provider.shutdown() } }
             let options = UpstreamOriginOptions(endpoint: Endpoint(url: upstream.url)!)
-            let origin = UpstreamOrigin(options: options, transport: provider.transport(options.transport), maxResponseBodySize: 1000)
+            let origin = TestedOrigin(origin: UpstreamOrigin(options: options, transport: provider.transport(options.transport), maxResponseBodySize: 1000),
+                                      way: way)
             await #expect(throws: ProxyError.upstreamUnavailable("The upstream response is larger than 1000 bytes.")) {
                 _ = try await origin.handle(.getPost(1))
             }

@@ -32,13 +32,10 @@ public struct LatencyLogDecorator: Handler {
         let start = clock.monotonic()
         do {
             let response = try await inner.handle(request)
-            record(request, status: response.status.code, error: nil,
-                   cacheStatus: response.header(.cacheStatus), elapsed: clock.monotonic() - start)
+            record(request, .success(response), since: start)
             return response
         } catch {
-            let proxyError = error as? ProxyError ?? .internal
-            record(request, status: proxyError.status.code, error: proxyError.code.rawValue,
-                   cacheStatus: nil, elapsed: clock.monotonic() - start)
+            record(request, .failure(error), since: start)
             throw error
         }
     }
@@ -47,9 +44,30 @@ public struct LatencyLogDecorator: Handler {
     public func answerAtOnce(_ request: ProxyRequest) -> ProxyResponse? {
         let start = clock.monotonic()
         guard let response = inner.answerAtOnce(request) else { return nil }
-        record(request, status: response.status.code, error: nil,
-               cacheStatus: response.header(.cacheStatus), elapsed: clock.monotonic() - start)
+        record(request, .success(response), since: start)
         return response
+    }
+
+    /// The inner handler's answer without a task, timed and logged like any other.
+    public func startAnswer(_ request: ProxyRequest, then done: @escaping @Sendable (Result<ProxyResponse, any Error>) -> Void) -> Bool {
+        let start = clock.monotonic()
+        return inner.startAnswer(request) { [self] result in
+            record(request, result, since: start)
+            done(result)
+        }
+    }
+
+    /// Logs how the inner handler answered.
+    func record(_ request: ProxyRequest, _ result: Result<ProxyResponse, any Error>, since start: Duration) {
+        switch result {
+        case .success(let response):
+            record(request, status: response.status.code, error: nil,
+                   cacheStatus: response.header(.cacheStatus), elapsed: clock.monotonic() - start)
+        case .failure(let error):
+            let proxyError = error as? ProxyError ?? .internal
+            record(request, status: proxyError.status.code, error: proxyError.code.rawValue,
+                   cacheStatus: nil, elapsed: clock.monotonic() - start)
+        }
     }
 
     func record(_ request: ProxyRequest, status: Int, error: String?, cacheStatus: String?, elapsed: Duration) {

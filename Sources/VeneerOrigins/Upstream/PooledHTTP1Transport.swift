@@ -61,6 +61,16 @@ public final class PooledHTTP1Transport: HTTPTransport {
         }
     }
 
+    /// Sends one request without a task when called on one of the transport's event loops.
+    public func start(_ request: OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool {
+        let pool = pools.count == 1 ? fallback : pools[ObjectIdentifier(group.any())] ?? fallback
+        guard pool.eventLoop.inEventLoop else { return false }
+        let exchange = Exchange(request: request)
+        exchange.callback = done
+        pool.start(exchange)
+        return true
+    }
+
     /// Closes every connection; requests still in flight fail.
     public func shutdown() async {
         var closing: [EventLoopFuture<Void>] = []
@@ -75,7 +85,9 @@ public final class PooledHTTP1Transport: HTTPTransport {
 /// Touched only on its pool's event loop once started.
 final class Exchange: @unchecked Sendable {
     let request: OutboundRequest
+    /// Who waits for the outcome: a task, or (``PooledHTTP1Transport/start(_:then:)``) a callback.
     var continuation: UnsafeContinuation<ProxyResponse, any Error>?
+    var callback: (@Sendable (Result<ProxyResponse, ProxyError>) -> Void)?
     var deadline = NIODeadline.distantFuture
     var peer: PeerPool?
     var connection: UpstreamConnection?
@@ -104,6 +116,11 @@ final class Exchange: @unchecked Sendable {
         connection = nil
         let continuation = self.continuation
         self.continuation = nil
+        if let callback {
+            self.callback = nil
+            callback(result)
+            return
+        }
         switch result {
         case .success(let response): continuation?.resume(returning: response)
         case .failure(let error): continuation?.resume(throwing: error)
@@ -250,8 +267,9 @@ final class LoopPool: @unchecked Sendable {
     fileprivate func completed(_ exchange: Exchange, on connection: UpstreamConnection, reused: Bool, _ outcome: UpstreamConnection.Outcome) {
         switch outcome {
         case .response(let response, let keepAlive):
-            finish(exchange, .success(response))
+            // The connection first: a callback may send the next request at once.
             if keepAlive { release(connection) } else { connection.channel.close(promise: nil) }
+            finish(exchange, .success(response))
         case .failed(let error):
             finish(exchange, .failure(error))
             connection.channel.close(promise: nil)

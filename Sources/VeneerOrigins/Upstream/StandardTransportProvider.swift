@@ -63,4 +63,9 @@ struct SchemeTransport: HTTPTransport {
         }
         return try await tls.send(request)
     }
+
+    func start(_ request: OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool {
+        guard request.endpoint.scheme == "http", let plain else { return false }
+        return plain.start(request, then: done)
+    }
 }

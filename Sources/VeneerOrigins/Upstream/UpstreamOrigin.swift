@@ -21,6 +21,16 @@ public struct UpstreamOrigin: Handler {
 
     /// Forwards the request.
     public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
+        try await transport.send(outbound(request))
+    }
+
+    /// Forwards the request without a task when the transport can.
+    public func startAnswer(_ request: ProxyRequest, then done: @escaping @Sendable (Result<ProxyResponse, any Error>) -> Void) -> Bool {
+        transport.start(outbound(request)) { result in done(result.mapError { $0 }) }
+    }
+
+    /// The request as it goes to the upstream.
+    func outbound(_ request: ProxyRequest) -> OutboundRequest {
         var headers = request.headers
         if let client = request.client {
             let address = client.unmapped.description
@@ -30,7 +40,7 @@ public struct UpstreamOrigin: Handler {
                 headers[.xForwardedFor] = address
             }
         }
-        let outbound = OutboundRequest(
+        return OutboundRequest(
             method: request.method,
             endpoint: options.endpoint,
             target: Self.target(options.endpoint.basePath, request),
@@ -38,7 +48,6 @@ public struct UpstreamOrigin: Handler {
             body: request.body.readableBytes > 0 || request.method == .post || request.method == .put || request.method == .patch ? request.body : nil,
             timeout: options.timeout,
             maxResponseBodySize: maxResponseBodySize)
-        return try await transport.send(outbound)
     }
 
     /// Prefix, path and query, built in one string.

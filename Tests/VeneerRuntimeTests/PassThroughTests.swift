@@ -1,0 +1,53 @@
+import HTTPTypes
+import NIOCore
+import Testing
+@testable import VeneerRuntime
+import VeneerCore
+import VeneerTestSupport
+
+@Suite("pass-through without a task")
+struct PassThroughTests {
+    @Test("an upstream chain is answered by callback on the connection's loop, stamped, logged, its generation left; off the loop it is not started")
+    func withoutTask() async throws {
+        try await withTestUpstream({ _ in .json(#"{"id":1}"#, headers: [("X-Request-Id", "theirs")]) }) { (upstream: TestUpstream) async throws in
+            let yaml = "environments: {development: {origin: {upstream: {url: \"\(upstream.url)\"}}, chain: [latency_log]}}"
+            try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
+                let chain = veneer.instance.chain
+                let admin = AdminAPI(chain: chain, health: veneer.instance.health, metrics: veneer.instance.metrics, reloadStatus: ReloadStatus())
+                let edge = ProxyEdge(chain: chain, admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true)
+                func begin() throws -> ProxyEdge.Pending {
+                    guard case .waiting(let pending) = edge.begin(method: .get, target: "/posts/1", fields: [.xRequestID: "req-9"],
+                                                                  body: .complete(ByteBuffer()), client: ClientAddress("127.0.0.1")) else {
+                        throw CancellationError()
+                    }
+                    return pending
+                }
+
+                // Off any event loop nothing starts and nothing changes: the task path follows.
+                let offLoop = try begin()
+                #expect(!edge.completeWithoutTask(offLoop) { _, _ in Issue.record("answered off the loop") })
+                #expect(chain.generation.requestsInFlight == 1)
+                let (byTask, _) = await edge.complete(offLoop)
+                #expect(byTask.status == .ok && chain.generation.requestsInFlight == 0)
+
+                let loop = veneer.instance.configuration.eventLoopGroup.next()
+                let pending = try begin()
+                let (response, close): (ProxyResponse, Bool) = try await withCheckedThrowingContinuation { continuation in
+                    loop.execute {
+                        let started = edge.completeWithoutTask(pending) { response, close in
+                            #expect(loop.inEventLoop)
+                            continuation.resume(returning: (response, close))
+                        }
+                        if !started { continuation.resume(throwing: CancellationError()) }
+                    }
+                }
+                #expect(!close && response.status == .ok && String(buffer: response.body) == #"{"id":1}"#)
+                #expect(response.headers[values: .xRequestID] == ["req-9"], "the edge's id replaces the upstream's")
+                #expect(chain.generation.requestsInFlight == 0)
+                #expect(upstream.requests.count == 2 && upstream.requests.allSatisfy { $0.header("x-request-id") == "req-9" })
+                let metrics = try await veneer.request("GET", "/-/metrics").text
+                #expect(metrics.contains(#"veneer_request_duration_seconds_count{label="0",method="GET",route="/posts/{id}",status="200"} 2"#))
+            }
+        }
+    }
+}
