@@ -18,6 +18,10 @@ import VeneerCore
 ///   pooled transport) is written from its callback on this loop. Any other starts as an
 ///   immediate task: until the chain first suspends it runs right here on the event loop,
 ///   with no job queued and no thread hop.
+/// - Answers are written as they come and flushed by the loop's ``TickFlusher`` once the
+///   loop has handled the batch of sockets that were ready: one batch's answers go out back
+///   to back (the client is woken about once per batch). Before Veneer closes a connection
+///   it flushes what is still waiting.
 /// - Connections idle for the idle timeout are closed; on graceful shutdown the connection
 ///   closes once the request in progress is answered. When Veneer closes a connection it
 ///   shuts down its side first and discards what the client still sends for a moment (as
@@ -65,6 +69,15 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var draining = false
     private var executor: EventLoopTaskExecutor?
     private var outputBuffer: ByteBuffer?
+
+    private var tickFlusher: TickFlusher?
+
+    private func flusher(_ eventLoop: any EventLoop) -> TickFlusher {
+        if let tickFlusher { return tickFlusher }
+        let made = TickFlusher.for(eventLoop)
+        tickFlusher = made
+        return made
+    }
 
     private func taskExecutor(for eventLoop: any EventLoop) -> EventLoopTaskExecutor {
         if let executor { return executor }
@@ -269,9 +282,11 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 Self.lingeringClose(loopBound.value)
             }
         } else {
-            context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
-            // Unique again once written: the next answer reuses its storage (if NIO still
-            // holds it, clearing it later copies, which costs what a new one would).
+            // Flushed with the other answers of this batch (see TickFlusher).
+            context.write(wrapOutboundOut(buffer), promise: nil)
+            flusher(context.eventLoop).flushSoon(context.channel)
+            // Unique again once flushed and written: the next answer reuses its storage (if
+            // NIO still holds it, clearing it copies, which costs what a new one would).
             outputBuffer = buffer
         }
     }
@@ -299,6 +314,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         // A request being read will close the connection with its answer.
         guard !answering, queue.isEmpty, ignoring || !parser.isMidRequest else { return }
         closing = true
+        // The last answers may still wait for the end of the batch (TickFlusher): out first.
+        context.flush()
         context.close(promise: nil)
     }
 
@@ -317,6 +334,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         let due = lastActivity + idleTimeout
         if !answering, due <= .now() {
             logger.trace("closing an idle connection")
+            context.flush()
             context.close(promise: nil)
         } else {
             scheduleIdleCheck(context: context, at: answering ? .now() + idleTimeout : due)

@@ -432,9 +432,11 @@ final class UpstreamConnection: @unchecked Sendable {
         private var parser = HTTP1ResponseParser(maxBodySize: 0)
         private var sawBytes = false
         private var outputBuffer: ByteBuffer?
+        private var flusher: TickFlusher!
 
         func handlerAdded(context: ChannelHandlerContext) {
             self.context = context
+            flusher = TickFlusher.for(context.eventLoop)
         }
 
         func handlerRemoved(context: ChannelHandlerContext) {
@@ -458,7 +460,9 @@ final class UpstreamConnection: @unchecked Sendable {
             buffer.clear()
             Self.serialize(request, into: &buffer)
             // A write that fails closes the channel: channelInactive completes the exchange.
-            context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+            // Flushed with the other writes of this batch (see TickFlusher).
+            context.write(wrapOutboundOut(buffer), promise: nil)
+            flusher.flushSoon(context.channel)
             outputBuffer = buffer
         }
 
