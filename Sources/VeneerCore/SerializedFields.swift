@@ -82,6 +82,8 @@ public struct SerializedFields: Sendable {
     }
 
     /// Whether a field named `name` is among these lines (or is the `Content-Length` left out).
+    /// Only the lines: for lines made from fields (``init(_:)``), the hop-by-hop fields they
+    /// left out are not found; ``ProxyResponse`` asks only when its fields are lines alone.
     public func contains(_ name: HTTPField.Name) -> Bool {
         if name == .contentLength, declaredLength != nil { return true }
         var wanted = name.canonicalName

@@ -36,7 +36,11 @@ struct ProxyConnection: ServerChildChannel {
         await withTaskCancellationHandler {
             try? await value.channel.closeFuture.get()
         } onCancel: {
-            value.channel.close(promise: nil)
+            // Answers waiting for the end of the loop's batch (TickFlusher) go out first.
+            value.channel.eventLoop.execute {
+                value.channel.flush()
+                value.channel.close(promise: nil)
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 import HTTPTypes
 import NIOCore
+import NIOPosix
 import Testing
 @testable import VeneerRuntime
 import VeneerCore
@@ -48,6 +49,35 @@ struct PassThroughTests {
                 let metrics = try await veneer.request("GET", "/-/metrics").text
                 #expect(metrics.contains(#"veneer_request_duration_seconds_count{label="0",method="GET",route="/posts/{id}",status="200"} 2"#))
             }
+        }
+    }
+
+    @Test("with one upstream connection per loop, answers by callback serve two clients' pipelined requests on it, one after the other, in order")
+    func oneConnectionReentrant() async throws {
+        let upstream = try await ScriptedUpstream.start { received in
+            .reply(ScriptedUpstream.ok(#"{"n":\#(received.indexOnConnection)}"#))
+        }
+        defer { Task { await upstream.stop() } }
+        let yaml = "environments: {development: {origin: {upstream: {url: \"\(upstream.url)\", connections: 1}}, chain: [latency_log]}}"
+        // One event loop: both clients' requests share its pool of one connection.
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { Task { try await group.shutdownGracefully() } }
+        try await withVeneer(yaml: yaml, eventLoopGroup: group) { (veneer: RunningVeneer) async throws in
+            let clients = [try await RawConnection.connect(port: veneer.port), try await RawConnection.connect(port: veneer.port)]
+            defer { for client in clients { client.close() } }
+            for client in clients {
+                try await client.send(String(repeating: "GET /posts/1 HTTP/1.1\r\nHost: x\r\n\r\n", count: 3))
+            }
+            var seen: [Int] = []
+            for client in clients {
+                let answers = try await client.responses(3)
+                #expect(answers.map(\.status) == [200, 200, 200])
+                let numbers = answers.compactMap { $0.json?["n"] as? Int }
+                #expect(numbers == numbers.sorted(), "each client's answers in order")
+                seen += numbers
+            }
+            #expect(seen.sorted() == Array(0..<6), "six exchanges, one after the other, on the one connection")
+            #expect(upstream.connections == 1)
         }
     }
 }

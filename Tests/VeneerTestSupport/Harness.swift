@@ -39,6 +39,7 @@ public func withVeneer<T>(
     clock: any VeneerClock = SystemClock(),
     workingDirectory: String = FileManager.default.currentDirectoryPath,
     yamlProvider: (@Sendable () -> String)? = nil,
+    eventLoopGroup: (any EventLoopGroup)? = nil,
     _ body: (RunningVeneer) async throws -> T
 ) async throws -> T {
     let fixed = yaml
@@ -47,6 +48,7 @@ public func withVeneer<T>(
         environment: environment, variables: variables, workingDirectory: workingDirectory,
         registry: registry, clock: clock, logger: quietLogger())
     configuration.listenOverride = ListenAddress(host: "127.0.0.1", port: 0)
+    if let eventLoopGroup { configuration.eventLoopGroup = eventLoopGroup }
     let (stream, continuation) = AsyncStream<ReadyInfo>.makeStream()
     let instance = try await VeneerInstance(configuration: configuration, onReady: { continuation.yield($0) })
     let group = ServiceGroup(configuration: .init(services: [instance], logger: quietLogger()))

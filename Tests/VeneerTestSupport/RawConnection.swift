@@ -51,11 +51,6 @@ public final class RawConnection: Sendable {
         try await channel.writeAndFlush(ByteBuffer(bytes: bytes))
     }
 
-    /// Closes the sending side (the server reads the end of the input) and keeps reading.
-    public func shutdownOutput() async throws {
-        try await channel.close(mode: .output)
-    }
-
     /// Waits until `condition` holds for what was received (and whether the connection is
     /// closed); throws on timeout.
     public func wait(timeout: Duration = .seconds(5), until condition: ([UInt8], Bool) -> Bool) async throws -> [UInt8] {

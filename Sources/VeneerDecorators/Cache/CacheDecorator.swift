@@ -125,8 +125,10 @@ public struct CacheDecorator: Handler {
 
         if response.status == .notModified, var refreshed = stale {
             // RFC 9111 §4.3.4: update the stored headers from the 304 and start a new freshness period.
-            for field in response.headers where !["content-length", "content-type"].contains(field.name.canonicalName) {
-                refreshed.headers[field.name] = response.headers[values: field.name].joined(separator: ", ")
+            // Read once: an upstream answer makes its fields from its lines at each read.
+            let updates = response.headers
+            for field in updates where !["content-length", "content-type"].contains(field.name.canonicalName) {
+                refreshed.headers[field.name] = updates[values: field.name].joined(separator: ", ")
             }
             if let updated = CachePolicy.entry(status: refreshed.status, headers: refreshed.headers, body: refreshed.body,
                                                request: request, requestTime: requestTime, responseTime: responseTime, options: options) {
