@@ -363,18 +363,24 @@ enum HTTP1Syntax {
         }
     }
 
+    /// `byte` in lower case (ASCII letters only).
+    @inline(__always)
+    static func lowercased(_ byte: UInt8) -> UInt8 {
+        byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+    }
+
     /// Whether `bytes` are `lowercase` in any case (ASCII).
     @inline(__always)
+    static func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ lowercase: UnsafeRawBufferPointer) -> Bool {
+        guard bytes.count == lowercase.count else { return false }
+        for index in 0..<bytes.count where lowercased(bytes[index]) != lowercase[index] { return false }
+        return true
+    }
+
+    /// ``equalsIgnoringCase(_:_:)`` with a literal.
+    @inline(__always)
     static func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ lowercase: StaticString) -> Bool {
-        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
-        return lowercase.withUTF8Buffer { expected in
-            for index in 0..<expected.count {
-                let byte = bytes[index]
-                let folded = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
-                if folded != expected[index] { return false }
-            }
-            return true
-        }
+        lowercase.withUTF8Buffer { equalsIgnoringCase(bytes, UnsafeRawBufferPointer($0)) }
     }
 
     /// Whether `bytes` are a token (RFC 9110 §5.6.2), as `HTTPField.Name` requires of a name.

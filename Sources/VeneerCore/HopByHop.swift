@@ -11,7 +11,8 @@ public enum HopByHop {
 
     /// Whether a field of this lower-case name never passes a hop: one of ``alwaysRemoved``,
     /// or `Content-Length` (which the sender sets anew from the buffered body). Runs for every
-    /// field of every message, so it compares lengths before strings.
+    /// field of every message, so it compares lengths before strings. (Going through the
+    /// bytes version below measured 8% more CPU per proxied request in one A/B run.)
     @inlinable
     public static func isRemoved(_ canonicalName: String) -> Bool {
         switch canonicalName.utf8.count {
@@ -27,7 +28,8 @@ public enum HopByHop {
         }
     }
 
-    /// ``isRemoved(_:)`` for a name as it came on the wire, in any case.
+    /// ``isRemoved(_:)`` for a name as it came on the wire, in any case (the same names; a test
+    /// checks that the two agree).
     public static func isRemoved(_ name: UnsafeRawBufferPointer) -> Bool {
         switch name.count {
         case 2: return HTTP1Syntax.equalsIgnoringCase(name, "te")

@@ -57,8 +57,8 @@ public struct SerializedFields: Sendable {
     @inline(__always)
     static func nameBit(_ name: UnsafeRawBufferPointer) -> UInt64 {
         guard let first = name.first, let last = name.last else { return 0 }
-        let fold = { (byte: UInt8) in Int(byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte) }
-        return 1 << UInt64((name.count &* 7 &+ fold(first) &* 3 &+ fold(last)) & 63)
+        let mixed = name.count &* 7 &+ Int(HTTP1Syntax.lowercased(first)) &* 3 &+ Int(HTTP1Syntax.lowercased(last))
+        return 1 << UInt64(mixed & 63)
     }
 
     /// The fields these lines stand for, made anew at each call (a response read off an
@@ -94,14 +94,8 @@ public struct SerializedFields: Sendable {
                 while start < bytes.count {
                     var index = start
                     while index < bytes.count, bytes[index] != HTTP1Syntax.colon { index += 1 }
-                    if index - start == wanted.count {
-                        var same = true
-                        for offset in 0..<wanted.count {
-                            let byte = bytes[start + offset]
-                            let folded = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
-                            if folded != wanted[offset] { same = false; break }
-                        }
-                        if same { return true }
+                    if HTTP1Syntax.equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: bytes[start..<index]), UnsafeRawBufferPointer(wanted)) {
+                        return true
                     }
                     while index < bytes.count, bytes[index] != HTTP1Syntax.lf { index += 1 }
                     start = index + 1

@@ -1,5 +1,4 @@
 import NIOCore
-import Synchronization
 
 /// Flushes channels once the event loop has handled the sockets that were ready together
 /// (a task queued on the loop runs after that batch of I/O): the writes of one batch go out
@@ -17,16 +16,11 @@ public final class TickFlusher: @unchecked Sendable {
         self.eventLoop = eventLoop
     }
 
-    private static let flushers = Mutex<[ObjectIdentifier: TickFlusher]>([:])
+    private static let flushers = PerEventLoop { TickFlusher($0) }
 
-    /// The flusher of `eventLoop` (made on first use; ask once per connection, not per write).
+    /// The flusher of `eventLoop` (ask once per connection, not per write).
     public static func `for`(_ eventLoop: any EventLoop) -> TickFlusher {
-        flushers.withLock { flushers in
-            if let existing = flushers[ObjectIdentifier(eventLoop)] { return existing }
-            let made = TickFlusher(eventLoop)
-            flushers[ObjectIdentifier(eventLoop)] = made
-            return made
-        }
+        flushers(eventLoop)
     }
 
     /// Flushes `channel` (written to without a flush) at the end of this batch. On the loop only.

@@ -1,5 +1,6 @@
 import NIOCore
 import Synchronization
+import VeneerCore
 
 /// A `TaskExecutor` that runs jobs on one event loop: the preferred executor of the tasks
 /// that answer requests, so that after a suspension (an upstream exchange) a request resumes
@@ -18,16 +19,11 @@ final class EventLoopTaskExecutor: TaskExecutor {
         self.eventLoop = eventLoop
     }
 
-    private static let executors = Mutex<[ObjectIdentifier: EventLoopTaskExecutor]>([:])
+    private static let executors = PerEventLoop { EventLoopTaskExecutor($0) }
 
     /// The executor of `eventLoop` (made on first use; asked once per connection).
     static func `for`(_ eventLoop: any EventLoop) -> EventLoopTaskExecutor {
-        executors.withLock { executors in
-            if let existing = executors[ObjectIdentifier(eventLoop)] { return existing }
-            let made = EventLoopTaskExecutor(eventLoop)
-            executors[ObjectIdentifier(eventLoop)] = made
-            return made
-        }
+        executors(eventLoop)
     }
 
     func enqueue(_ job: consuming ExecutorJob) {

@@ -26,7 +26,7 @@ struct ProxyConnection: ServerChildChannel {
         channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(
                 ProxyRequestHandler(edge: edge, dates: dates, client: ClientAddress(channel.remoteAddress), headerLimit: headerLimit,
-                                    idleTimeout: idleTimeout, logger: logger))
+                                    idleTimeout: idleTimeout, eventLoop: channel.eventLoop, logger: logger))
             return Value(channel: channel)
         }
     }

@@ -130,7 +130,7 @@ struct ProxyEdge: Sendable {
             do {
                 response = try await pending.generation.handler.handle(request)
             } catch {
-                response = answer(for: error, pending.requestID)
+                response = Self.answer(for: error, pending.requestID, logger: logger)
             }
         }
         return (Self.stamped(response, pending.requestID), false)
@@ -151,10 +151,6 @@ struct ProxyEdge: Sendable {
             pending.generation.leave()
             done(Self.stamped(response, pending.requestID), false)
         }
-    }
-
-    private func answer(for error: any Error, _ requestID: String) -> ProxyResponse {
-        Self.answer(for: error, requestID, logger: logger)
     }
 
     /// The answer for an error the chain threw: a ``ProxyError`` as it says, anything else `internal` (logged).

@@ -67,26 +67,17 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var idleCheck: Scheduled<Void>?
     /// Whether ``startNext(context:)`` is running its loop.
     private var draining = false
-    private var executor: EventLoopTaskExecutor?
     private var outputBuffer: ByteBuffer?
 
-    private var tickFlusher: TickFlusher?
+    /// Flushes this loop's writes at the end of each batch.
+    private let flusher: TickFlusher
+    /// Runs this loop's answering tasks.
+    private let executor: EventLoopTaskExecutor
 
-    private func flusher(_ eventLoop: any EventLoop) -> TickFlusher {
-        if let tickFlusher { return tickFlusher }
-        let made = TickFlusher.for(eventLoop)
-        tickFlusher = made
-        return made
-    }
-
-    private func taskExecutor(for eventLoop: any EventLoop) -> EventLoopTaskExecutor {
-        if let executor { return executor }
-        let made = EventLoopTaskExecutor.for(eventLoop)
-        executor = made
-        return made
-    }
-
-    init(edge: ProxyEdge, dates: HTTPDateCache, client: ClientAddress?, headerLimit: Int, idleTimeout: TimeAmount, logger: Logger) {
+    init(edge: ProxyEdge, dates: HTTPDateCache, client: ClientAddress?, headerLimit: Int, idleTimeout: TimeAmount, eventLoop: any EventLoop,
+         logger: Logger) {
+        flusher = TickFlusher.for(eventLoop)
+        executor = EventLoopTaskExecutor.for(eventLoop)
         parser = HTTP1RequestParser(maxHeadSize: headerLimit, bodyLimit: edge.requestBodyLimit)
         self.edge = edge
         self.dates = dates
@@ -248,7 +239,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         // Either way the answer may come (inside startNext's loop) before this returns.
         guard !edge.completeWithoutTask(pending, then: deliver) else { return }
         let edge = edge
-        Task.immediate(executorPreference: taskExecutor(for: eventLoop)) {
+        Task.immediate(executorPreference: executor) {
             let (response, refused) = await edge.complete(pending)
             deliver(response, refused)
         }
@@ -284,7 +275,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         } else {
             // Flushed with the other answers of this batch (see TickFlusher).
             context.write(wrapOutboundOut(buffer), promise: nil)
-            flusher(context.eventLoop).flushSoon(context.channel)
+            flusher.flushSoon(context.channel)
             // Unique again once flushed and written: the next answer reuses its storage (if
             // NIO still holds it, clearing it copies, which costs what a new one would).
             outputBuffer = buffer

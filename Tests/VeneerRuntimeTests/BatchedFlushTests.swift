@@ -21,7 +21,7 @@ struct BatchedFlushTests {
             let channel = EmbeddedChannel(loop: loop)
             try channel.pipeline.syncOperations.addHandler(ProxyRequestHandler(
                 edge: edge, dates: HTTPDateCache(), client: ClientAddress("127.0.0.1"), headerLimit: 8192, idleTimeout: .seconds(60),
-                logger: quietLogger()))
+                eventLoop: loop, logger: quietLogger()))
             try await body(channel, loop)
             _ = try? channel.finish()
         }

@@ -230,7 +230,7 @@ final class LoopPool: @unchecked Sendable {
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(UpstreamConnection.Handler())
+                    try channel.pipeline.syncOperations.addHandler(UpstreamConnection.Handler(eventLoop: channel.eventLoop))
                 }
             }
             .connect(host: peer.host, port: peer.port)
@@ -432,11 +432,14 @@ final class UpstreamConnection: @unchecked Sendable {
         private var parser = HTTP1ResponseParser(maxBodySize: 0)
         private var sawBytes = false
         private var outputBuffer: ByteBuffer?
-        private var flusher: TickFlusher!
+        private let flusher: TickFlusher
+
+        init(eventLoop: any EventLoop) {
+            flusher = TickFlusher.for(eventLoop)
+        }
 
         func handlerAdded(context: ChannelHandlerContext) {
             self.context = context
-            flusher = TickFlusher.for(context.eventLoop)
         }
 
         func handlerRemoved(context: ChannelHandlerContext) {
