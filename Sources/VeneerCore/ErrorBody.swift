@@ -9,7 +9,7 @@ extension ProxyError {
         body.writeStaticString("\",\"message\":")
         JSONText.writeQuoted(message, into: &body)
         body.writeStaticString("}\n")
-        return .json(status, body, headers: headers)
+        return .json(status, body, headers: ProxyHeaders(headers))
     }
 }
 

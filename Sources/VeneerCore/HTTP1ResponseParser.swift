@@ -18,11 +18,9 @@ public struct HTTP1ResponseParser {
 
     private struct Head {
         var status: HTTPResponse.Status
-        /// The kept fields, or nil when they are ``serialized`` alone (made when asked for).
-        var fields: HTTPFields?
+        /// The kept fields: usually their lines as they came (made into fields only if asked for).
+        var headers: ProxyHeaders
         var keepAlive: Bool
-        /// The kept field lines as they came, when they can go out again as they are.
-        var serialized: SerializedFields?
     }
 
     private enum State {
@@ -150,12 +148,7 @@ public struct HTTP1ResponseParser {
     private mutating func finish(_ head: Head, _ body: ByteBuffer) -> Response {
         state = .head
         if input.readableBytes == 0 { input = ByteBuffer() }
-        let response = if let fields = head.fields {
-            ProxyResponse(status: head.status, headers: fields, serializedPrefix: head.serialized, body: body)
-        } else {
-            ProxyResponse(status: head.status, fieldLines: head.serialized!, body: body)
-        }
-        return Response(response: response, keepAlive: head.keepAlive)
+        return Response(response: ProxyResponse(status: head.status, headers: head.headers, body: body), keepAlive: head.keepAlive)
     }
 
     private mutating func readHead(requestMethod: HTTPRequest.Method) throws(HTTP1ParseError) -> (Head, HTTP1Framing, Int)? {
@@ -205,14 +198,13 @@ public struct HTTP1ResponseParser {
         var framing = HTTP1Framing()
         var lines = RawLines()
         lines.buffer.reserveCapacity(end - lineEnd)
-        var fields: HTTPFields?
-        var serialized: SerializedFields?
+        let headers: ProxyHeaders
         // Usually the kept lines alone, copied as they came: no HTTPField is made unless a
         // decorator asks for the headers. A HEAD answer's Content-Length is kept as a field,
         // and lines that would print differently as fields are read as fields.
         if !keepLength, try HTTP1Syntax.readFieldLines(bytes, from: fieldsStart, to: end - 2, maxFields: maxFields, framing: &framing, lines: &lines),
            framing.connectionNames.isEmpty {
-            serialized = SerializedFields(lines)
+            headers = ProxyHeaders(lines: SerializedFields.lines(lines))
         } else {
             var read = HTTPFields()
             framing = HTTP1Framing()
@@ -224,13 +216,15 @@ public struct HTTP1ResponseParser {
                 var kept = HTTPFields()
                 for field in read where !named.contains(field.name.canonicalName) { kept.append(field) }
                 read = kept
+                headers = ProxyHeaders(read)
             } else if lines.usable, lines.count == read.count {
-                serialized = SerializedFields(lines)
+                headers = ProxyHeaders(fields: read, lines: SerializedFields.lines(lines))
+            } else {
+                headers = ProxyHeaders(read)
             }
-            fields = read
         }
         let keepAlive = minorVersion >= 1 ? !framing.connectionClose : framing.connectionKeepAlive && !framing.connectionClose
         let status = HTTPResponse.Status(code: code, reasonPhrase: reason)
-        return (Head(status: status, fields: fields, keepAlive: keepAlive, serialized: serialized), framing, code)
+        return (Head(status: status, headers: headers, keepAlive: keepAlive), framing, code)
     }
 }

@@ -35,7 +35,7 @@ struct RawLines {
     var hasDate = false
     var declaredLength: String?
     var usable = true
-    /// ``SerializedFields/nameBits`` of the lines.
+    /// ``FieldLines/nameBits`` of the lines.
     var nameBits: UInt64 = 0
 
     /// Adds a line whose name is its first `nameLength` bytes.

@@ -1,59 +1,33 @@
 import HTTPTypes
 import NIOCore
 
-/// Header fields as HTTP/1.1 field lines (`Name: value\r\n`), ready to be copied onto the
-/// wire: hop-by-hop fields and `Content-Length` left out, with what the writer needs to know
-/// about those it left out.
-///
-/// A ``ProxyResponse`` can carry the serialized form of its first ``count`` fields (the
-/// cache keeps each stored response's fields serialized), so that serving it copies one
-/// buffer instead of writing every field again.
-public struct SerializedFields: Sendable {
-    /// How many leading fields of the headers these lines stand for.
-    public let count: Int
-    /// The field lines.
-    public let lines: ByteBuffer
-    /// Whether one of them is `Date`.
-    public let hasDate: Bool
-    /// The value of a `Content-Length` field among them (left out of ``lines``).
-    public let declaredLength: String?
-    /// Whether there was a `Connection` field: the fields it names must go too, which these
-    /// lines do not know, so they cannot be used.
-    public let sawConnection: Bool
-
-    /// One bit per name length, first and last letter of the lines' names: a name whose
-    /// bit is clear is not among them (``contains(_:)`` answers most questions without a scan).
-    public let nameBits: UInt64
-
+/// Header fields as HTTP/1.1 field lines (``FieldLines``): made from the lines a parser
+/// kept, or from fields (the writer does it once for a cached entry's fields, so that
+/// serving the entry copies one buffer instead of writing every field again); and read back.
+@_spi(Wire)
+public enum SerializedFields: FieldLineReader {
     /// The lines a parser kept.
-    init(_ raw: RawLines) {
-        count = raw.count
-        lines = raw.buffer
-        hasDate = raw.hasDate
-        declaredLength = raw.declaredLength
-        sawConnection = false
-        nameBits = raw.nameBits
+    static func lines(_ raw: RawLines) -> FieldLines {
+        FieldLines(bytes: raw.buffer, count: raw.count, hasDate: raw.hasDate, declaredLength: raw.declaredLength, sawConnection: false,
+                   nameBits: raw.nameBits, reader: Self.self)
     }
 
-    /// Serializes `headers`.
-    public init(_ headers: HTTPFields) {
-        var lines = ByteBuffer()
-        lines.reserveCapacity(headers.count * 32)
-        let facts = Self.write(headers, skipping: nil, into: &lines)
-        self.count = headers.count
-        self.lines = lines
-        hasDate = facts.hasDate
-        declaredLength = facts.declaredLength
-        sawConnection = facts.sawConnection
+    /// Serializes `fields` (hop-by-hop fields and `Content-Length` left out, as the writer does).
+    public static func lines(of fields: HTTPFields) -> FieldLines {
+        var bytes = ByteBuffer()
+        bytes.reserveCapacity(fields.count * 32)
+        let facts = write(fields, skipping: nil, into: &bytes)
         var bits: UInt64 = 0
-        for field in headers {
+        for field in fields {
             var name = field.name.canonicalName
-            bits |= name.withUTF8 { Self.nameBit(UnsafeRawBufferPointer($0)) }
+            bits |= name.withUTF8 { nameBit(UnsafeRawBufferPointer($0)) }
         }
-        nameBits = bits
+        return FieldLines(bytes: bytes, count: fields.count, hasDate: facts.hasDate, declaredLength: facts.declaredLength,
+                          sawConnection: facts.sawConnection, nameBits: bits, reader: Self.self)
     }
 
-    /// The bit of ``nameBits`` for a name, in any case.
+    /// The bit of ``FieldLines/nameBits`` for a name, in any case: one bit per name length,
+    /// first and last letter, so that a name whose bit is clear is not among the lines.
     @inline(__always)
     static func nameBit(_ name: UnsafeRawBufferPointer) -> UInt64 {
         guard let first = name.first, let last = name.last else { return 0 }
@@ -61,46 +35,62 @@ public struct SerializedFields: Sendable {
         return 1 << UInt64(mixed & 63)
     }
 
-    /// The fields these lines stand for, made anew at each call (a response read off an
-    /// upstream connection makes them only if something asks). A `Content-Length` left out
-    /// of the lines comes last.
-    public func makeFields() -> HTTPFields {
+    /// The fields the lines stand for, made anew at each call (``ProxyHeaders`` keeps what
+    /// it makes). A `Content-Length` left out of the lines comes last.
+    public static func fields(of lines: FieldLines) -> HTTPFields {
         var fields = HTTPFields()
-        fields.reserveCapacity(count)
-        lines.withUnsafeReadableBytes { bytes in
-            var start = 0
-            // The lines were checked when they were read: none fails here.
-            while start < bytes.count, let line = try? HTTP1Syntax.fieldLine(bytes, from: start, to: bytes.count) {
-                if let name = HTTP1Syntax.fieldName(UnsafeRawBufferPointer(rebasing: bytes[line.name])) {
-                    fields.append(HTTPField(name: name, value: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[line.value]), as: UTF8.self)))
-                }
-                start = line.lineEnd + 2
+        fields.reserveCapacity(lines.count)
+        forEachLine(lines) { name, value in
+            if let name = HTTP1Syntax.fieldName(name) {
+                fields.append(HTTPField(name: name, value: String(decoding: value, as: UTF8.self)))
             }
+            return true
         }
-        if let declaredLength { fields.append(HTTPField(name: .contentLength, value: declaredLength)) }
+        if let declaredLength = lines.declaredLength { fields.append(HTTPField(name: .contentLength, value: declaredLength)) }
         return fields
     }
 
-    /// Whether a field named `name` is among these lines (or is the `Content-Length` left out).
-    /// Only the lines: for lines made from fields (``init(_:)``), the hop-by-hop fields they
-    /// left out are not found; ``ProxyResponse`` asks only when its fields are lines alone.
-    public func contains(_ name: HTTPField.Name) -> Bool {
-        if name == .contentLength, declaredLength != nil { return true }
+    /// Whether a field named `name` is among the lines (or is the `Content-Length` left out).
+    /// For lines made from fields, the hop-by-hop fields they left out are not found: only
+    /// lines read off a connection (which left out only what never passes a hop) are asked.
+    public static func contains(_ name: HTTPField.Name, in lines: FieldLines) -> Bool {
+        if name == .contentLength, lines.declaredLength != nil { return true }
         var wanted = name.canonicalName
         return wanted.withUTF8 { wanted in
-            guard nameBits & Self.nameBit(UnsafeRawBufferPointer(wanted)) != 0 else { return false }
-            return lines.withUnsafeReadableBytes { bytes in
-                var start = 0
-                while start < bytes.count {
-                    var index = start
-                    while index < bytes.count, bytes[index] != HTTP1Syntax.colon { index += 1 }
-                    if HTTP1Syntax.equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: bytes[start..<index]), UnsafeRawBufferPointer(wanted)) {
-                        return true
-                    }
-                    while index < bytes.count, bytes[index] != HTTP1Syntax.lf { index += 1 }
-                    start = index + 1
-                }
-                return false
+            let wanted = UnsafeRawBufferPointer(wanted)
+            guard lines.nameBits & nameBit(wanted) != 0 else { return false }
+            var found = false
+            forEachLine(lines) { name, _ in
+                found = HTTP1Syntax.equalsIgnoringCase(name, wanted)
+                return !found
+            }
+            return found
+        }
+    }
+
+    /// The values of the fields named `name`, as ``fields(of:)`` would give them.
+    public static func values(_ name: HTTPField.Name, in lines: FieldLines) -> [String] {
+        if name == .contentLength { return lines.declaredLength.map { [$0] } ?? [] }
+        var wanted = name.canonicalName
+        return wanted.withUTF8 { wanted in
+            let wanted = UnsafeRawBufferPointer(wanted)
+            var values: [String] = []
+            forEachLine(lines) { name, value in
+                if HTTP1Syntax.equalsIgnoringCase(name, wanted) { values.append(String(decoding: value, as: UTF8.self)) }
+                return true
+            }
+            return values
+        }
+    }
+
+    /// Calls `body` with each line's name and value (optional whitespace trimmed) until it
+    /// returns false. The lines were checked when they were read: none fails here.
+    private static func forEachLine(_ lines: FieldLines, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Bool) {
+        lines.bytes.withUnsafeReadableBytes { bytes in
+            var start = 0
+            while start < bytes.count, let line = try? HTTP1Syntax.fieldLine(bytes, from: start, to: bytes.count) {
+                guard body(UnsafeRawBufferPointer(rebasing: bytes[line.name]), UnsafeRawBufferPointer(rebasing: bytes[line.value])) else { return }
+                start = line.lineEnd + 2
             }
         }
     }

@@ -1,6 +1,6 @@
 import HTTPTypes
 import NIOCore
-import VeneerCore
+@_spi(Wire) import VeneerCore
 
 /// Writes a ``ProxyResponse`` as it goes on the wire, head and body in one buffer, so that a
 /// response is one write on the socket and no HTTP part passes through further handlers.
@@ -20,26 +20,29 @@ enum HTTP1ResponseWriter {
         buffer.writeStaticString("HTTP/1.1 ")
         writeStatus(code, reason: response.status.reasonPhrase, into: &buffer)
 
-        // Fields as they are (the serialized leading ones copied at once); only if a
-        // Connection field turns up (rare: the origins drop theirs) are they written again
-        // without the fields it names.
+        // Fields as they are: shared ones (an upstream answer's lines, a cached entry's
+        // fields serialized once and kept with them) copied as one buffer, then any appended
+        // to them. Only if a Connection field turns up (rare: the origins drop theirs) are
+        // they written again without the fields it names.
         let fieldsStart = buffer.writerIndex
         var hasDate: Bool
         var declaredLength: String?
         var sawConnection: Bool
-        if let prefix = response.serializedPrefix, !prefix.sawConnection {
-            // The prefix stands for every stored field (appends made since are kept apart).
-            buffer.writeImmutableBuffer(prefix.lines)
-            let appended = SerializedFields.write(response.appendedFields, into: &buffer)
-            hasDate = prefix.hasDate || appended.hasDate
-            declaredLength = appended.declaredLength ?? prefix.declaredLength
-            sawConnection = appended.sawConnection
-        } else {
-            (hasDate, declaredLength, sawConnection) = SerializedFields.write(response.headers, skipping: nil, into: &buffer)
+        switch response.headers.wire {
+        case .fields(let fields):
+            (hasDate, declaredLength, sawConnection) = SerializedFields.write(fields, skipping: nil, into: &buffer)
+        case .shared(let storage, let appendedFields):
+            let lines = storage.lines(orMake: SerializedFields.lines(of:))
+            buffer.writeImmutableBuffer(lines.bytes)
+            let appended = SerializedFields.write(appendedFields, into: &buffer)
+            hasDate = lines.hasDate || appended.hasDate
+            declaredLength = appended.declaredLength ?? lines.declaredLength
+            sawConnection = lines.sawConnection || appended.sawConnection
         }
         if sawConnection {
+            let fields = response.headers.fields
             buffer.moveWriterIndex(to: fieldsStart)
-            (hasDate, declaredLength, _) = SerializedFields.write(response.headers, skipping: namedByConnection(response.headers), into: &buffer)
+            (hasDate, declaredLength, _) = SerializedFields.write(fields, skipping: namedByConnection(fields), into: &buffer)
         }
         if !bodyless {
             buffer.writeStaticString("Content-Length: ")

@@ -165,12 +165,12 @@ struct ProxyEdge: Sendable {
     /// `response` with the request id.
     static func stamped(_ response: ProxyResponse, _ requestID: String) -> ProxyResponse {
         var response = response
-        if response.containsHeader(.xRequestID) {
+        if response.headers.contains(.xRequestID) {
             // An upstream that echoes the id it was sent: nothing to change.
-            guard response.header(.xRequestID) != requestID else { return response }
+            guard response.headers[.xRequestID] != requestID else { return response }
             response.headers[.xRequestID] = requestID
         } else {
-            response.appendHeader(HTTPField(name: .xRequestID, value: requestID))
+            response.headers.append(HTTPField(name: .xRequestID, value: requestID))
         }
         return response
     }

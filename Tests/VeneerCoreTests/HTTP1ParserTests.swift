@@ -1,7 +1,7 @@
 import HTTPTypes
 import NIOCore
 import Testing
-import VeneerCore
+@_spi(Wire) @testable import VeneerCore
 
 /// The HTTP/1.1 request and response parsers on their own: framing, pipelining, partial
 /// input, and the malformed and ambiguous messages they must refuse.
@@ -214,19 +214,30 @@ struct HTTP1ParserTests {
         #expect(reason.response.status.code == 599)
     }
 
+    /// The field lines a response's headers carry to the wire, if they carry any of their own.
+    static func keptLines(_ response: ProxyResponse) -> FieldLines? {
+        guard case .shared(let storage, _) = response.headers.wire else { return nil }
+        var made = false
+        let lines = storage.lines { fields in
+            made = true
+            return SerializedFields.lines(of: fields)
+        }
+        return made ? nil : lines
+    }
+
     @Test("the kept field lines come along as they were sent, unless one would print differently")
     func responseLines() throws {
         let plain = try #require(try Self.response(
             "HTTP/1.1 200 OK\r\nServer: nginx\r\nDate: d\r\nContent-Length: 2\r\nConnection: keep-alive\r\nETag:  \"x\"\r\n\r\n{}"))
-        let lines = try #require(plain.response.serializedPrefix)
-        #expect(String(buffer: lines.lines) == "Server: nginx\r\nDate: d\r\nETag:  \"x\"\r\n")
+        let lines = try #require(Self.keptLines(plain.response))
+        #expect(String(buffer: lines.bytes) == "Server: nginx\r\nDate: d\r\nETag:  \"x\"\r\n")
         #expect(lines.count == plain.response.headers.count && lines.hasDate)
         let control = try #require(try Self.response("HTTP/1.1 200 OK\r\nX-Odd: a\u{1}b\r\nContent-Length: 0\r\n\r\n"))
-        #expect(control.response.serializedPrefix == nil && control.response.headers[HTTPField.Name("X-Odd")!] == "a b")
+        #expect(Self.keptLines(control.response) == nil && control.response.headers[HTTPField.Name("X-Odd")!] == "a b")
         let named = try #require(try Self.response("HTTP/1.1 200 OK\r\nConnection: X-Hop\r\nX-Hop: 1\r\nContent-Length: 0\r\n\r\n"))
-        #expect(named.response.serializedPrefix == nil && named.response.headers.isEmpty)
+        #expect(Self.keptLines(named.response) == nil && named.response.headers.isEmpty)
         let head = try #require(try Self.response("HTTP/1.1 200 OK\r\nContent-Length: 31\r\n\r\n", method: .head))
-        #expect(head.response.headers[.contentLength] == "31" && head.response.serializedPrefix?.declaredLength == "31")
+        #expect(head.response.headers[.contentLength] == "31" && Self.keptLines(head.response)?.declaredLength == "31")
     }
 
     @Test("a response's fields are kept as lines and made into fields only when asked for, as the fields would have been")
@@ -234,27 +245,55 @@ struct HTTP1ParserTests {
         let text = "HTTP/1.1 200 OK\r\nserver: nginx\r\nDate: d\r\nContent-Length: 2\r\nKEEP-ALIVE: timeout=5\r\nX-Custom-Thing:  a, b \r\n"
             + "ETag: \"x\"\r\nTE: trailers\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\n{}"
         let parsed = try #require(try Self.response(text)).response
-        let lines = try #require(parsed.serializedPrefix)
-        #expect(String(buffer: lines.lines) == "server: nginx\r\nDate: d\r\nX-Custom-Thing:  a, b \r\nETag: \"x\"\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n")
+        let lines = try #require(Self.keptLines(parsed))
+        #expect(String(buffer: lines.bytes) == "server: nginx\r\nDate: d\r\nX-Custom-Thing:  a, b \r\nETag: \"x\"\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n")
         #expect(lines.hasDate && lines.count == 6)
         let made = parsed.headers.map { "\($0.name.rawName)=\($0.value)" }
         #expect(made == ["server=nginx", "Date=d", "X-Custom-Thing=a, b", "ETag=\"x\"", "Set-Cookie=a=1", "Set-Cookie=b=2"])
-        #expect(parsed.containsHeader(.server) && parsed.containsHeader(HTTPField.Name("x-custom-thing")!))
-        #expect(!parsed.containsHeader(.contentLength) && !parsed.containsHeader(HTTPField.Name("Keep-Alive")!) && !parsed.containsHeader(.te))
-        #expect(parsed.header(.setCookie) == "a=1, b=2" && parsed.header(.location) == nil)
+        #expect(parsed.headers.contains(.server) && parsed.headers.contains(HTTPField.Name("x-custom-thing")!))
+        #expect(!parsed.headers.contains(.contentLength) && !parsed.headers.contains(HTTPField.Name("Keep-Alive")!) && !parsed.headers.contains(.te))
+        #expect(parsed.headers[.setCookie] == "a=1, b=2" && parsed.headers[.location] == nil)
 
         // Appending keeps the lines; any other change makes the fields once and drops them.
         var appended = parsed
-        appended.appendHeader(HTTPField(name: .age, value: "1"))
-        #expect(appended.serializedPrefix != nil && appended.headers.count == 7 && appended.header(.age) == "1")
+        appended.headers.append(HTTPField(name: .age, value: "1"))
+        #expect(Self.keptLines(appended) != nil && appended.headers.count == 7 && appended.headers[.age] == "1")
         var changed = parsed
         changed.headers[.server] = nil
-        #expect(changed.serializedPrefix == nil && changed.headers.map(\.name.rawName) == ["Date", "X-Custom-Thing", "ETag", "Set-Cookie", "Set-Cookie"])
+        #expect(Self.keptLines(changed) == nil && changed.headers.map(\.name.rawName) == ["Date", "X-Custom-Thing", "ETag", "Set-Cookie", "Set-Cookie"])
 
         // Names are checked as strictly as when they become fields.
         for bad in ["Bad Name: x", "Bad\"Name: x", "B@d: x"] {
             #expect(throws: HTTP1ParseError.self, "\(bad)") { _ = try Self.response("HTTP/1.1 200 OK\r\n\(bad)\r\nContent-Length: 0\r\n\r\n") }
         }
+    }
+
+    @Test("headers kept as lines read as the fields they stand for, with appended fields, names in both parts, in any case")
+    func linesAgreeWithFields() throws {
+        let text = "HTTP/1.1 200 OK\r\nx-a: 1\r\nDate: d\r\nContent-Length: 2\r\nX-A:  2 \r\nCookie: c=1\r\nCOOKIE: d=2\r\nVary: accept\r\n\r\n{}"
+        var headers = try #require(try Self.response(text)).response.headers
+        #expect(Self.keptLines(ProxyResponse(status: .ok, headers: headers)) != nil)
+        headers.append(HTTPField(name: HTTPField.Name("X-A")!, value: "3"))
+        headers.append(HTTPField(name: .age, value: "0"))
+        headers.append(HTTPField(name: .cookie, value: "e=3"))
+        // What one HTTPFields made of the same fields says, for every reading.
+        var expected = HTTPFields()
+        for (name, value) in [("x-a", "1"), ("Date", "d"), ("X-A", "2"), ("Cookie", "c=1"), ("COOKIE", "d=2"), ("Vary", "accept"),
+                              ("X-A", "3"), ("Age", "0"), ("Cookie", "e=3")] {
+            expected.append(HTTPField(name: HTTPField.Name(name)!, value: value))
+        }
+        #expect(headers.fields == expected && Array(headers) == Array(expected) && headers.count == expected.count)
+        let names = ["x-a", "X-A", "date", "cookie", "vary", "age", "content-length", "etag", "x-b", "a", "connection"].map { HTTPField.Name($0)! }
+        for name in names {
+            #expect(headers[name] == expected[name], "\(name)")
+            #expect(headers[values: name] == expected[values: name], "\(name)")
+            #expect(headers.contains(name) == expected.contains(name), "\(name)")
+        }
+        #expect(headers[HTTPField.Name("x-a")!] == "1, 2, 3" && headers[.cookie] == "c=1; d=2; e=3")
+        // Removing a name found in both parts removes it from both.
+        headers[HTTPField.Name("X-A")!] = nil
+        expected[HTTPField.Name("X-A")!] = nil
+        #expect(headers.fields == expected && !headers.contains(HTTPField.Name("x-a")!))
     }
 
     @Test("hop-by-hop names are recognized on the wire in any case, as HopByHop.isRemoved recognizes them")

@@ -35,7 +35,7 @@ struct CacheThroughServerTests {
             }
             #expect(veneer.instance.chain.generation.requestsInFlight == 1)
             let (missed, _) = await edge.complete(pending)
-            #expect(missed.header(.cacheStatus)?.contains("fwd=uri-miss") == true && missed.header(.xRequestID) == "req-7")
+            #expect(missed.headers[.cacheStatus]?.contains("fwd=uri-miss") == true && missed.headers[.xRequestID] == "req-7")
             #expect(veneer.instance.chain.generation.requestsInFlight == 0)
 
             guard case .answered(let hit, let close) = edge.begin(method: .get, target: "/posts", fields: fields, body: .complete(ByteBuffer()),
@@ -44,7 +44,7 @@ struct CacheThroughServerTests {
                 return
             }
             #expect(!close && hit.status == .ok && String(buffer: hit.body) == String(buffer: missed.body))
-            #expect(hit.header(.cacheStatus)?.hasPrefix("veneer; hit") == true)
+            #expect(hit.headers[.cacheStatus]?.hasPrefix("veneer; hit") == true)
             #expect(hit.headers[values: .xRequestID] == ["req-7"])
             #expect(veneer.instance.chain.generation.requestsInFlight == 0, "an answer at once leaves its generation")
             let metrics = try await veneer.request("GET", "/-/metrics").text

@@ -125,12 +125,11 @@ public struct CacheDecorator: Handler {
 
         if response.status == .notModified, var refreshed = stale {
             // RFC 9111 §4.3.4: update the stored headers from the 304 and start a new freshness period.
-            // Read once: an upstream answer makes its fields from its lines at each read.
-            let updates = response.headers
+            let updates = response.headers.fields
             for field in updates where !["content-length", "content-type"].contains(field.name.canonicalName) {
                 refreshed.headers[field.name] = updates[values: field.name].joined(separator: ", ")
             }
-            if let updated = CachePolicy.entry(status: refreshed.status, headers: refreshed.headers, body: refreshed.body,
+            if let updated = CachePolicy.entry(status: refreshed.status, headers: refreshed.headers.fields, body: refreshed.body,
                                                request: request, requestTime: requestTime, responseTime: responseTime, options: options) {
                 refreshed = updated
                 storage.store(key, refreshed)
@@ -143,7 +142,7 @@ public struct CacheDecorator: Handler {
             return (served, false)
         }
         storage.metrics.count("miss")
-        if let entry = CachePolicy.entry(status: response.status, headers: response.headers, body: response.body, request: request,
+        if let entry = CachePolicy.entry(status: response.status, headers: response.headers.fields, body: response.body, request: request,
                                          requestTime: requestTime, responseTime: responseTime, options: options) {
             storage.store(key, entry)
             let served = hit(entry, request, now: responseTime, status: "fwd=\(reason); fwd-status=\(response.status.code); stored")
@@ -182,13 +181,13 @@ public struct CacheDecorator: Handler {
     /// validators match.
     func hit(_ entry: CacheEntry, _ request: ProxyRequest, now: Date, status: String) -> ProxyResponse {
         // Stored headers never hold Age or Cache-Status (CachePolicy drops them): appended
-        // after the stored fields, whose serialized lines the answer carries along.
-        var response = ProxyResponse(status: entry.status, headers: entry.headers, serializedPrefix: entry.serialized, body: entry.body)
-        response.appendHeader(HTTPField(name: .age, value: String(Int(entry.age(at: now).rounded(.down)))))
-        response.appendHeader(HTTPField(name: .cacheStatus, value: "veneer; " + status))
+        // after the stored fields, which stay shared with the entry.
+        var response = ProxyResponse(status: entry.status, headers: entry.headers, body: entry.body)
+        response.headers.append(HTTPField(name: .age, value: String(Int(entry.age(at: now).rounded(.down)))))
+        response.headers.append(HTTPField(name: .cacheStatus, value: "veneer; " + status))
         if CachePolicy.clientValidatorsMatch(request.headers, entry) {
             let headers = response.headers
-            var notModified = HTTPFields()
+            var notModified = ProxyHeaders()
             for name in [HTTPField.Name.eTag, .lastModified, .cacheControl, .expires, .vary, .age, .cacheStatus, .date] {
                 if let value = headers[name] { notModified[name] = value }
             }
@@ -230,7 +229,7 @@ public struct CacheDecorator: Handler {
             var itemRequest = request
             itemRequest.method = .get
             itemRequest.route = .item(resource, id)
-            if let entry = CachePolicy.entry(status: .ok, headers: response.headers, body: response.body, request: itemRequest,
+            if let entry = CachePolicy.entry(status: .ok, headers: response.headers.fields, body: response.body, request: itemRequest,
                                              requestTime: now, responseTime: now, options: options, writeThrough: true) {
                 storage.store(Self.key(for: itemRequest), entry)
                 return finish(response, request, status: "fwd=request; stored")

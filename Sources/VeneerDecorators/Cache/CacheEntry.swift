@@ -7,9 +7,8 @@ import VeneerCore
 /// its corrected initial age, its freshness lifetime, its validators and its Vary keys.
 struct CacheEntry: Sendable {
     var status: HTTPResponse.Status
-    var headers: HTTPFields {
-        didSet { serialized = nil }
-    }
+    /// The stored fields, shared by every answer made from the entry.
+    var headers: ProxyHeaders
     var body: ByteBuffer
     /// When the response was received.
     var responseTime: Date
@@ -27,9 +26,6 @@ struct CacheEntry: Sendable {
     var staleWhileRevalidate: Double
     /// The request header names of `Vary`, lower-case, and the values they had.
     var vary: [(name: String, value: String?)]
-    /// ``headers`` as field lines, made when the entry is stored: a hit copies them instead
-    /// of writing each field again.
-    var serialized: SerializedFields?
 
     /// Current age (§4.2.3).
     func age(at now: Date) -> Double { initialAge + max(0, now.timeIntervalSince(responseTime)) }
@@ -47,7 +43,7 @@ struct CacheEntry: Sendable {
     /// Bytes it occupies, roughly: body, header text and bookkeeping.
     var size: Int {
         let text = headers.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count + 4 }
-        // The fields count twice: as fields and as their serialized lines.
+        // The fields count twice: as fields and as the lines the server writes them as.
         return body.readableBytes + 2 * text + 160
     }
 
@@ -129,10 +125,10 @@ extension CacheEntry {
         guard let length = buffer.readInteger(as: UInt32.self), let body = buffer.readSlice(length: Int(length)), buffer.readableBytes == 0 else {
             return nil
         }
-        self.init(status: HTTPResponse.Status(code: Int(code)), headers: headers, body: body,
+        self.init(status: HTTPResponse.Status(code: Int(code)), headers: ProxyHeaders(shared: headers), body: body,
                   responseTime: Date(timeIntervalSince1970: responseTime), initialAge: initialAge, lifetime: lifetime,
                   noCache: flags & 1 != 0, mustRevalidate: flags & 2 != 0, staleIfError: staleIfError,
-                  staleWhileRevalidate: staleWhileRevalidate, vary: vary, serialized: SerializedFields(headers))
+                  staleWhileRevalidate: staleWhileRevalidate, vary: vary)
     }
 
     private static func write(_ text: String, _ buffer: inout ByteBuffer) {

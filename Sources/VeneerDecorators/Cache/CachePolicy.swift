@@ -55,14 +55,13 @@ enum CachePolicy {
             stored.append(field)
         }
         return CacheEntry(
-            status: status, headers: stored, body: compact(body), responseTime: responseTime,
+            status: status, headers: ProxyHeaders(shared: stored), body: compact(body), responseTime: responseTime,
             initialAge: max(apparentAge, correctedAge), lifetime: lifetime,
             noCache: control.noCache,
             mustRevalidate: control.mustRevalidate || control.proxyRevalidate || control.sharedMaxAge != nil,
             staleIfError: max(options.staleIfError.seconds, Double(control.staleIfError ?? 0)),
             staleWhileRevalidate: max(options.staleWhileRevalidate.seconds, Double(control.staleWhileRevalidate ?? 0)),
-            vary: varyNames.map { ($0, CacheEntry.varyValue(request.headers, $0)) },
-            serialized: SerializedFields(stored))
+            vary: varyNames.map { ($0, CacheEntry.varyValue(request.headers, $0)) })
     }
 
     /// Whether the client's `If-None-Match` (weak comparison) or, without it,

@@ -62,7 +62,7 @@ public struct LatencyLogDecorator: Handler {
         switch result {
         case .success(let response):
             record(request, status: response.status.code, error: nil,
-                   cacheStatus: response.header(.cacheStatus), elapsed: clock.monotonic() - start)
+                   cacheStatus: response.headers[.cacheStatus], elapsed: clock.monotonic() - start)
         case .failure(let error):
             let proxyError = error as? ProxyError ?? .internal
             record(request, status: proxyError.status.code, error: proxyError.code.rawValue,

@@ -31,7 +31,7 @@ public struct MockOrigin: Handler {
                 return error(.conflict, "conflict", "An item with this id already exists.")
             }
             let id = MockCollections.idText(created["id"]) ?? ""
-            var headers: HTTPFields = [.location: "/\(resource.name)/\(id)"]
+            var headers: ProxyHeaders = [.location: "/\(resource.name)/\(id)"]
             headers[.eTag] = Self.etag(id, version)
             return .json(.created, created.buffer, headers: headers)
         case (.item(let id), .get), (.item(let id), .head):
@@ -71,7 +71,7 @@ public struct MockOrigin: Handler {
         return error(.notFound, "not_found", "No \(noun) with id \(id).")
     }
 
-    func error(_ status: HTTPResponse.Status, _ code: String, _ message: String, headers: HTTPFields = [:]) -> ProxyResponse {
+    func error(_ status: HTTPResponse.Status, _ code: String, _ message: String, headers: ProxyHeaders = [:]) -> ProxyResponse {
         .json(status, JSONValue.object([("error", .string(code)), ("message", .string(message))]).buffer, headers: headers)
     }
 

@@ -57,7 +57,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         var fields = HTTPFields(response.headers, splitCookie: false)
         HopByHop.strip(&fields)
         let status = HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase)
-        return ProxyResponse(status: status, headers: fields, body: body)
+        return ProxyResponse(status: status, headers: ProxyHeaders(fields), body: body)
     }
 
     static func map(_ error: any Error, _ request: OutboundRequest) -> ProxyError {
