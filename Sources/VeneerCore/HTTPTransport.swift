@@ -103,6 +103,10 @@ public protocol HTTPTransport: Sendable {
     /// Sends one request and returns the whole response; redirects are returned, not followed.
     func send(_ request: OutboundRequest) async throws -> ProxyResponse
 
+    /// Whether ``start(_:then:)`` can ever send to `endpoint` without a task (asked once,
+    /// when a chain is built).
+    func startsWithoutTask(to endpoint: Endpoint) -> Bool
+
     /// ``send(_:)`` without a task, where the transport can (called on one of its event
     /// loops): `done` gets the outcome once, on that loop, and the answer is true; false
     /// means nothing was sent.
@@ -110,6 +114,9 @@ public protocol HTTPTransport: Sendable {
 }
 
 extension HTTPTransport {
+    /// Never without a task.
+    public func startsWithoutTask(to endpoint: Endpoint) -> Bool { false }
+
     /// Only ``send(_:)``.
     public func start(_ request: OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool {
         false

@@ -3,10 +3,12 @@ import Synchronization
 import VeneerConfig
 import VeneerCore
 
-/// One built chain: its handler, what it was built from, and how many requests are in it.
+/// One built chain: its handler and plan, what it was built from, and how many requests are in it.
 public final class ChainGeneration: Sendable {
     /// The outermost handler (the first decorator, or the origin).
     public let handler: any Handler
+    /// How the server answers through it.
+    public let plan: ChainPlan
     /// The environment it was built from.
     public let spec: EnvironmentSpec
     /// When it was built.
@@ -23,8 +25,9 @@ public final class ChainGeneration: Sendable {
     let requestBodyLimit: Int
     private let inFlight = Atomic<Int>(0)
 
-    init(handler: any Handler, spec: EnvironmentSpec, loadedAt: Date, number: Int, carried: CarriedState, adminRoutes: AdminRoutes) {
-        self.handler = handler
+    init(chain: BuiltChain, spec: EnvironmentSpec, loadedAt: Date, number: Int, carried: CarriedState, adminRoutes: AdminRoutes) {
+        handler = chain.handler
+        plan = chain.plan
         self.spec = spec
         resources = spec.resources
         requestBodyLimit = spec.limits.requestBody

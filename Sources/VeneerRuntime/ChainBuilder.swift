@@ -1,12 +1,21 @@
 import VeneerConfig
 import VeneerCore
 
+/// A built chain: its outermost handler and how the server answers through it.
+public struct BuiltChain: Sendable {
+    /// The outermost handler (the first decorator, or the origin).
+    public let handler: any Handler
+    /// Which fast path the whole chain supports, worked out once.
+    public let plan: ChainPlan
+}
+
 /// The one place where chains are assembled: the origin first, then each decorator around
 /// the handler built so far, from the last entry to the first, so that the first entry
-/// is the outermost (it sees the request first and the response last).
+/// is the outermost (it sees the request first and the response last). The chain's
+/// ``ChainPlan`` is worked out here too, once per chain.
 public enum ChainBuilder {
-    /// Builds the handler of `spec`.
-    public static func build(_ spec: EnvironmentSpec, context: BuildContext) async throws(ConfigError) -> any Handler {
+    /// Builds the chain of `spec`.
+    public static func build(_ spec: EnvironmentSpec, context: BuildContext) async throws(ConfigError) -> BuiltChain {
         var handler: any Handler
         let base = "environments.\(spec.name)"
         do {
@@ -14,17 +23,19 @@ public enum ChainBuilder {
         } catch {
             throw ConfigError([ConfigDiagnostic(mark: nil, path: "\(base).origin.\(spec.origin.name)", message: Self.describe(error))])
         }
+        var built = [handler]
         var problems: [ConfigDiagnostic] = []
         for decorator in spec.chain.reversed() {
             do {
                 handler = try await decorator.factory.make(options: decorator.options, inner: handler, context: context)
+                built.append(handler)
             } catch {
                 problems.append(ConfigDiagnostic(mark: nil, path: "\(base).chain[\(decorator.site.index)].\(decorator.name)",
                                                  message: Self.describe(error)))
             }
         }
         if !problems.isEmpty { throw ConfigError(problems.reversed()) }
-        return handler
+        return BuiltChain(handler: handler, plan: ChainPlan(outermostFirst: built.reversed()))
     }
 
     static func describe(_ error: any Error) -> String {

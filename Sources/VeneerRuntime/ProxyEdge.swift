@@ -37,17 +37,23 @@ struct ProxyEdge: Sendable {
     /// What ``begin(method:target:fields:body:client:)`` made of a request.
     enum Start: Sendable {
         /// Answered without waiting: refused by the edge, or answered at once by the chain
-        /// (``Handler/answerAtOnce(_:)``, a fresh cache hit).
+        /// (``ChainPlan/immediate(_:)``, a fresh cache hit).
         case answered(ProxyResponse, closeConnection: Bool)
-        /// To be finished by ``complete(_:)``.
+        /// To be finished by ``complete(_:)`` (or ``completeWithoutTask(_:then:)``).
         case waiting(Pending)
     }
 
-    /// A request checked by the edge that still needs an `await`: the admin API, or the chain.
+    /// A request checked by the edge that still needs an `await` or a callback: the admin
+    /// API, or the chain, the way the chain's plan says.
     struct Pending: Sendable {
         enum Work: Sendable {
             case admin(method: HTTPRequest.Method, path: String, query: String?, fields: HTTPFields, body: ByteBuffer)
-            case chain(ProxyRequest)
+            /// The rest of an answer the chain could not give at once.
+            case rest(Deferred)
+            /// To start by callback (``ChainPlan/callback(_:)``); in a task if that is declined.
+            case callback(any CallbackAnswering, ProxyRequest)
+            /// To answer in a task.
+            case task(any Handler, ProxyRequest)
         }
         let work: Work
         let requestID: String
@@ -112,10 +118,20 @@ struct ProxyEdge: Sendable {
             headers.setOrAppend(.xRequestID, requestID)
             let request = ProxyRequest(method: method, route: route, query: query, headers: headers,
                                        body: bytes, client: client, requestID: requestID)
-            if let response = generation.handler.answerAtOnce(request) {
-                return answered(response)
+            // The one place a request meets the chain: the path its plan says, asked once.
+            let work: Pending.Work
+            switch generation.plan {
+            case .immediate(let handler):
+                switch handler.answerImmediately(request) {
+                case .answer(let response): return answered(response)
+                case .later(let rest): work = .rest(rest)
+                }
+            case .callback(let handler):
+                work = .callback(handler, request)
+            case .task(let handler):
+                work = .task(handler, request)
             }
-            return .waiting(Pending(work: .chain(request), requestID: requestID, generation: generation))
+            return .waiting(Pending(work: work, requestID: requestID, generation: generation))
         }
     }
 
@@ -126,23 +142,34 @@ struct ProxyEdge: Sendable {
         switch pending.work {
         case .admin(let method, let path, let query, let fields, let body):
             response = await admin.respond(method: method, path: path, query: query, headers: fields, body: body)
-        case .chain(let request):
-            do {
-                response = try await pending.generation.handler.handle(request)
-            } catch {
-                response = Self.answer(for: error, pending.requestID, logger: logger)
-            }
+        case .rest(let rest):
+            response = await answer(pending) { try await rest() }
+        case .callback(let handler, let request):
+            // Declined without a task (off the transport's loops): the same answer in one.
+            response = await answer(pending) { try await handler.handle(request) }
+        case .task(let handler, let request):
+            response = await answer(pending) { try await handler.handle(request) }
         }
         return (Self.stamped(response, pending.requestID), false)
     }
 
-    /// Finishes a request left waiting without a task, if the chain can
-    /// (``Handler/startAnswer(_:then:)``): `done` gets what ``complete(_:)`` would return, on
-    /// this event loop, possibly before this returns. False: nothing started, use ``complete(_:)``.
+    /// The chain's answer, or the answer for the error it threw.
+    private func answer(_ pending: Pending, _ work: () async throws -> ProxyResponse) async -> ProxyResponse {
+        do {
+            return try await work()
+        } catch {
+            return Self.answer(for: error, pending.requestID, logger: logger)
+        }
+    }
+
+    /// Finishes a request left waiting without a task, if the plan says so and the chain
+    /// starts it (``CallbackAnswering/startAnswer(_:then:)``): `done` gets what
+    /// ``complete(_:)`` would return, on this event loop, possibly before this returns.
+    /// False: nothing started, use ``complete(_:)``.
     func completeWithoutTask(_ pending: Pending, then done: @escaping @Sendable (ProxyResponse, _ closeConnection: Bool) -> Void) -> Bool {
-        guard case .chain(let request) = pending.work else { return false }
+        guard case .callback(let handler, let request) = pending.work else { return false }
         let logger = logger
-        return pending.generation.handler.startAnswer(request) { result in
+        return handler.startAnswer(request) { result in
             let response: ProxyResponse
             switch result {
             case .success(let answer): response = answer

@@ -13,11 +13,11 @@ import VeneerCore
 /// - A body over `limits.request_body`, declared or actual, is not read any further: the
 ///   request is answered (413, or 405 where the method is wrong anyway) and the connection
 ///   closed. So is a request that cannot be parsed (400).
-/// - An answer the chain has at once (a fresh cache hit) is written at once. One it can
-///   start without a task (``Handler/startAnswer(_:then:)``: the upstream origin on the
-///   pooled transport) is written from its callback on this loop. Any other starts as an
-///   immediate task: until the chain first suspends it runs right here on the event loop,
-///   with no job queued and no thread hop.
+/// - The chain's plan (``ChainPlan``) says how: an answer the chain has at once (a fresh
+///   cache hit) is written at once; one it starts without a task (the upstream origin on
+///   the pooled transport) is written from its callback on this loop. Any other starts as
+///   an immediate task: until the chain first suspends it runs right here on the event
+///   loop, with no job queued and no thread hop.
 /// - Answers are written as they come and flushed by the loop's ``TickFlusher`` once the
 ///   loop has handled the batch of sockets that were ready: one batch's answers go out back
 ///   to back (the client is woken about once per batch). Before Veneer closes a connection
@@ -234,7 +234,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 }
             }
         }
-        // A chain that can answer without a task (the upstream origin, maybe behind
+        // A chain planned to answer without a task (the upstream origin, maybe behind
         // latency_log) calls back on this loop: no task to create, suspend and resume.
         // Either way the answer may come (inside startNext's loop) before this returns.
         guard !edge.completeWithoutTask(pending, then: deliver) else { return }

@@ -101,8 +101,8 @@ public final class VeneerInstance: Service, Sendable {
         background = BackgroundRunner(logger: configuration.logger)
         let carried = CarriedState()
         let context = Self.context(configuration, spec: spec, metrics: metrics, transports: transports, health: health, carried: carried)
-        let handler = try await ChainBuilder.build(spec, context: context)
-        chain = ActiveChain(ChainGeneration(handler: handler, spec: spec, loadedAt: configuration.clock.now(), number: 1, carried: carried,
+        let built = try await ChainBuilder.build(spec, context: context)
+        chain = ActiveChain(ChainGeneration(chain: built, spec: spec, loadedAt: configuration.clock.now(), number: 1, carried: carried,
                                             adminRoutes: context.admin))
         background.adopt(carried.all)
     }
@@ -197,8 +197,8 @@ public final class VeneerInstance: Service, Sendable {
             }
             let carried = old.carried.next()
             let context = Self.context(configuration, spec: spec, metrics: metrics, transports: transports, health: health, carried: carried)
-            let handler = try await ChainBuilder.build(spec, context: context)
-            let next = ChainGeneration(handler: handler, spec: spec, loadedAt: configuration.clock.now(), number: old.number + 1,
+            let built = try await ChainBuilder.build(spec, context: context)
+            let next = ChainGeneration(chain: built, spec: spec, loadedAt: configuration.clock.now(), number: old.number + 1,
                                        carried: carried, adminRoutes: context.admin)
             background.adopt(carried.all)
             _ = chain.swap(to: next)

@@ -47,8 +47,9 @@ struct LatencyLogTests {
     @Test("an answer the inner handler starts without a task is passed on and logged when it comes, errors too; none, and nothing is logged")
     func startAnswer() throws {
         /// Answers post 1 and fails post 2 by callback (held until `release`), refuses the rest.
-        final class Later: Handler, @unchecked Sendable {
+        final class Later: CallbackAnswering, @unchecked Sendable {
             var pending: [() -> Void] = []
+            var startsWithoutTask: Bool { true }
             func handle(_ request: ProxyRequest) async throws -> ProxyResponse { ProxyResponse(status: .internalServerError) }
             func startAnswer(_ request: ProxyRequest, then done: @escaping @Sendable (Result<ProxyResponse, any Error>) -> Void) -> Bool {
                 switch request.route.id {
@@ -63,6 +64,7 @@ struct LatencyLogTests {
         let sink = CollectingSink()
         let inner = Later()
         let log = decorator(inner, clock: clock, sink: sink)
+        #expect(log.startsWithoutTask && !decorator(RecordingHandler()).startsWithoutTask)
         let outcomes = Mutex<[String]>([])
         for id in [1, 2] {
             #expect(log.startAnswer(.getPost(id)) { result in
@@ -70,6 +72,7 @@ struct LatencyLogTests {
             })
         }
         #expect(!log.startAnswer(.getPost(3)) { _ in Issue.record("answered a request it did not start") })
+        #expect(!decorator(RecordingHandler(), sink: sink).startAnswer(.getPost(1)) { _ in Issue.record("started without a capable inner") })
         #expect(sink.lines.isEmpty, "nothing is logged before the answer comes")
         clock.advance(by: .milliseconds(7))
         for release in inner.pending { release() }
@@ -81,22 +84,37 @@ struct LatencyLogTests {
         #expect(failed["status"] as? Int == 504 && failed["error"] as? String == "upstream_timeout")
     }
 
-    @Test("an answer the inner handler has at once is passed on and logged; none, and nothing is logged")
-    func answerAtOnce() throws {
-        struct AtOnce: Handler {
-            func handle(_ request: ProxyRequest) async throws -> ProxyResponse { ProxyResponse(status: .internalServerError) }
-            func answerAtOnce(_ request: ProxyRequest) -> ProxyResponse? {
-                request.route.id == "1" ? ProxyResponse(status: .ok, headers: [.cacheStatus: "veneer; hit"]) : nil
+    @Test("an answer the inner handler has immediately is passed on and logged; the rest of the work is logged when it has run")
+    func answerImmediately() async throws {
+        struct Immediate: ImmediateAnswering {
+            var answersImmediately: Bool { true }
+            func answerImmediately(_ request: ProxyRequest) -> ImmediateAnswer {
+                if request.route.id == "1" { return .answer(ProxyResponse(status: .ok, headers: [.cacheStatus: "veneer; hit"])) }
+                return .later(Deferred { ProxyResponse(status: .created) })
             }
         }
         let sink = CollectingSink()
-        let log = decorator(AtOnce(), sink: sink)
-        #expect(log.answerAtOnce(.getPost(1))?.status == .ok)
-        #expect(log.answerAtOnce(.getPost(2)) == nil)
-        #expect(decorator(RecordingHandler(), sink: sink).answerAtOnce(.getPost(1)) == nil, "a handler without it answers nothing at once")
-        #expect(sink.lines.count == 1)
-        let fields = try object(try #require(sink.lines.first))
-        #expect(fields["path"] as? String == "/posts/1" && fields["status"] as? Int == 200 && fields["cache"] as? String == "veneer; hit")
+        let log = decorator(Immediate(), sink: sink)
+        #expect(!log.answersImmediately, "it only passes answers on")
+        guard case .answer(let hit) = log.answerImmediately(.getPost(1)) else {
+            Issue.record("the inner handler's immediate answer was not passed on")
+            return
+        }
+        #expect(hit.status == .ok && sink.lines.count == 1)
+        guard case .later(let rest) = log.answerImmediately(.getPost(2)) else {
+            Issue.record("work left for later was answered")
+            return
+        }
+        #expect(sink.lines.count == 1, "nothing is logged before the rest has run")
+        #expect(try await rest().status == .created && sink.lines.count == 2)
+        guard case .later(let plain) = decorator(RecordingHandler(), sink: sink).answerImmediately(.getPost(3)) else {
+            Issue.record("a handler without the capability answered immediately")
+            return
+        }
+        #expect(try await plain().status == .ok && sink.lines.count == 3)
+        let fields = try sink.lines.map { try object($0) }
+        #expect(fields.map { $0["path"] as? String } == ["/posts/1", "/posts/2", "/posts/3"])
+        #expect(fields.map { $0["status"] as? Int } == [200, 201, 200] && fields[0]["cache"] as? String == "veneer; hit")
     }
 
     @Test("requests over the slow threshold are flagged")

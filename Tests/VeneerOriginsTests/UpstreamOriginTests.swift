@@ -54,6 +54,7 @@ struct UpstreamOriginTests {
         try await withTestUpstream({ _ in .json("{}") }) { (upstream: TestUpstream) async throws in
             for kind in [StandardTransportProvider.Kind.standard, .asyncHTTPClient] {
                 let (tested, provider) = origin(upstream.url, way: Way(kind: kind, withoutTask: false))
+                #expect(tested.origin.startsWithoutTask == (kind == .standard), "known when the chain is built: \(kind)")
                 #expect(!tested.origin.startAnswer(.getPost(1)) { _ in Issue.record("answered off the loop") }, "off any event loop: \(kind)")
                 // Throws NotStarted where it cannot.
                 let answered = (try? await TestedOrigin(origin: tested.origin, way: Way(kind: kind, withoutTask: true)).handle(.getPost(1)))?
@@ -62,6 +63,9 @@ struct UpstreamOriginTests {
                 await provider.shutdown()
             }
             #expect(upstream.requests.count == 1, "only the request started on the loop was sent")
+            let (secure, provider) = origin("https://127.0.0.1:\(upstream.port)", way: Way(kind: .standard, withoutTask: false))
+            #expect(!secure.origin.startsWithoutTask, "https goes through AsyncHTTPClient, which needs a task")
+            await provider.shutdown()
         }
     }
 

@@ -11,7 +11,7 @@ import VeneerCore
 /// served from the cache next); PUT, PATCH and DELETE evict the item and every cached list
 /// of the collection. Requests with `Authorization` or `Cookie` only ever see responses
 /// stored for the same credentials. Every response says what happened in `Cache-Status`.
-public struct CacheDecorator: Handler {
+public struct CacheDecorator: ImmediateAnswering {
     let inner: any Handler
     let options: CacheOptions
     let storage: CacheStorage
@@ -24,52 +24,46 @@ public struct CacheDecorator: Handler {
         self.clock = storage.clock
     }
 
-    public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
-        switch request.method {
-        case .get, .head: return try await read(request)
-        default: return try await write(request)
+    /// A cache answers fresh hits by itself.
+    public var answersImmediately: Bool { true }
+
+    /// A hit held in memory at once; anything else (a miss, a lookup in the persistent tier,
+    /// a write) as the rest of the work, which carries the key and what the lookup found.
+    public func answerImmediately(_ request: ProxyRequest) -> ImmediateAnswer {
+        guard request.isRead else { return .later(Deferred { try await self.write(request) }) }
+        let key = Self.key(for: request)
+        guard let (stored, varyMiss) = storage.memoryLookup(key, request: request.headers) else {
+            return .later(Deferred {
+                let (stored, varyMiss) = await self.storage.persistentLookup(key, request: request.headers)
+                switch self.read(request, key: key, stored: stored, varyMiss: varyMiss) {
+                case .answer(let response): return response
+                case .later(let rest): return try await rest()
+                }
+            })
         }
+        return read(request, key: key, stored: stored, varyMiss: varyMiss)
     }
 
     // MARK: Reads
 
-    /// A fresh hit held in memory, answered without a task (the server's fast path).
-    public func answerAtOnce(_ request: ProxyRequest) -> ProxyResponse? {
-        guard request.method == .get || request.method == .head,
-              let (stored, _) = storage.memoryLookup(Self.key(for: request), request: request.headers),
-              let entry = stored else { return nil }
-        let now = clock.now()
-        guard entry.isFresh(at: now) else { return nil }
-        return freshHit(entry, request, now: now)
-    }
-
-    @inline(__always)
-    func freshHit(_ entry: CacheEntry, _ request: ProxyRequest, now: Date) -> ProxyResponse {
-        storage.metrics.count("hit")
-        return hit(entry, request, now: now, status: "hit; ttl=\(Int(entry.ttl(at: now).rounded(.down)))")
-    }
-
-    @inline(__always)
-    func read(_ request: ProxyRequest) async throws -> ProxyResponse {
-        let key = Self.key(for: request)
-        // Memory first, without an await: a hit then needs no async frame of its own.
-        let (stored, varyMiss): (CacheEntry?, Bool)
-        if let found = storage.memoryLookup(key, request: request.headers) {
-            (stored, varyMiss) = found
-        } else {
-            (stored, varyMiss) = await storage.persistentLookup(key, request: request.headers)
-        }
+    /// What the lookup of `key` found makes of a read: a fresh hit or a stale one served
+    /// while it is refreshed, at once; else the upstream is asked.
+    func read(_ request: ProxyRequest, key: String, stored: CacheEntry?, varyMiss: Bool) -> ImmediateAnswer {
         let now = clock.now()
         if let entry = stored {
-            if entry.isFresh(at: now) { return freshHit(entry, request, now: now) }
-            let staleFor = -entry.ttl(at: now)
-            if !entry.noCache, !entry.mustRevalidate, staleFor <= entry.staleWhileRevalidate {
+            let ttl = entry.ttl(at: now)
+            if entry.isFresh(at: now) {
+                storage.metrics.count("hit")
+                return .answer(hit(entry, request, now: now, status: "hit; ttl=\(Int(ttl.rounded(.down)))"))
+            }
+            if !entry.noCache, !entry.mustRevalidate, -ttl <= entry.staleWhileRevalidate {
                 storage.metrics.count("stale")
                 refreshInBackground(request, key: key, entry: entry)
-                return hit(entry, request, now: now, status: "hit; ttl=\(Int(entry.ttl(at: now).rounded(.down))); detail=stale-while-revalidate")
+                return .answer(hit(entry, request, now: now, status: "hit; ttl=\(Int(ttl.rounded(.down))); detail=stale-while-revalidate"))
             }
         }
-        return try await fetch(request, key: key, stale: stored, reason: stored != nil ? "stale" : (varyMiss ? "vary-miss" : "uri-miss"))
+        let reason = stored != nil ? "stale" : (varyMiss ? "vary-miss" : "uri-miss")
+        return .later(Deferred { try await self.fetch(request, key: key, stale: stored, reason: reason) })
     }
 
     /// Asks the upstream (conditionally when a stale copy has validators), with every

@@ -10,8 +10,11 @@ import VeneerCore
 /// A line has the time, request id, method, route, path, status, duration, label and cache
 /// status; never a body, a query, a token, `Authorization` or `Cookie`. Durations also go
 /// to the `veneer_request_duration_seconds` histogram, by label, route and status.
-public struct LatencyLogDecorator: Handler {
+public struct LatencyLogDecorator: ImmediateAnswering, CallbackAnswering {
     let inner: any Handler
+    /// The inner handler's capabilities, looked up once: the fast paths pass through.
+    let innerImmediate: (any ImmediateAnswering)?
+    let innerCallback: (any CallbackAnswering)?
     let options: LatencyLogOptions
     let sink: any LogLineSink
     let clock: any VeneerClock
@@ -21,43 +24,56 @@ public struct LatencyLogDecorator: Handler {
     public init(inner: any Handler, options: LatencyLogOptions, sink: any LogLineSink,
                 clock: any VeneerClock, metrics: any MetricsFactory) {
         self.inner = inner
+        innerImmediate = inner as? any ImmediateAnswering
+        innerCallback = inner as? any CallbackAnswering
         self.options = options
         self.sink = sink
         self.clock = clock
         self.timers = TimerCache(label: options.label, factory: metrics)
     }
 
-    /// Times the inner handler and logs the outcome, also when it throws.
-    public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
+    /// It only passes its inner handler's immediate answers on.
+    public var answersImmediately: Bool { false }
+
+    /// Whether its inner handler can start without a task.
+    public var startsWithoutTask: Bool { innerCallback?.startsWithoutTask ?? false }
+
+    /// The inner handler's answer, timed and logged when it comes, also when it throws.
+    public func answerImmediately(_ request: ProxyRequest) -> ImmediateAnswer {
         let start = clock.monotonic()
-        do {
-            let response = try await inner.handle(request)
-            record(request, .success(response), since: start)
-            return response
-        } catch {
-            record(request, .failure(error), since: start)
-            throw error
+        var rest: Deferred?
+        if let innerImmediate {
+            switch innerImmediate.answerImmediately(request) {
+            case .answer(let response):
+                record(request, .success(response), since: start)
+                return .answer(response)
+            case .later(let innerRest):
+                rest = innerRest
+            }
         }
+        return .later(Deferred { [self, rest] in
+            do {
+                let response = if let rest { try await rest() } else { try await inner.handle(request) }
+                record(request, .success(response), since: start)
+                return response
+            } catch {
+                record(request, .failure(error), since: start)
+                throw error
+            }
+        })
     }
 
-    /// The inner handler's answer at once, logged like any other.
-    public func answerAtOnce(_ request: ProxyRequest) -> ProxyResponse? {
-        let start = clock.monotonic()
-        guard let response = inner.answerAtOnce(request) else { return nil }
-        record(request, .success(response), since: start)
-        return response
-    }
-
-    /// The inner handler's answer without a task, timed and logged like any other.
+    /// The inner handler's answer without a task, timed and logged when it comes.
     public func startAnswer(_ request: ProxyRequest, then done: @escaping @Sendable (Result<ProxyResponse, any Error>) -> Void) -> Bool {
+        guard let innerCallback else { return false }
         let start = clock.monotonic()
-        return inner.startAnswer(request) { [self] result in
+        return innerCallback.startAnswer(request) { [self] result in
             record(request, result, since: start)
             done(result)
         }
     }
 
-    /// Logs how the inner handler answered.
+    /// Logs how the inner handler answered: the one place every form of answering records.
     func record(_ request: ProxyRequest, _ result: Result<ProxyResponse, any Error>, since start: Duration) {
         switch result {
         case .success(let response):

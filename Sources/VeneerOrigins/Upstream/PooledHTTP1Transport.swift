@@ -61,6 +61,11 @@ public final class PooledHTTP1Transport: HTTPTransport {
         }
     }
 
+    /// Plain `http://` peers: on one of the transport's event loops, always.
+    public func startsWithoutTask(to endpoint: Endpoint) -> Bool {
+        endpoint.scheme == "http"
+    }
+
     /// Sends one request without a task when called on one of the transport's event loops.
     public func start(_ request: OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool {
         let pool = pools.count == 1 ? fallback : pools[ObjectIdentifier(group.any())] ?? fallback

@@ -64,6 +64,10 @@ struct SchemeTransport: HTTPTransport {
         return try await tls.send(request)
     }
 
+    func startsWithoutTask(to endpoint: Endpoint) -> Bool {
+        endpoint.scheme == "http" && plain != nil
+    }
+
     func start(_ request: OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool {
         guard request.endpoint.scheme == "http", let plain else { return false }
         return plain.start(request, then: done)

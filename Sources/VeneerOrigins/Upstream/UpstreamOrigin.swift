@@ -7,7 +7,7 @@ import VeneerCore
 /// The path sent is rebuilt from the typed route (never the client's raw path), hop-by-hop
 /// headers are gone in both directions, `X-Forwarded-For` gets the client's address, and
 /// redirects come back to the caller instead of being followed.
-public struct UpstreamOrigin: Handler {
+public struct UpstreamOrigin: CallbackAnswering {
     let options: UpstreamOriginOptions
     let transport: any HTTPTransport
     let maxResponseBodySize: Int
@@ -23,6 +23,10 @@ public struct UpstreamOrigin: Handler {
     public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
         try await transport.send(outbound(request))
     }
+
+    /// Whether the transport can send to the upstream without a task (plain `http://` on
+    /// Veneer's pooled transport).
+    public var startsWithoutTask: Bool { transport.startsWithoutTask(to: options.endpoint) }
 
     /// Forwards the request without a task when the transport can.
     public func startAnswer(_ request: ProxyRequest, then done: @escaping @Sendable (Result<ProxyResponse, any Error>) -> Void) -> Bool {
