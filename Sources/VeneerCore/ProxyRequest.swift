@@ -21,6 +21,10 @@ public struct ProxyRequest: Sendable {
     public var client: ClientAddress?
     /// The request id: the client's `X-Request-Id` or a generated one.
     public var requestID: String
+    /// What the chain did with the request, noted by its decorators for the edge (copies of
+    /// the request share it). Work that belongs to no request, such as a background
+    /// refresh, gets a record of its own.
+    public var record: RequestRecord
 
     /// Creates a request.
     public init(
@@ -30,7 +34,8 @@ public struct ProxyRequest: Sendable {
         headers: HTTPFields = [:],
         body: ByteBuffer = ByteBuffer(),
         client: ClientAddress? = nil,
-        requestID: String = RequestID.generate()
+        requestID: String = RequestID.generate(),
+        record: RequestRecord = RequestRecord()
     ) {
         self.method = method
         self.route = route
@@ -39,6 +44,7 @@ public struct ProxyRequest: Sendable {
         self.body = body
         self.client = client
         self.requestID = requestID
+        self.record = record
     }
 
     /// The route's path plus `?query` when there is one: what goes to the upstream.

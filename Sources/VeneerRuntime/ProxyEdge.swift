@@ -15,6 +15,9 @@ struct ProxyEdge: Sendable {
     let adminOnly: Bool
     /// Whether `/-/` is served on this listener.
     let servesAdmin: Bool
+    /// Called with each request the chain answered and its answer as it goes out, the
+    /// request's ``RequestRecord`` complete: where an access log or `Server-Timing` reads it.
+    var observer: (@Sendable (ProxyRequest, ProxyResponse) -> Void)?
 
     /// The body limit of the chain serving new requests.
     var requestBodyLimit: Int { chain.generation.requestBodyLimit }
@@ -49,7 +52,7 @@ struct ProxyEdge: Sendable {
         enum Work: Sendable {
             case admin(method: HTTPRequest.Method, path: String, query: String?, fields: HTTPFields, body: ByteBuffer)
             /// The rest of an answer the chain could not give at once.
-            case rest(Deferred)
+            case rest(Deferred, ProxyRequest)
             /// To start by callback (``ChainPlan/callback(_:)``); in a task if that is declined.
             case callback(any CallbackAnswering, ProxyRequest)
             /// To answer in a task.
@@ -123,8 +126,11 @@ struct ProxyEdge: Sendable {
             switch generation.plan {
             case .immediate(let handler):
                 switch handler.answerImmediately(request) {
-                case .answer(let response): return answered(response)
-                case .later(let rest): work = .rest(rest)
+                case .answer(let response):
+                    generation.leave()
+                    return .answered(finish(request, response), closeConnection: false)
+                case .later(let rest):
+                    work = .rest(rest, request)
                 }
             case .callback(let handler):
                 work = .callback(handler, request)
@@ -138,19 +144,25 @@ struct ProxyEdge: Sendable {
     /// Finishes what ``begin(method:target:fields:body:client:)`` left waiting.
     func complete(_ pending: Pending) async -> (ProxyResponse, closeConnection: Bool) {
         defer { pending.generation.leave() }
-        let response: ProxyResponse
         switch pending.work {
         case .admin(let method, let path, let query, let fields, let body):
-            response = await admin.respond(method: method, path: path, query: query, headers: fields, body: body)
-        case .rest(let rest):
-            response = await answer(pending) { try await rest() }
+            let response = await admin.respond(method: method, path: path, query: query, headers: fields, body: body)
+            return (Self.stamped(response, pending.requestID), false)
+        case .rest(let rest, let request):
+            return (finish(request, await answer(pending) { try await rest() }), false)
         case .callback(let handler, let request):
             // Declined without a task (off the transport's loops): the same answer in one.
-            response = await answer(pending) { try await handler.handle(request) }
+            return (finish(request, await answer(pending) { try await handler.handle(request) }), false)
         case .task(let handler, let request):
-            response = await answer(pending) { try await handler.handle(request) }
+            return (finish(request, await answer(pending) { try await handler.handle(request) }), false)
         }
-        return (Self.stamped(response, pending.requestID), false)
+    }
+
+    /// The chain's answer to `request` as it goes out: stamped, and shown to the observer.
+    private func finish(_ request: ProxyRequest, _ response: ProxyResponse) -> ProxyResponse {
+        let response = Self.stamped(response, request.requestID)
+        observer?(request, response)
+        return response
     }
 
     /// The chain's answer, or the answer for the error it threw.
@@ -168,15 +180,14 @@ struct ProxyEdge: Sendable {
     /// False: nothing started, use ``complete(_:)``.
     func completeWithoutTask(_ pending: Pending, then done: @escaping @Sendable (ProxyResponse, _ closeConnection: Bool) -> Void) -> Bool {
         guard case .callback(let handler, let request) = pending.work else { return false }
-        let logger = logger
-        return handler.startAnswer(request) { result in
+        return handler.startAnswer(request) { [self] result in
             let response: ProxyResponse
             switch result {
-            case .success(let answer): response = answer
-            case .failure(let error): response = Self.answer(for: error, pending.requestID, logger: logger)
+            case .success(let answer): response = finish(request, answer)
+            case .failure(let error): response = finish(request, Self.answer(for: error, pending.requestID, logger: logger))
             }
             pending.generation.leave()
-            done(Self.stamped(response, pending.requestID), false)
+            done(response, false)
         }
     }
 

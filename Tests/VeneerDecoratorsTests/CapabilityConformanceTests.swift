@@ -49,15 +49,21 @@ struct CapabilityConformanceTests {
         }
     }
 
+    /// The record's entries, without durations (real time differs from run to run).
+    static func describe(_ record: RequestRecord) -> String {
+        record.entries.map { "\($0.name)=\($0.detail)\($0.duration == nil ? "" : " (timed)")" }.joined(separator: ", ")
+    }
+
     static func run(_ steps: [Step], clock: ManualClock?, _ answer: (ProxyRequest) async -> Result<ProxyResponse, any Error>) async
         -> (answers: [String], records: [String]) {
         var answers: [String] = []
-        let records: [String] = []
+        var records: [String] = []
         for (index, step) in steps.enumerated() {
             clock?.advance(by: step.advance)
             var request = CacheRig.request(step.method, step.target, body: step.body, headers: step.headers)
             request.requestID = "step-\(index)"
             answers.append(describe(await answer(request)))
+            records.append(describe(request.record))
         }
         return (answers, records)
     }
@@ -160,6 +166,7 @@ struct CapabilityConformanceTests {
         #expect(plain.answers.contains { $0.contains("veneer; hit; ttl=") } && plain.answers.contains { $0.contains("fwd-status=304") })
         #expect(plain.answers.contains { $0.contains("detail=stale-if-error") } && plain.answers.contains { $0.hasPrefix("error ") })
         #expect(plain.logLines.count == (logged ? Self.cacheScenario.count : 0))
+        #expect(plain.records.first == "cache=veneer; fwd=uri-miss; fwd-status=200; stored" && plain.records[1].hasPrefix("cache=veneer; hit"))
     }
 
     // MARK: Answers by callback: the upstream origin, and latency_log in front of it
@@ -232,6 +239,7 @@ struct CapabilityConformanceTests {
         let plain = try await Self.callbackOutcome(.handle, logged: logged)
         #expect(fast == plain)
         #expect(plain.received.count == Self.upstreamScenario.count && plain.answers.first?.hasPrefix("200 ") == true)
+        #expect(plain.records.allSatisfy { $0 == "origin=1 exchange (timed)" })
         #expect(!plain.answers.contains { $0.contains("NotStarted") })
         #expect(plain.logLines.count == (logged ? Self.upstreamScenario.count : 0))
         try await withRefusingPort { port in

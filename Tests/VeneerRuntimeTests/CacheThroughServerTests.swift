@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import NIOCore
+import Synchronization
 import Testing
 @testable import VeneerRuntime
 import VeneerCore
@@ -20,13 +21,18 @@ struct CacheThroughServerTests {
         }
     }
 
-    @Test("the edge answers a fresh hit without waiting, stamped with the request id, through latency_log; a miss waits")
+    @Test("the edge answers a fresh hit without waiting, stamped with the request id, through latency_log; a miss waits; each shows its record")
     func answeredAtOnce() async throws {
         let yaml = "environments: {development: {origin: {mock: {}}, chain: [latency_log, {cache: {ttl: 30s}}]}}"
         try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
             let admin = AdminAPI(chain: veneer.instance.chain, health: veneer.instance.health, metrics: veneer.instance.metrics,
                                  reloadStatus: ReloadStatus())
-            let edge = ProxyEdge(chain: veneer.instance.chain, admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true)
+            let observed = Mutex<[[RequestRecord.Entry]]>([])
+            let edge = ProxyEdge(chain: veneer.instance.chain, admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true,
+                                 observer: { request, response in
+                                     #expect(response.headers[.xRequestID] == "req-7", "shown as it goes out")
+                                     observed.withLock { $0.append(request.record.entries) }
+                                 })
             let fields: HTTPFields = [.xRequestID: "req-7"]
             guard case .waiting(let pending) = edge.begin(method: .get, target: "/posts", fields: fields, body: .complete(ByteBuffer()),
                                                           client: ClientAddress("127.0.0.1")) else {
@@ -49,6 +55,9 @@ struct CacheThroughServerTests {
             #expect(veneer.instance.chain.generation.requestsInFlight == 0, "an answer at once leaves its generation")
             let metrics = try await veneer.request("GET", "/-/metrics").text
             #expect(metrics.contains(#"veneer_request_duration_seconds_count{label="0",method="GET",route="/posts",status="200"} 2"#))
+            let records = observed.withLock { $0 }
+            #expect(records.map { $0.map(\.name) } == [["cache"], ["cache"]])
+            #expect(records.first?.first?.detail == missed.headers[.cacheStatus] && records.last?.first?.detail == hit.headers[.cacheStatus])
         }
     }
 

@@ -1,6 +1,7 @@
 import HTTPTypes
 import NIOCore
 import NIOPosix
+import Synchronization
 import Testing
 @testable import VeneerRuntime
 import VeneerCore
@@ -15,7 +16,9 @@ struct PassThroughTests {
             try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
                 let chain = veneer.instance.chain
                 let admin = AdminAPI(chain: chain, health: veneer.instance.health, metrics: veneer.instance.metrics, reloadStatus: ReloadStatus())
-                let edge = ProxyEdge(chain: chain, admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true)
+                let observed = Mutex<[[RequestRecord.Entry]]>([])
+                let edge = ProxyEdge(chain: chain, admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true,
+                                     observer: { request, _ in observed.withLock { $0.append(request.record.entries) } })
                 func begin() throws -> ProxyEdge.Pending {
                     guard case .waiting(let pending) = edge.begin(method: .get, target: "/posts/1", fields: [.xRequestID: "req-9"],
                                                                   body: .complete(ByteBuffer()), client: ClientAddress("127.0.0.1")) else {
@@ -48,6 +51,9 @@ struct PassThroughTests {
                 #expect(upstream.requests.count == 2 && upstream.requests.allSatisfy { $0.header("x-request-id") == "req-9" })
                 let metrics = try await veneer.request("GET", "/-/metrics").text
                 #expect(metrics.contains(#"veneer_request_duration_seconds_count{label="0",method="GET",route="/posts/{id}",status="200"} 2"#))
+                let records = observed.withLock { $0 }
+                #expect(records.count == 2 && records.allSatisfy { $0.map(\.name) == ["origin"] && $0.first?.duration != nil },
+                        "the origin's time, by task and by callback")
             }
         }
     }

@@ -149,6 +149,8 @@ public struct CacheDecorator: ImmediateAnswering {
         let decorator = self
         let (flight, leader) = storage.join(key)
         guard leader else { return }
+        var request = request
+        request.record = RequestRecord()
         // The caller already has its (stale) answer; this refresh belongs to nobody, so it
         // cannot be a child task of the request.
         Task {
@@ -177,8 +179,10 @@ public struct CacheDecorator: ImmediateAnswering {
         // Stored headers never hold Age or Cache-Status (CachePolicy drops them): appended
         // after the stored fields, which stay shared with the entry.
         var response = ProxyResponse(status: entry.status, headers: entry.headers, body: entry.body)
+        let cacheStatus = "veneer; " + status
         response.headers.append(HTTPField(name: .age, value: String(Int(entry.age(at: now).rounded(.down)))))
-        response.headers.append(HTTPField(name: .cacheStatus, value: "veneer; " + status))
+        response.headers.append(HTTPField(name: .cacheStatus, value: cacheStatus))
+        request.record.noteCacheStatus(cacheStatus)
         if CachePolicy.clientValidatorsMatch(request.headers, entry) {
             let headers = response.headers
             var notModified = ProxyHeaders()
@@ -192,7 +196,9 @@ public struct CacheDecorator: ImmediateAnswering {
 
     func finish(_ response: ProxyResponse, _ request: ProxyRequest, status: String) -> ProxyResponse {
         var response = response
-        response.headers[.cacheStatus] = "veneer; " + status
+        let cacheStatus = "veneer; " + status
+        response.headers[.cacheStatus] = cacheStatus
+        request.record.noteCacheStatus(cacheStatus)
         return response
     }
 

@@ -11,26 +11,36 @@ public struct UpstreamOrigin: CallbackAnswering {
     let options: UpstreamOriginOptions
     let transport: any HTTPTransport
     let maxResponseBodySize: Int
+    let clock: any VeneerClock
 
     /// Creates an upstream origin that sends through `transport`.
-    public init(options: UpstreamOriginOptions, transport: any HTTPTransport, maxResponseBodySize: Int = 16 << 20) {
+    public init(options: UpstreamOriginOptions, transport: any HTTPTransport, maxResponseBodySize: Int = 16 << 20,
+                clock: any VeneerClock = SystemClock()) {
         self.options = options
         self.transport = transport
         self.maxResponseBodySize = maxResponseBodySize
+        self.clock = clock
     }
 
-    /// Forwards the request.
+    /// Forwards the request; the time it took goes into the request's record.
     public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
-        try await transport.send(outbound(request))
+        let start = clock.monotonic()
+        defer { request.record.noteOriginTime(clock.monotonic() - start) }
+        return try await transport.send(outbound(request))
     }
 
     /// Whether the transport can send to the upstream without a task (plain `http://` on
     /// Veneer's pooled transport).
     public var startsWithoutTask: Bool { transport.startsWithoutTask(to: options.endpoint) }
 
-    /// Forwards the request without a task when the transport can.
+    /// Forwards the request without a task when the transport can; the time it took goes
+    /// into the request's record.
     public func startAnswer(_ request: ProxyRequest, then done: @escaping @Sendable (Result<ProxyResponse, any Error>) -> Void) -> Bool {
-        transport.start(outbound(request)) { result in done(result.mapError { $0 }) }
+        let start = clock.monotonic()
+        return transport.start(outbound(request)) { [clock, record = request.record] result in
+            record.noteOriginTime(clock.monotonic() - start)
+            done(result.mapError { $0 })
+        }
     }
 
     /// The request as it goes to the upstream.

@@ -57,7 +57,7 @@ extension UpstreamOrigin {
         decode: UpstreamOriginOptions.decode,
         make: { options, context in
             UpstreamOrigin(options: options, transport: context.transports.transport(options.transport),
-                           maxResponseBodySize: context.limits.responseBody)
+                           maxResponseBodySize: context.limits.responseBody, clock: context.clock)
         }
     )
 }
