@@ -13,7 +13,7 @@ UNITDIR    ?= $(PREFIX)/lib/systemd/system
 DOCDIR     ?= $(PREFIX)/share/doc/veneer
 SYSCONFDIR ?= /etc
 
-.PHONY: all deps test-deps build release run test test-units check bench install uninstall clean
+.PHONY: all deps test-deps build release run test test-units test-layers check bench install uninstall clean
 
 all: build
 
@@ -52,9 +52,13 @@ run: release
 # processes and PostgreSQL with deadlines of a few seconds, and on two busy cores a parallel
 # run missed one of them in about one run of three (different tests each time). `swift test`
 # still runs them in parallel.
-test: test-deps test-units
+test: test-deps test-units test-layers
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --no-parallel
+
+# Each module imports only the layers below it; the decorators never see the HTTP/1.1 wire.
+test-layers:
+	Tests/layers/check-layers.sh
 
 # systemd-analyze verify + security (exposure <= 2.0) on systemd/*.service; skipped without systemd-analyze.
 test-units:

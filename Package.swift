@@ -18,6 +18,8 @@ let package = Package(
     products: [
         .executable(name: "veneer", targets: ["veneer"]),
         .library(name: "VeneerCore", targets: ["VeneerCore"]),
+        .library(name: "VeneerHTTP1", targets: ["VeneerHTTP1"]),
+        .library(name: "VeneerServer", targets: ["VeneerServer"]),
         .library(name: "VeneerConfig", targets: ["VeneerConfig"]),
         .library(name: "VeneerStores", targets: ["VeneerStores"]),
         .library(name: "VeneerDecorators", targets: ["VeneerDecorators"]),
@@ -58,6 +60,33 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The HTTP/1.1 wire: parsers, the response writer, serialized fields, hop-by-hop rules,
+        // the per-event-loop flush and task executor. Decorators never import it.
+        .target(
+            name: "VeneerHTTP1",
+            dependencies: [
+                "VeneerCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The listener, the connection handler and the edge; the runtime plugs in its active
+        // chain and admin API through small protocols.
+        .target(
+            name: "VeneerServer",
+            dependencies: [
+                "VeneerCore", "VeneerHTTP1",
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "VeneerConfig",
             dependencies: ["CLibYAML", "VeneerCore"],
@@ -92,7 +121,7 @@ let package = Package(
         .target(
             name: "VeneerOrigins",
             dependencies: [
-                "VeneerCore", "VeneerConfig",
+                "VeneerCore", "VeneerConfig", "VeneerHTTP1",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -106,8 +135,7 @@ let package = Package(
         .target(
             name: "VeneerRuntime",
             dependencies: [
-                "VeneerCore", "VeneerConfig", "VeneerStores", "VeneerDecorators", "VeneerOrigins",
-                .product(name: "Hummingbird", package: "hummingbird"),
+                "VeneerCore", "VeneerConfig", "VeneerStores", "VeneerDecorators", "VeneerOrigins", "VeneerServer",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -133,7 +161,7 @@ let package = Package(
         .target(
             name: "VeneerTestSupport",
             dependencies: [
-                "VeneerCore", "VeneerConfig", "VeneerRuntime", "VeneerDecorators", "VeneerOrigins",
+                "VeneerCore", "VeneerConfig", "VeneerRuntime", "VeneerDecorators", "VeneerOrigins", "VeneerHTTP1", "VeneerServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -145,6 +173,8 @@ let package = Package(
             swiftSettings: testSettings
         ),
         .testTarget(name: "VeneerCoreTests", dependencies: ["VeneerCore", "VeneerTestSupport"], swiftSettings: testSettings),
+        .testTarget(name: "VeneerHTTP1Tests", dependencies: ["VeneerHTTP1", "VeneerTestSupport"], swiftSettings: testSettings),
+        .testTarget(name: "VeneerServerTests", dependencies: ["VeneerServer", "VeneerTestSupport"], swiftSettings: testSettings),
         .testTarget(name: "VeneerConfigTests", dependencies: ["VeneerConfig", "VeneerTestSupport"], swiftSettings: testSettings),
         .testTarget(name: "VeneerStoresTests", dependencies: ["VeneerStores", "VeneerTestSupport"], swiftSettings: testSettings),
         .testTarget(name: "VeneerOriginsTests", dependencies: ["VeneerOrigins", "VeneerTestSupport"], swiftSettings: testSettings),

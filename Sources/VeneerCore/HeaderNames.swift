@@ -20,9 +20,3 @@ extension HTTPFields {
         }
     }
 }
-
-extension HTTPField.Name {
-    /// `Host`, which the HTTP types keep as the request's authority; the HTTP/1.1 parser
-    /// needs the field name itself.
-    static let hostField = HTTPField.Name("Host")!
-}

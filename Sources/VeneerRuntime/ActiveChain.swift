@@ -2,13 +2,15 @@ import Foundation
 import Synchronization
 import VeneerConfig
 import VeneerCore
+import VeneerServer
 
 /// One built chain: its handler and plan, what it was built from, and how many requests are in it.
 public final class ChainGeneration: Sendable {
     /// The outermost handler (the first decorator, or the origin).
     public let handler: any Handler
-    /// How the server answers through it.
-    public let plan: ChainPlan
+    /// What the server serves: the plan, what every request reads of ``spec`` (kept apart so
+    /// that a request does not copy the whole specification), the requests in flight.
+    public let serving: ServingChain
     /// The environment it was built from.
     public let spec: EnvironmentSpec
     /// When it was built.
@@ -19,54 +21,50 @@ public final class ChainGeneration: Sendable {
     public let carried: CarriedState
     /// The admin routes its decorators added.
     public let adminRoutes: AdminRoutes
-    /// What every request reads of ``spec``, kept apart so that a request does not copy the
-    /// whole specification.
-    let resources: [Resource]
-    let requestBodyLimit: Int
-    private let inFlight = Atomic<Int>(0)
 
     init(chain: BuiltChain, spec: EnvironmentSpec, loadedAt: Date, number: Int, carried: CarriedState, adminRoutes: AdminRoutes) {
         handler = chain.handler
-        plan = chain.plan
+        serving = ServingChain(plan: chain.plan, resources: spec.resources, requestBodyLimit: spec.limits.requestBody)
         self.spec = spec
-        resources = spec.resources
-        requestBodyLimit = spec.limits.requestBody
         self.loadedAt = loadedAt
         self.number = number
         self.carried = carried
         self.adminRoutes = adminRoutes
     }
 
-    /// Requests that entered this chain and have not left it.
-    public var requestsInFlight: Int { inFlight.load(ordering: .relaxed) }
+    /// How the server answers through it.
+    public var plan: ChainPlan { serving.plan }
 
-    func enter() { inFlight.wrappingAdd(1, ordering: .relaxed) }
-    func leave() { inFlight.wrappingSubtract(1, ordering: .relaxed) }
+    /// Requests that entered this chain and have not left it.
+    public var requestsInFlight: Int { serving.requestsInFlight }
 }
 
 /// The chain that serves new requests, swapped atomically on reload: a request keeps the
 /// generation it entered until it leaves, so in-flight requests finish on the old chain.
-public final class ActiveChain: Sendable {
-    private let current: Mutex<ChainGeneration>
+public final class ActiveChain: ChainSource {
+    private let slot: Mutex<ChainGeneration>
 
     init(_ first: ChainGeneration) {
-        current = Mutex(first)
+        slot = Mutex(first)
     }
 
     /// The generation serving new requests.
-    public var generation: ChainGeneration { current.withLock { $0 } }
+    public var generation: ChainGeneration { slot.withLock { $0 } }
 
-    /// Takes the current generation for one request; call ``ChainGeneration/leave()`` after.
-    func enter() -> ChainGeneration {
-        current.withLock { generation in
-            generation.enter()
-            return generation
+    /// The chain serving new requests, as the edge serves it.
+    public var current: ServingChain { generation.serving }
+
+    /// Takes the current generation for one request; the edge leaves it once answered.
+    public func enter() -> ServingChain {
+        slot.withLock { generation in
+            generation.serving.enter()
+            return generation.serving
         }
     }
 
     /// Makes `next` serve new requests; returns the one it replaces.
     func swap(to next: ChainGeneration) -> ChainGeneration {
-        current.withLock { generation in
+        slot.withLock { generation in
             let old = generation
             generation = next
             return old

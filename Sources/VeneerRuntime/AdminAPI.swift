@@ -1,15 +1,15 @@
 import Foundation
 import HTTPTypes
-import HummingbirdCore
 import NIOCore
 import Prometheus
 import Synchronization
 import VeneerConfig
 import VeneerCore
 import VeneerDecorators
+import VeneerServer
 
 /// The admin API under `/-/`: health, the active chain, Prometheus metrics.
-struct AdminAPI: Sendable {
+struct AdminAPI: AdminResponder {
     let chain: ActiveChain
     let health: HealthBoard
     let metrics: PrometheusCollectorRegistry

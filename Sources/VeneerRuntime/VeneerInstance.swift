@@ -10,6 +10,7 @@ import UnixSignals
 import VeneerConfig
 import VeneerCore
 import VeneerOrigins
+import VeneerServer
 
 /// What a running instance is told about itself once its listeners accept connections.
 public struct ReadyInfo: Sendable {
@@ -146,13 +147,13 @@ public final class VeneerInstance: Service, Sendable {
             TransportShutdown(transports: transports), background, ReloadOnHangup(instance: self),
         ]
         services.append(Listener.make(
-            address: spec.listen,
+            host: spec.listen.host, port: spec.listen.port,
             edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil),
             headerLimit: spec.limits.requestHeaders, idleTimeout: spec.idleTimeout, eventLoopGroup: configuration.eventLoopGroup, logger: logger,
             onBound: { port in await readiness.bound(main: port) }))
         if let adminListen = spec.adminListen {
             services.append(Listener.make(
-                address: adminListen,
+                host: adminListen.host, port: adminListen.port,
                 edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: true, servesAdmin: true),
                 headerLimit: spec.limits.requestHeaders, idleTimeout: spec.idleTimeout, eventLoopGroup: configuration.eventLoopGroup, logger: logger,
                 onBound: { port in await readiness.bound(admin: port) }))

@@ -4,6 +4,7 @@ import Hummingbird
 import NIOCore
 import Testing
 @testable import VeneerRuntime
+@testable import VeneerServer
 import VeneerCore
 import VeneerTestSupport
 

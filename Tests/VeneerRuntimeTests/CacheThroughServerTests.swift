@@ -4,6 +4,7 @@ import NIOCore
 import Synchronization
 import Testing
 @testable import VeneerRuntime
+@testable import VeneerServer
 import VeneerCore
 import VeneerTestSupport
 

@@ -4,6 +4,7 @@ import NIOPosix
 import Synchronization
 import Testing
 @testable import VeneerRuntime
+@testable import VeneerServer
 import VeneerCore
 import VeneerTestSupport
 

@@ -2,6 +2,7 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import VeneerCore
+import VeneerHTTP1
 
 /// One client connection driven step by step: send some bytes, wait for what the server
 /// answers, send more, and see whether (and how) the server closed it. For connection-level

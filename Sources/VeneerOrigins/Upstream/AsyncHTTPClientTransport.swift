@@ -7,6 +7,7 @@ import NIOHTTPTypesHTTP1
 import NIOPosix
 import Synchronization
 import VeneerCore
+import VeneerHTTP1
 
 /// ``HTTPTransport`` over AsyncHTTPClient: one client (one connection pool) per distinct
 /// set of ``TransportOptions``, on the daemon's event loops.

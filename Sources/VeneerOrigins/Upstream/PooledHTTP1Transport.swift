@@ -3,12 +3,13 @@ import HTTPTypes
 import NIOCore
 import NIOPosix
 import VeneerCore
+import VeneerHTTP1
 
 /// ``HTTPTransport`` for plain `http://` peers: HTTP/1.1 over SwiftNIO with a keep-alive pool
 /// per event loop, in the manner of nginx's upstream `keepalive`.
 ///
 /// A request is sent from the event loop its caller runs on (a connection's task runs on its
-/// channel's event loop, see the runtime's `EventLoopTaskExecutor`), so the proxied exchange
+/// channel's event loop, see `EventLoopTaskExecutor` in VeneerHTTP1), so the proxied exchange
 /// never leaves that thread and the pools need no locks. Each loop keeps at most
 /// ``TransportOptions/connectionsPerLoop`` connections (128 when unset) to one peer; requests
 /// beyond that wait for a connection, within their own deadline.

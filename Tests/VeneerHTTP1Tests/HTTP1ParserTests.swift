@@ -1,7 +1,8 @@
 import HTTPTypes
 import NIOCore
 import Testing
-@_spi(Wire) @testable import VeneerCore
+@_spi(Wire) import VeneerCore
+@testable import VeneerHTTP1
 
 /// The HTTP/1.1 request and response parsers on their own: framing, pipelining, partial
 /// input, and the malformed and ambiguous messages they must refuse.

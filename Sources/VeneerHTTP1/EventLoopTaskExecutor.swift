@@ -1,6 +1,5 @@
 import NIOCore
 import Synchronization
-import VeneerCore
 
 /// A `TaskExecutor` that runs jobs on one event loop: the preferred executor of the tasks
 /// that answer requests, so that after a suspension (an upstream exchange) a request resumes
@@ -9,8 +8,9 @@ import VeneerCore
 /// One per loop (``for(_:)``). Jobs are batched: the first job of a batch schedules one run
 /// on the loop, which runs every job that arrived meanwhile (64 requests resumed in one tick
 /// cost one scheduled closure, not 64).
-final class EventLoopTaskExecutor: TaskExecutor {
-    let eventLoop: any EventLoop
+public final class EventLoopTaskExecutor: TaskExecutor {
+    /// The loop its jobs run on.
+    public let eventLoop: any EventLoop
     private let queue = Mutex<[UnownedJob]>([])
     /// The batch being run; touched only on the loop, inside ``drain()``.
     nonisolated(unsafe) private var running: [UnownedJob] = []
@@ -22,11 +22,12 @@ final class EventLoopTaskExecutor: TaskExecutor {
     private static let executors = PerEventLoop { EventLoopTaskExecutor($0) }
 
     /// The executor of `eventLoop` (made on first use; asked once per connection).
-    static func `for`(_ eventLoop: any EventLoop) -> EventLoopTaskExecutor {
+    public static func `for`(_ eventLoop: any EventLoop) -> EventLoopTaskExecutor {
         executors(eventLoop)
     }
 
-    func enqueue(_ job: consuming ExecutorJob) {
+    /// Queues a job; the first of a batch schedules the run.
+    public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         let first = queue.withLock { jobs in
             jobs.append(job)

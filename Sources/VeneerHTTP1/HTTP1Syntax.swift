@@ -1,5 +1,6 @@
 import HTTPTypes
 import NIOCore
+import VeneerCore
 
 /// Why an HTTP/1.1 message could not be read. The message says what was wrong in words a
 /// caller can act on; the connection it came on cannot be used any further.
@@ -505,4 +506,10 @@ enum ChunkedResult {
     case needMore
     case complete
     case tooLarge
+}
+
+extension HTTPField.Name {
+    /// `Host`, which the HTTP types keep as the request's authority; the HTTP/1.1 parser
+    /// needs the field name itself.
+    static let hostField = HTTPField.Name("Host")!
 }

@@ -2,7 +2,7 @@ import HTTPTypes
 import NIOCore
 import NIOEmbedded
 import Testing
-@testable import VeneerRuntime
+@testable import VeneerServer
 import VeneerCore
 import VeneerTestSupport
 
@@ -10,21 +10,20 @@ import VeneerTestSupport
 /// ready sockets (TickFlusher), seen on an embedded channel whose loop runs only when told.
 @Suite("answers flushed once per batch")
 struct BatchedFlushTests {
+    /// Answers every request immediately, as a fresh cache hit is answered.
+    struct Immediate: ImmediateAnswering {
+        var answersImmediately: Bool { true }
+        func answerImmediately(_ request: ProxyRequest) -> ImmediateAnswer { .answer(.json(.ok, ByteBuffer(string: "[]"))) }
+    }
+
     func withConnection(_ body: (EmbeddedChannel, EmbeddedEventLoop) async throws -> Void) async throws {
-        let yaml = "environments: {development: {origin: {mock: {}}, chain: [{cache: {ttl: 1h}}]}}"
-        try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
-            _ = try await veneer.request("GET", "/posts")  // stored: the requests below are hits answered at once
-            let chain = veneer.instance.chain
-            let admin = AdminAPI(chain: chain, health: veneer.instance.health, metrics: veneer.instance.metrics, reloadStatus: ReloadStatus())
-            let edge = ProxyEdge(chain: chain, admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true)
-            let loop = EmbeddedEventLoop()
-            let channel = EmbeddedChannel(loop: loop)
-            try channel.pipeline.syncOperations.addHandler(ProxyRequestHandler(
-                edge: edge, dates: HTTPDateCache(), client: ClientAddress("127.0.0.1"), headerLimit: 8192, idleTimeout: .seconds(60),
-                eventLoop: loop, logger: quietLogger()))
-            try await body(channel, loop)
-            _ = try? channel.finish()
-        }
+        let loop = EmbeddedEventLoop()
+        let channel = EmbeddedChannel(loop: loop)
+        try channel.pipeline.syncOperations.addHandler(ProxyRequestHandler(
+            edge: .serving(FixedChain([Immediate()])), dates: HTTPDateCache(), client: ClientAddress("127.0.0.1"), headerLimit: 8192,
+            idleTimeout: .seconds(60), eventLoop: loop, logger: quietLogger()))
+        try await body(channel, loop)
+        _ = try? channel.finish()
     }
 
     func outbound(_ channel: EmbeddedChannel) throws -> String {

@@ -9,12 +9,14 @@ import NIOCore
 /// the body, no body for HEAD, 1xx, 204 and 304, a `Date` when the response has none, and
 /// `Connection: close` when the connection ends after it. Field names and values are
 /// already legal (`HTTPField` replaces CR, LF and NUL), so nothing can be injected here.
-enum HTTP1ResponseWriter {
+public enum HTTP1ResponseWriter {
     /// The interim answer to `Expect: 100-continue`.
-    static let continueResponse: StaticString = "HTTP/1.1 100 Continue\r\n\r\n"
+    public static let continueResponse: StaticString = "HTTP/1.1 100 Continue\r\n\r\n"
 
-    /// Appends the whole response to `buffer`.
-    static func write(_ response: ProxyResponse, method: HTTPRequest.Method, close: Bool, dates: HTTPDateCache, into buffer: inout ByteBuffer) {
+    /// Appends the whole response to `buffer`, with `date` (IMF-fixdate, asked for only when
+    /// the response has no `Date`).
+    public static func write(_ response: ProxyResponse, method: HTTPRequest.Method, close: Bool, date: @autoclosure () -> String,
+                             into buffer: inout ByteBuffer) {
         let code = response.status.code
         let bodyless = code == 204 || code == 304 || (100..<200).contains(code)
         buffer.writeStaticString("HTTP/1.1 ")
@@ -57,7 +59,7 @@ enum HTTP1ResponseWriter {
         }
         if !hasDate {
             buffer.writeStaticString("Date: ")
-            buffer.writeString(dates.now())
+            buffer.writeString(date())
             buffer.writeStaticString("\r\n")
         }
         if close { buffer.writeStaticString("Connection: close\r\n") }

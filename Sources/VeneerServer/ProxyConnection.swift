@@ -1,8 +1,8 @@
 import HummingbirdCore
 import Logging
 import NIOCore
-import VeneerConfig
 import VeneerCore
+import VeneerHTTP1
 
 /// The pipeline of one client connection: a single handler, ``ProxyRequestHandler``, which
 /// parses each request whole (``HTTP1RequestParser``), answers it through the ``ProxyEdge``

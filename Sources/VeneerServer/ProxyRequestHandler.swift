@@ -2,8 +2,8 @@ import DequeModule
 import HTTPTypes
 import Logging
 import NIOCore
-import VeneerConfig
 import VeneerCore
+import VeneerHTTP1
 
 /// Serves the requests of one client connection, in order: reads each one whole, answers it
 /// through the ``ProxyEdge`` and writes the answer with ``HTTP1ResponseWriter``.
@@ -262,7 +262,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         var buffer = outputBuffer ?? context.channel.allocator.buffer(capacity: 512 + response.body.readableBytes)
         outputBuffer = nil
         buffer.clear()
-        HTTP1ResponseWriter.write(response, method: method, close: close, dates: dates, into: &buffer)
+        HTTP1ResponseWriter.write(response, method: method, close: close, date: dates.now(), into: &buffer)
         if close {
             closing = true
             ignoring = true

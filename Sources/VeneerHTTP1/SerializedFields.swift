@@ -1,11 +1,11 @@
 import HTTPTypes
 import NIOCore
+@_spi(Wire) import VeneerCore
 
 /// Header fields as HTTP/1.1 field lines (``FieldLines``): made from the lines a parser
 /// kept, or from fields (the writer does it once for a cached entry's fields, so that
 /// serving the entry copies one buffer instead of writing every field again); and read back.
-@_spi(Wire)
-public enum SerializedFields: FieldLineReader {
+enum SerializedFields: FieldLineReader {
     /// The lines a parser kept.
     static func lines(_ raw: RawLines) -> FieldLines {
         FieldLines(bytes: raw.buffer, count: raw.count, hasDate: raw.hasDate, declaredLength: raw.declaredLength, sawConnection: false,
@@ -13,7 +13,7 @@ public enum SerializedFields: FieldLineReader {
     }
 
     /// Serializes `fields` (hop-by-hop fields and `Content-Length` left out, as the writer does).
-    public static func lines(of fields: HTTPFields) -> FieldLines {
+    static func lines(of fields: HTTPFields) -> FieldLines {
         var bytes = ByteBuffer()
         bytes.reserveCapacity(fields.count * 32)
         let facts = write(fields, skipping: nil, into: &bytes)
@@ -96,13 +96,13 @@ public enum SerializedFields: FieldLineReader {
     }
 
     /// What writing fields found out about those it left out or wrote.
-    public typealias Facts = (hasDate: Bool, declaredLength: String?, sawConnection: Bool)
+    typealias Facts = (hasDate: Bool, declaredLength: String?, sawConnection: Bool)
 
     /// Writes the end-to-end fields of `headers` (minus those in `named`, lower-case); says
     /// whether there was a `Date`, what `Content-Length` said, and whether a `Connection`
     /// field was seen. (Not generic: it runs for every response.)
     @discardableResult
-    public static func write(_ headers: HTTPFields, skipping named: [String]?, into buffer: inout ByteBuffer) -> Facts {
+    static func write(_ headers: HTTPFields, skipping named: [String]?, into buffer: inout ByteBuffer) -> Facts {
         var facts: Facts = (false, nil, false)
         for field in headers {
             write(field, skipping: named, into: &buffer, facts: &facts)
@@ -112,7 +112,7 @@ public enum SerializedFields: FieldLineReader {
 
     /// ``write(_:skipping:into:)`` for fields in an array.
     @discardableResult
-    public static func write(_ fields: [HTTPField], into buffer: inout ByteBuffer) -> Facts {
+    static func write(_ fields: [HTTPField], into buffer: inout ByteBuffer) -> Facts {
         var facts: Facts = (false, nil, false)
         for field in fields {
             write(field, skipping: nil, into: &buffer, facts: &facts)

@@ -1,15 +1,15 @@
 import HTTPTypes
 import Logging
 import NIOCore
-import VeneerConfig
 import VeneerCore
+import VeneerHTTP1
 
 /// The server edge: the only place where HTTP requests become ``ProxyRequest``s and errors
 /// become HTTP responses. It checks the path, the method, the body size and (for posts)
-/// the body, then hands the request to the active chain.
-struct ProxyEdge: Sendable {
-    let chain: ActiveChain
-    let admin: AdminAPI
+/// the body, then hands the request to the active chain, the way the chain's plan says.
+public struct ProxyEdge: Sendable {
+    let chain: any ChainSource
+    let admin: any AdminResponder
     let logger: Logger
     /// Whether this listener is the separate admin listener (`admin: {listen: ...}`).
     let adminOnly: Bool
@@ -19,8 +19,20 @@ struct ProxyEdge: Sendable {
     /// request's ``RequestRecord`` complete: where an access log or `Server-Timing` reads it.
     var observer: (@Sendable (ProxyRequest, ProxyResponse) -> Void)?
 
+    /// An edge answering through `chain`, with `admin` under `/-/` when `servesAdmin` (and
+    /// nothing else when `adminOnly`, the separate admin listener).
+    public init(chain: any ChainSource, admin: any AdminResponder, logger: Logger, adminOnly: Bool, servesAdmin: Bool,
+                observer: (@Sendable (ProxyRequest, ProxyResponse) -> Void)? = nil) {
+        self.chain = chain
+        self.admin = admin
+        self.logger = logger
+        self.adminOnly = adminOnly
+        self.servesAdmin = servesAdmin
+        self.observer = observer
+    }
+
     /// The body limit of the chain serving new requests.
-    var requestBodyLimit: Int { chain.generation.requestBodyLimit }
+    var requestBodyLimit: Int { chain.current.requestBodyLimit }
 
     /// Answers one request; never throws (failures become JSON error responses). Every
     /// answer carries the request id: the client's `X-Request-Id`, or a generated one.
@@ -61,7 +73,7 @@ struct ProxyEdge: Sendable {
         let work: Work
         let requestID: String
         /// Entered by ``begin(method:target:fields:body:client:)``; left by ``complete(_:)``.
-        let generation: ChainGeneration
+        let generation: ServingChain
     }
 
     /// The part of answering that needs no `await`: the request id, the checks of the path,
@@ -218,7 +230,7 @@ struct ProxyEdge: Sendable {
     }
 
     /// At most 100 printable ASCII characters of client text, for messages.
-    static func printable(_ text: String) -> String {
+    public static func printable(_ text: String) -> String {
         let cleaned = String(decoding: text.utf8.prefix(100).map { $0 >= 0x20 && $0 < 0x7F ? $0 : UInt8(ascii: "?") }, as: UTF8.self)
         return text.utf8.count > 100 ? cleaned + "..." : cleaned
     }

@@ -1,4 +1,5 @@
 import HTTPTypes
+import VeneerCore
 
 /// Hop-by-hop header fields (RFC 9110 §7.6.1): meaningful for one connection only, so a
 /// proxy removes them in both directions, together with every field that `Connection` names.
@@ -70,15 +71,5 @@ public enum HopByHop {
             kept.append(field)
         }
         fields = kept
-    }
-}
-
-extension StringProtocol {
-    /// The text without leading and trailing spaces and tabs.
-    public var trimmingSpaces: Substring {
-        let text = Substring(self)
-        guard let first = text.firstIndex(where: { $0 != " " && $0 != "\t" }) else { return "" }
-        let last = text.lastIndex(where: { $0 != " " && $0 != "\t" })!
-        return text[first...last]
     }
 }

@@ -1,5 +1,6 @@
 import HTTPTypes
 import NIOCore
+import VeneerCore
 
 /// Reads HTTP/1.1 requests off a connection, one after another (pipelined requests wait in
 /// the input), straight into the HTTP types the chain uses.

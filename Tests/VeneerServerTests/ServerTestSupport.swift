@@ -1,0 +1,34 @@
+import HTTPTypes
+import NIOCore
+import VeneerCore
+import VeneerServer
+import VeneerTestSupport
+
+/// A chain that never changes, built by hand: what the runtime's active chain is to the edge.
+final class FixedChain: ChainSource {
+    let current: ServingChain
+
+    /// The chain of `handlers`, outermost first, planned as ChainBuilder plans it.
+    init(_ handlers: [any Handler], resources: [Resource] = [.posts], bodyLimit: Int = 1 << 20) {
+        current = ServingChain(plan: ChainPlan(outermostFirst: handlers), resources: resources, requestBodyLimit: bodyLimit)
+    }
+
+    func enter() -> ServingChain {
+        current.enter()
+        return current
+    }
+}
+
+/// An admin API that knows nothing.
+struct NoAdmin: AdminResponder {
+    func respond(method: HTTPRequest.Method, path: String, query: String?, headers: HTTPFields, body: ByteBuffer) async -> ProxyResponse {
+        ProxyError.notFound().response
+    }
+}
+
+extension ProxyEdge {
+    /// An edge serving `chain` (and no admin API worth the name).
+    static func serving(_ chain: FixedChain, observer: (@Sendable (ProxyRequest, ProxyResponse) -> Void)? = nil) -> ProxyEdge {
+        ProxyEdge(chain: chain, admin: NoAdmin(), logger: quietLogger(), adminOnly: false, servesAdmin: true, observer: observer)
+    }
+}
