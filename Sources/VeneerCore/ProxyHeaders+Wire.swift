@@ -1,5 +1,4 @@
 import HTTPTypes
-import NIOCore
 import Synchronization
 
 // The wire side of ProxyHeaders, for the HTTP/1.1 module only (`@_spi(Wire) import
@@ -12,7 +11,7 @@ import Synchronization
 @_spi(Wire)
 public struct FieldLines: Sendable {
     /// The lines.
-    public let bytes: ByteBuffer
+    public let bytes: [UInt8]
     /// How many fields they stand for (a `Content-Length` left out included).
     public let count: Int
     /// Whether one of them is `Date`.
@@ -28,7 +27,7 @@ public struct FieldLines: Sendable {
     public let reader: any FieldLineReader.Type
 
     /// Lines and what is known of them.
-    public init(bytes: ByteBuffer, count: Int, hasDate: Bool, declaredLength: String?, sawConnection: Bool, nameBits: UInt64,
+    public init(bytes: [UInt8], count: Int, hasDate: Bool, declaredLength: String?, sawConnection: Bool, nameBits: UInt64,
                 reader: any FieldLineReader.Type) {
         self.bytes = bytes
         self.count = count

@@ -198,7 +198,7 @@ public struct HTTP1ResponseParser {
         let fieldsStart = lineEnd + 2
         var framing = HTTP1Framing()
         var lines = RawLines()
-        lines.buffer.reserveCapacity(end - lineEnd)
+        lines.bytes.reserveCapacity(end - lineEnd)
         let headers: ProxyHeaders
         // Usually the kept lines alone, copied as they came: no HTTPField is made unless a
         // decorator asks for the headers. A HEAD answer's Content-Length is kept as a field,

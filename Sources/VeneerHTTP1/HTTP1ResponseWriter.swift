@@ -35,7 +35,7 @@ public enum HTTP1ResponseWriter {
             (hasDate, declaredLength, sawConnection) = SerializedFields.write(fields, skipping: nil, into: &buffer)
         case .shared(let storage, let appendedFields):
             let lines = storage.lines(orMake: SerializedFields.lines(of:))
-            buffer.writeImmutableBuffer(lines.bytes)
+            buffer.writeBytes(lines.bytes)
             let appended = SerializedFields.write(appendedFields, into: &buffer)
             hasDate = lines.hasDate || appended.hasDate
             declaredLength = appended.declaredLength ?? lines.declaredLength

@@ -31,7 +31,8 @@ public struct HTTP1ParseError: Error, Equatable, Sendable, CustomStringConvertib
 /// The raw field lines a message kept, gathered while its fields are read, to become its
 /// ``SerializedFields`` (when every kept line is what its `HTTPField` would print).
 struct RawLines {
-    var buffer = ByteBuffer()
+    /// The lines, copied as they came (an array: one allocation, where a buffer takes two).
+    var bytes: [UInt8] = []
     var count = 0
     var hasDate = false
     var declaredLength: String?
@@ -45,7 +46,7 @@ struct RawLines {
             // Content-Length is never copied onto the wire as it came.
             declaredLength = isLength
         } else {
-            buffer.writeBytes(line)
+            line.withMemoryRebound(to: UInt8.self) { bytes.append(contentsOf: $0) }
             nameBits |= SerializedFields.nameBit(UnsafeRawBufferPointer(rebasing: line[0..<nameLength]))
         }
         count += 1

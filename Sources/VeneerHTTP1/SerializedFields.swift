@@ -8,7 +8,7 @@ import NIOCore
 enum SerializedFields: FieldLineReader {
     /// The lines a parser kept.
     static func lines(_ raw: RawLines) -> FieldLines {
-        FieldLines(bytes: raw.buffer, count: raw.count, hasDate: raw.hasDate, declaredLength: raw.declaredLength, sawConnection: false,
+        FieldLines(bytes: raw.bytes, count: raw.count, hasDate: raw.hasDate, declaredLength: raw.declaredLength, sawConnection: false,
                    nameBits: raw.nameBits, reader: Self.self)
     }
 
@@ -22,7 +22,7 @@ enum SerializedFields: FieldLineReader {
             var name = field.name.canonicalName
             bits |= name.withUTF8 { nameBit(UnsafeRawBufferPointer($0)) }
         }
-        return FieldLines(bytes: bytes, count: fields.count, hasDate: facts.hasDate, declaredLength: facts.declaredLength,
+        return FieldLines(bytes: Array(bytes.readableBytesView), count: fields.count, hasDate: facts.hasDate, declaredLength: facts.declaredLength,
                           sawConnection: facts.sawConnection, nameBits: bits, reader: Self.self)
     }
 
@@ -86,7 +86,7 @@ enum SerializedFields: FieldLineReader {
     /// Calls `body` with each line's name and value (optional whitespace trimmed) until it
     /// returns false. The lines were checked when they were read: none fails here.
     private static func forEachLine(_ lines: FieldLines, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Bool) {
-        lines.bytes.withUnsafeReadableBytes { bytes in
+        lines.bytes.withUnsafeBytes { bytes in
             var start = 0
             while start < bytes.count, let line = try? HTTP1Syntax.fieldLine(bytes, from: start, to: bytes.count) {
                 guard body(UnsafeRawBufferPointer(rebasing: bytes[line.name]), UnsafeRawBufferPointer(rebasing: bytes[line.value])) else { return }

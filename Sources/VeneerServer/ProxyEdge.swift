@@ -187,10 +187,10 @@ public struct ProxyEdge: Sendable {
     }
 
     /// Finishes a request left waiting without a task, if the plan says so and the chain
-    /// starts it (``CallbackAnswering/startAnswer(_:then:)``): `done` gets what
+    /// starts it (``CallbackAnswering/startAnswer(_:then:)``): `delivery` gets what
     /// ``complete(_:)`` would return, on this event loop, possibly before this returns.
     /// False: nothing started, use ``complete(_:)``.
-    func completeWithoutTask(_ pending: Pending, then done: @escaping @Sendable (ProxyResponse, _ closeConnection: Bool) -> Void) -> Bool {
+    func completeWithoutTask(_ pending: Pending, to delivery: some AnswerDelivery) -> Bool {
         guard case .callback(let handler, let request) = pending.work else { return false }
         return handler.startAnswer(request) { [self] result in
             let response: ProxyResponse
@@ -199,7 +199,7 @@ public struct ProxyEdge: Sendable {
             case .failure(let error): response = finish(request, Self.answer(for: error, pending.requestID, logger: logger))
             }
             pending.generation.leave()
-            done(response, false)
+            delivery.deliver(response, closeConnection: false)
         }
     }
 
@@ -234,6 +234,12 @@ public struct ProxyEdge: Sendable {
         let cleaned = String(decoding: text.utf8.prefix(100).map { $0 >= 0x20 && $0 < 0x7F ? $0 : UInt8(ascii: "?") }, as: UTF8.self)
         return text.utf8.count > 100 ? cleaned + "..." : cleaned
     }
+}
+
+/// Where an answer that comes later goes: the connection that asked for it.
+protocol AnswerDelivery: Sendable {
+    /// Takes the answer (and whether the connection must close after it).
+    func deliver(_ response: ProxyResponse, closeConnection: Bool)
 }
 
 /// A request body as the connection read it: whole, or refused for its size (declared or

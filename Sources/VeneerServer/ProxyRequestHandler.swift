@@ -217,31 +217,40 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         }
     }
 
-    /// Runs the chain without a task where it can, else in a task; its answer is written when
-    /// it comes, then the queue goes on.
-    private func answerLater(_ pending: ProxyEdge.Pending, head: HTTP1RequestParser.Head, tooLarge: Bool, keepAlive: Bool,
-                             context: ChannelHandlerContext) {
-        let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
-        let eventLoop = context.eventLoop
-        let method = head.method
-        let deliver: @Sendable (ProxyResponse, Bool) -> Void = { response, refused in
-            let keep = keepAlive && !refused && !tooLarge
+    /// Where an answer that comes later is written: this handler, on its loop. A value, not a
+    /// closure: the callback or the task that carries it needs no allocation of its own for it.
+    struct Delivery: AnswerDelivery {
+        let loopBound: NIOLoopBound<(handler: ProxyRequestHandler, context: ChannelHandlerContext)>
+        let eventLoop: any EventLoop
+        let method: HTTPRequest.Method
+        let keepAlive: Bool
+
+        func deliver(_ response: ProxyResponse, closeConnection: Bool) {
+            let keep = keepAlive && !closeConnection
             if eventLoop.inEventLoop {
                 loopBound.value.handler.finish(response, method: method, keepAlive: keep, context: loopBound.value.context)
             } else {
-                eventLoop.execute {
+                eventLoop.execute { [loopBound, method] in
                     loopBound.value.handler.finish(response, method: method, keepAlive: keep, context: loopBound.value.context)
                 }
             }
         }
+    }
+
+    /// Runs the chain without a task where it can, else in a task; its answer is written when
+    /// it comes, then the queue goes on.
+    private func answerLater(_ pending: ProxyEdge.Pending, head: HTTP1RequestParser.Head, tooLarge: Bool, keepAlive: Bool,
+                             context: ChannelHandlerContext) {
+        let delivery = Delivery(loopBound: NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop),
+                                eventLoop: context.eventLoop, method: head.method, keepAlive: keepAlive && !tooLarge)
         // A chain planned to answer without a task (the upstream origin, maybe behind
         // latency_log) calls back on this loop: no task to create, suspend and resume.
         // Either way the answer may come (inside startNext's loop) before this returns.
-        guard !edge.completeWithoutTask(pending, then: deliver) else { return }
+        guard !edge.completeWithoutTask(pending, to: delivery) else { return }
         let edge = edge
         Task.immediate(executorPreference: executor) {
             let (response, refused) = await edge.complete(pending)
-            deliver(response, refused)
+            delivery.deliver(response, closeConnection: refused)
         }
     }
 

@@ -88,3 +88,18 @@ struct PassThroughTests {
         }
     }
 }
+
+/// ``ProxyEdge/completeWithoutTask(_:to:)`` with a closure.
+struct ClosureDelivery: AnswerDelivery {
+    let done: @Sendable (ProxyResponse, Bool) -> Void
+
+    func deliver(_ response: ProxyResponse, closeConnection: Bool) {
+        done(response, closeConnection)
+    }
+}
+
+extension ProxyEdge {
+    func completeWithoutTask(_ pending: Pending, then done: @escaping @Sendable (ProxyResponse, Bool) -> Void) -> Bool {
+        completeWithoutTask(pending, to: ClosureDelivery(done: done))
+    }
+}

@@ -1,7 +1,7 @@
 import HTTPTypes
 import NIOCore
 import VeneerCore
-import VeneerServer
+@testable import VeneerServer
 import VeneerTestSupport
 
 /// A chain that never changes, built by hand: what the runtime's active chain is to the edge.
@@ -30,5 +30,20 @@ extension ProxyEdge {
     /// An edge serving `chain` (and no admin API worth the name).
     static func serving(_ chain: FixedChain, observer: (@Sendable (ProxyRequest, ProxyResponse) -> Void)? = nil) -> ProxyEdge {
         ProxyEdge(chain: chain, admin: NoAdmin(), logger: quietLogger(), adminOnly: false, servesAdmin: true, observer: observer)
+    }
+}
+
+/// ``ProxyEdge/completeWithoutTask(_:to:)`` with a closure.
+struct ClosureDelivery: AnswerDelivery {
+    let done: @Sendable (ProxyResponse, Bool) -> Void
+
+    func deliver(_ response: ProxyResponse, closeConnection: Bool) {
+        done(response, closeConnection)
+    }
+}
+
+extension ProxyEdge {
+    func completeWithoutTask(_ pending: Pending, then done: @escaping @Sendable (ProxyResponse, Bool) -> Void) -> Bool {
+        completeWithoutTask(pending, to: ClosureDelivery(done: done))
     }
 }

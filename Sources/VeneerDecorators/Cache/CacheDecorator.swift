@@ -197,7 +197,12 @@ public struct CacheDecorator: ImmediateAnswering {
     func finish(_ response: ProxyResponse, _ request: ProxyRequest, status: String) -> ProxyResponse {
         var response = response
         let cacheStatus = "veneer; " + status
-        response.headers[.cacheStatus] = cacheStatus
+        if response.headers.contains(.cacheStatus) {
+            response.headers[.cacheStatus] = cacheStatus
+        } else {
+            // Appended, an upstream answer's fields stay as they came.
+            response.headers.append(HTTPField(name: .cacheStatus, value: cacheStatus))
+        }
         request.record.noteCacheStatus(cacheStatus)
         return response
     }

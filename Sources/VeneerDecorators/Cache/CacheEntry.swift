@@ -43,7 +43,7 @@ struct CacheEntry: Sendable {
     /// Bytes it occupies, roughly: body, header text and bookkeeping.
     var size: Int {
         let text = headers.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count + 4 }
-        // The fields count twice: as fields and as the lines the server writes them as.
+        // The fields count twice: shared headers also keep the form the server sends them in.
         return body.readableBytes + 2 * text + 160
     }
 
