@@ -3,7 +3,6 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import Testing
-@testable import VeneerRuntime
 @testable import VeneerServer
 import VeneerCore
 import VeneerTestSupport
@@ -16,9 +15,8 @@ struct PassThroughTests {
             let yaml = "environments: {development: {origin: {upstream: {url: \"\(upstream.url)\"}}, chain: [latency_log]}}"
             try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
                 let chain = veneer.instance.chain
-                let admin = AdminAPI(chain: chain, health: veneer.instance.health, metrics: veneer.instance.metrics, reloadStatus: ReloadStatus())
                 let observed = Mutex<[[RequestRecord.Entry]]>([])
-                let edge = ProxyEdge(chain: chain, admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true,
+                let edge = ProxyEdge(chain: chain, admin: NoAdmin(), logger: quietLogger(), adminOnly: false, servesAdmin: true,
                                      observer: { request, _ in observed.withLock { $0.append(request.record.entries) } })
                 func begin() throws -> ProxyEdge.Pending {
                     guard case .waiting(let pending) = edge.begin(method: .get, target: "/posts/1", fields: [.xRequestID: "req-9"],
@@ -86,20 +84,5 @@ struct PassThroughTests {
             #expect(seen.sorted() == Array(0..<6), "six exchanges, one after the other, on the one connection")
             #expect(upstream.connections == 1)
         }
-    }
-}
-
-/// ``ProxyEdge/completeWithoutTask(_:to:)`` with a closure.
-struct ClosureDelivery: AnswerDelivery {
-    let done: @Sendable (ProxyResponse, Bool) -> Void
-
-    func deliver(_ response: ProxyResponse, closeConnection: Bool) {
-        done(response, closeConnection)
-    }
-}
-
-extension ProxyEdge {
-    func completeWithoutTask(_ pending: Pending, then done: @escaping @Sendable (ProxyResponse, Bool) -> Void) -> Bool {
-        completeWithoutTask(pending, to: ClosureDelivery(done: done))
     }
 }
