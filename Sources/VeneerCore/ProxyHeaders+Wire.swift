@@ -99,6 +99,14 @@ public final class HeaderStorage: Sendable {
         }
     }
 
+    /// How many fields there are (without making them from lines).
+    var count: Int {
+        switch source {
+        case .fields(let fields): return fields.count
+        case .lines(let lines): return lines.count
+        }
+    }
+
     func contains(_ name: HTTPField.Name) -> Bool {
         switch source {
         case .fields(let fields): return fields.contains(name)

@@ -116,15 +116,15 @@ public struct ProxyHeaders: Sendable {
     }
 
     /// How many fields there are.
-    public var count: Int { fields.count }
-
-    /// Whether there are none.
-    public var isEmpty: Bool {
+    public var count: Int {
         switch base {
-        case .owned(let fields): return fields.isEmpty
-        case .shared(let storage): return appended.isEmpty && storage.fields.isEmpty
+        case .owned(let fields): return fields.count
+        case .shared(let storage): return storage.count + appended.count
         }
     }
+
+    /// Whether there are none.
+    public var isEmpty: Bool { count == 0 }
 
     /// Runs `change` on a list of this value's own: shared storage and the appended fields
     /// become one list first (once; later changes reuse it).
