@@ -20,10 +20,11 @@ SYSCONFDIR  ?= /etc
 # Where gdb looks for detached debug symbols by build id, whatever the PREFIX.
 DEBUGDIR    ?= /usr/lib/debug
 
-# What `make dist` makes: the shipped binary and what is generated from it.
-DIST := .build/dist
+# What `make dist` makes (the shipped binary and what is generated from it), and `make deb`.
+DIST   := .build/dist
+DEBDIR := .build/deb
 
-.PHONY: all deps test-deps build release dist run test test-units check bench install install-files uninstall clean
+.PHONY: all deps test-deps package-deps build release dist run test test-units check bench install install-files uninstall deb clean
 
 all: build
 
@@ -141,6 +142,18 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/veneer $(DESTDIR)$(UNITDIR)/veneer@.service $(DESTDIR)$(MANDIR)/man1/veneer.1.gz \
 		$(DESTDIR)$(BASHCOMPDIR)/veneer $(DESTDIR)$(ZSHCOMPDIR)/_veneer $(DESTDIR)$(FISHCOMPDIR)/veneer.fish
 	rm -rf $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR)
+
+# dpkg-dev (dpkg-shlibdeps), lintian and binutils (objcopy, readelf) for the package and its test.
+package-deps:
+	@$(call apt-need,dpkg-shlibdeps:dpkg-dev lintian:lintian objcopy:binutils readelf:binutils)
+
+# The Debian package, with dpkg-deb (packaging/build-deb.sh): $(DEBDIR)/veneer_VERSION_ARCH.deb
+# and veneer-dbgsym_VERSION_ARCH.deb (the debug symbols). Files go where Debian 12 expects them.
+deb: package-deps dist
+	rm -rf $(DEBDIR)
+	@$(MAKE) --no-print-directory install-files DESTDIR=$(CURDIR)/$(DEBDIR)/root PREFIX=/usr \
+		UNITDIR=/lib/systemd/system ZSHCOMPDIR=/usr/share/zsh/vendor-completions
+	packaging/build-deb.sh $(DEBDIR)/root $(DEBDIR)
 
 check: build
 	.build/debug/veneer check --all
