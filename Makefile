@@ -24,7 +24,7 @@ DEBUGDIR    ?= /usr/lib/debug
 DIST   := .build/dist
 DEBDIR := .build/deb
 
-.PHONY: all deps test-deps package-deps build release dist run test test-units check bench install install-files uninstall deb clean
+.PHONY: all deps test-deps package-deps build release dist run test test-units test-package check bench install install-files uninstall deb clean
 
 all: build
 
@@ -154,6 +154,11 @@ deb: package-deps dist
 	@$(MAKE) --no-print-directory install-files DESTDIR=$(CURDIR)/$(DEBDIR)/root PREFIX=/usr \
 		UNITDIR=/lib/systemd/system ZSHCOMPDIR=/usr/share/zsh/vendor-completions
 	packaging/build-deb.sh $(DEBDIR)/root $(DEBDIR)
+
+# Builds the package, unpacks it into a scratch root and runs it there without the toolchain,
+# checks its contents, and runs lintian. CI runs it after `make test` (the release build).
+test-package: deb
+	Tests/packaging/check-package.sh $(DEBDIR)
 
 check: build
 	.build/debug/veneer check --all
