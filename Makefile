@@ -70,7 +70,8 @@ release: deps
 # The shipped binary in $(DIST): the release build stripped, its debug symbols in veneer.debug
 # (named in the binary by build id and by debuglink), and what the binary generates about
 # itself: the manual page (swift-argument-parser's generate-manual, dated by the latest entry of
-# packaging/debian/changelog so that a rebuild gives the same page) and shell completions.
+# packaging/debian/changelog so that a rebuild gives the same page; built as a root package, the
+# dependency's deprecation warnings would show) and shell completions.
 dist: release
 	@$(call apt-need,objcopy:binutils)
 	rm -rf $(DIST)
@@ -80,7 +81,7 @@ dist: release
 	objcopy --strip-all --remove-section=.comment .build/release/veneer $(DIST)/veneer
 	cd $(DIST) && objcopy --add-gnu-debuglink=veneer.debug veneer
 	$(SWIFT) build -c release --package-path .build/checkouts/swift-argument-parser \
-		--scratch-path .build/tools/argument-parser --product generate-manual
+		--scratch-path .build/tools/argument-parser --product generate-manual -Xswiftc -suppress-warnings
 	.build/tools/argument-parser/release/generate-manual $(DIST)/veneer --output-directory $(DIST) \
 		--date "$$(date -u -d "$$(sed -n 's/^ -- .*>  //p' packaging/debian/changelog | head -n 1)" +%F)"
 	$(DIST)/veneer --generate-completion-script bash | sed '1{/^#!/d}' > $(DIST)/completions/veneer.bash
