@@ -8,12 +8,23 @@ ARGS    ?=
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PATH := $(PATH):/opt/swift/usr/bin
 
-BINDIR     ?= $(PREFIX)/bin
-UNITDIR    ?= $(PREFIX)/lib/systemd/system
-DOCDIR     ?= $(PREFIX)/share/doc/veneer
-SYSCONFDIR ?= /etc
+BINDIR      ?= $(PREFIX)/bin
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+DOCDIR      ?= $(PREFIX)/share/doc/veneer
+DATADIR     ?= $(PREFIX)/share/veneer
+MANDIR      ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+SYSCONFDIR  ?= /etc
+# Where gdb looks for detached debug symbols by build id, whatever the PREFIX.
+DEBUGDIR    ?= /usr/lib/debug
 
-.PHONY: all deps test-deps build release run test test-units test-layers check bench install uninstall clean
+# What `make dist` makes (the shipped binary and what is generated from it), and `make deb`.
+DIST   := .build/dist
+DEBDIR := .build/deb
+
+.PHONY: all deps test-deps package-deps build release dist run test test-units test-layers test-package check bench install install-files uninstall deb clean
 
 all: build
 
@@ -22,6 +33,15 @@ deps:
 	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists yaml-0.1; then \
 		echo "make: installing libyaml-dev and pkg-config"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libyaml-dev pkg-config; \
+	fi
+
+# $(call apt-need,COMMAND:PACKAGE ...) installs through apt the packages whose command is missing.
+apt-need = missing=""; for need in $(1); do \
+		command -v "$${need%%:*}" >/dev/null 2>&1 || missing="$$missing $$(echo $$need | cut -d: -f2)"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "make: installing$$missing"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
 # The tests of the postgres store start a real PostgreSQL server of their own (initdb in /tmp).
@@ -39,9 +59,34 @@ build: deps
 # enforces exclusivity statically and every test runs the checked debug build; the checks
 # cost about an eighth of the CPU of a proxied request (README, Benchmarks).
 RELEASE_FLAGS ?= -Xswiftc -cross-module-optimization -Xswiftc -enforce-exclusivity=unchecked
+# The Swift runtime and Foundation linked in, and no RUNPATH ($$ORIGIN or the toolchain's):
+# the binary runs on a machine without Swift, needing only libc, libstdc++, libyaml and zlib.
+# `-z now` resolves the few dynamic symbols at start, so the whole GOT is read-only (full RELRO).
+RELEASE_LINK_FLAGS ?= --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now
 
 release: deps
-	$(SWIFT) build -c release --product veneer $(RELEASE_FLAGS)
+	$(SWIFT) build -c release --product veneer $(RELEASE_LINK_FLAGS) $(RELEASE_FLAGS)
+
+# The shipped binary in $(DIST): the release build stripped, its debug symbols in veneer.debug
+# (named in the binary by build id and by debuglink), and what the binary generates about
+# itself: the manual page (swift-argument-parser's generate-manual, dated by the latest entry of
+# packaging/debian/changelog so that a rebuild gives the same page; built as a root package, the
+# dependency's deprecation warnings would show) and shell completions.
+dist: release
+	@$(call apt-need,objcopy:binutils)
+	rm -rf $(DIST)
+	install -d $(DIST)/completions
+	objcopy --only-keep-debug --compress-debug-sections .build/release/veneer $(DIST)/veneer.debug
+	chmod 0644 $(DIST)/veneer.debug
+	objcopy --strip-all --remove-section=.comment .build/release/veneer $(DIST)/veneer
+	cd $(DIST) && objcopy --add-gnu-debuglink=veneer.debug veneer
+	$(SWIFT) build -c release --package-path .build/checkouts/swift-argument-parser \
+		--scratch-path .build/tools/argument-parser --product generate-manual -Xswiftc -suppress-warnings
+	.build/tools/argument-parser/release/generate-manual $(DIST)/veneer --output-directory $(DIST) \
+		--date "$$(date -u -d "$$(sed -n 's/^ -- .*>  //p' packaging/debian/changelog | head -n 1)" +%F)"
+	$(DIST)/veneer --generate-completion-script bash | sed '1{/^#!/d}' > $(DIST)/completions/veneer.bash
+	$(DIST)/veneer --generate-completion-script zsh > $(DIST)/completions/_veneer
+	$(DIST)/veneer --generate-completion-script fish > $(DIST)/completions/veneer.fish
 
 # Serve the development environment of config/veneer.yaml on 127.0.0.1:8080 (ARGS="-e staging" etc.).
 run: release
@@ -64,23 +109,61 @@ test-layers:
 test-units:
 	Tests/systemd/check-units.sh
 
-# Installs the release binary, the units, the README and an example configuration
-# (never over an existing /etc/veneer/veneer.yaml). PREFIX and DESTDIR as usual.
-install: release
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSCONFDIR)/veneer
-	install -m 0755 .build/release/veneer $(DESTDIR)$(BINDIR)/veneer
+# Installs what `make dist` made: the stripped binary, its debug symbols under
+# $(DEBUGDIR)/.build-id/, the unit (paths rewritten to BINDIR and DOCDIR), the manual page,
+# the completions, the README, the sample posts of the development environment and the example
+# configuration (in DOCDIR/examples, and as SYSCONFDIR/veneer/veneer.yaml unless that exists).
+# PREFIX and DESTDIR as usual.
+install: dist
+	@$(MAKE) --no-print-directory install-files
+
+# The installed configuration's development environment reads its sample posts from DATADIR.
+install-files:
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(SYSCONFDIR)/veneer \
+		$(DESTDIR)$(DATADIR)/fixtures $(DESTDIR)$(MANDIR)/man1 \
+		$(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	install -m 0755 $(DIST)/veneer $(DESTDIR)$(BINDIR)/veneer
+	id="$$(readelf -n $(DIST)/veneer | sed -n 's/^ *Build ID: *//p')"; \
+		[ -n "$$id" ] || { echo "make: $(DIST)/veneer has no build id" >&2; exit 1; }; \
+		install -D -m 0644 $(DIST)/veneer.debug "$(DESTDIR)$(DEBUGDIR)/.build-id/$$(echo $$id | cut -c1-2)/$$(echo $$id | cut -c3-).debug"
 	sed 's|/usr/local/bin/veneer|$(BINDIR)/veneer|; s|/usr/local/share/doc/veneer|$(DOCDIR)|' systemd/veneer@.service > $(DESTDIR)$(UNITDIR)/veneer@.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/veneer@.service
+	gzip -9n < $(DIST)/veneer.1 > $(DESTDIR)$(MANDIR)/man1/veneer.1.gz
+	install -m 0644 $(DIST)/completions/veneer.bash $(DESTDIR)$(BASHCOMPDIR)/veneer
+	install -m 0644 $(DIST)/completions/_veneer $(DESTDIR)$(ZSHCOMPDIR)/_veneer
+	install -m 0644 $(DIST)/completions/veneer.fish $(DESTDIR)$(FISHCOMPDIR)/veneer.fish
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
-	install -m 0644 config/veneer.yaml $(DESTDIR)$(SYSCONFDIR)/veneer/veneer.yaml.example
+	install -m 0644 config/fixtures/posts.json $(DESTDIR)$(DATADIR)/fixtures/posts.json
+	sed 's|seed: config/fixtures/|seed: $(DATADIR)/fixtures/|' config/veneer.yaml > $(DESTDIR)$(DOCDIR)/examples/veneer.yaml
+	chmod 0644 $(DESTDIR)$(DOCDIR)/examples/veneer.yaml
 	@if [ ! -e $(DESTDIR)$(SYSCONFDIR)/veneer/veneer.yaml ]; then \
-		install -m 0644 config/veneer.yaml $(DESTDIR)$(SYSCONFDIR)/veneer/veneer.yaml; \
+		install -m 0644 $(DESTDIR)$(DOCDIR)/examples/veneer.yaml $(DESTDIR)$(SYSCONFDIR)/veneer/veneer.yaml; \
 		echo "installed $(DESTDIR)$(SYSCONFDIR)/veneer/veneer.yaml (edit it, then: systemctl daemon-reload && systemctl start veneer@production)"; \
 	fi
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/veneer $(DESTDIR)$(UNITDIR)/veneer@.service $(DESTDIR)$(SYSCONFDIR)/veneer/veneer.yaml.example
-	rm -rf $(DESTDIR)$(DOCDIR)
+	id="$$(readelf -n $(DESTDIR)$(BINDIR)/veneer 2>/dev/null | sed -n 's/^ *Build ID: *//p')"; [ -z "$$id" ] || \
+		rm -f "$(DESTDIR)$(DEBUGDIR)/.build-id/$$(echo $$id | cut -c1-2)/$$(echo $$id | cut -c3-).debug"
+	rm -f $(DESTDIR)$(BINDIR)/veneer $(DESTDIR)$(UNITDIR)/veneer@.service $(DESTDIR)$(MANDIR)/man1/veneer.1.gz \
+		$(DESTDIR)$(BASHCOMPDIR)/veneer $(DESTDIR)$(ZSHCOMPDIR)/_veneer $(DESTDIR)$(FISHCOMPDIR)/veneer.fish
+	rm -rf $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR)
+
+# dpkg-dev (dpkg-shlibdeps), lintian and binutils (objcopy, readelf) for the package and its test.
+package-deps:
+	@$(call apt-need,dpkg-shlibdeps:dpkg-dev lintian:lintian objcopy:binutils readelf:binutils)
+
+# The Debian package, with dpkg-deb (packaging/build-deb.sh): $(DEBDIR)/veneer_VERSION_ARCH.deb
+# and veneer-dbgsym_VERSION_ARCH.deb (the debug symbols). Files go where Debian 12 expects them.
+deb: package-deps dist
+	rm -rf $(DEBDIR)
+	@$(MAKE) --no-print-directory install-files DESTDIR=$(CURDIR)/$(DEBDIR)/root PREFIX=/usr \
+		UNITDIR=/lib/systemd/system ZSHCOMPDIR=/usr/share/zsh/vendor-completions
+	packaging/build-deb.sh $(DEBDIR)/root $(DEBDIR)
+
+# Builds the package, unpacks it into a scratch root and runs it there without the toolchain,
+# checks its contents, and runs lintian. CI runs it after `make test` (the release build).
+test-package: deb
+	Tests/packaging/check-package.sh $(DEBDIR)
 
 check: build
 	.build/debug/veneer check --all
