@@ -275,7 +275,8 @@ def preflight(args):
         except ValueError:
             code = None
         check("block_list denies a matching request", blocked[0] == 403 and code == "client_blocked"
-              and not origin.requests_for("/posts/3"), f"{blocked[0]} {code}, origin not called")
+              and not origin.requests_for("/posts/3"),
+              f"{blocked[0]} {code}; the origin saw it {len(origin.requests_for('/posts/3'))} time(s)")
 
         wait_until(lambda: line_count(latency_log) >= lines_before + 4, 3)
         lines = line_count(latency_log)
