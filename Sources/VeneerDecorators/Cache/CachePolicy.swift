@@ -33,7 +33,7 @@ enum CachePolicy {
             lifetime = Double(maxAge)
         } else if let expires = headers[.expires] {
             // An invalid Expires (such as "0") means already expired.
-            let date = headers[.date].flatMap(HTTPDate.parse) ?? responseTime
+            let date = headers[.date].flatMap { HTTPDate.parse($0) } ?? responseTime
             lifetime = HTTPDate.parse(expires).map { max(0, $0.timeIntervalSince(date)) } ?? 0
         } else if heuristicStatuses.contains(code) || (writeThrough && code == 200) {
             lifetime = options.ttl.seconds
@@ -42,7 +42,7 @@ enum CachePolicy {
         }
 
         // RFC 9111 §4.2.3: the age it already had when it arrived.
-        let dateValue = headers[.date].flatMap(HTTPDate.parse) ?? responseTime
+        let dateValue = headers[.date].flatMap { HTTPDate.parse($0) } ?? responseTime
         let apparentAge = max(0, responseTime.timeIntervalSince(dateValue))
         let ageValue = headers[.age].flatMap { Double($0.trimmingSpaces) } ?? 0
         let correctedAge = ageValue + max(0, responseTime.timeIntervalSince(requestTime))
@@ -76,7 +76,7 @@ enum CachePolicy {
                 return tag == "*" || weak(String(tag)) == mine
             }
         }
-        if let since = request[.ifModifiedSince].flatMap(HTTPDate.parse), let modified = entry.lastModified.flatMap(HTTPDate.parse) {
+        if let since = request[.ifModifiedSince].flatMap({ HTTPDate.parse($0) }), let modified = entry.lastModified.flatMap({ HTTPDate.parse($0) }) {
             return modified <= since
         }
         return false
