@@ -10,7 +10,7 @@ import VeneerCore
 /// keeps it warm: an LRU memory tier (the hot path), an optional persistent tier (a
 /// `sqlite` or `postgres` store) behind it, and the requests in flight for coalescing.
 final class CacheStorage: CarriedService {
-    /// The response variants stored under one key (one per set of `Vary` values).
+    /// The response variants of one key being worked on (stored as ``StoredVariants``).
     typealias Variants = [CacheEntry]
 
     static let namespace = "cache"
@@ -19,7 +19,7 @@ final class CacheStorage: CarriedService {
     static let purgeChunk = 256
 
     private struct State {
-        var memory = LRUIndex<Variants>()
+        var memory = LRUIndex<StoredVariants>()
         var flights: [String: Flight] = [:]
         /// Counts removals (local invalidations and those other instances announce), so that
         /// a read of the persistent tier that raced with one does not bring the old copy back.
@@ -74,7 +74,7 @@ final class CacheStorage: CarriedService {
         return await persistentVariants(key) != nil
     }
 
-    private func persistentVariants(_ key: String) async -> Variants? {
+    private func persistentVariants(_ key: String) async -> StoredVariants? {
         guard let persistent else { return nil }
         let now = clock.now()
         let removalsBefore = state.withLock { $0.removals }
@@ -86,10 +86,9 @@ final class CacheStorage: CarriedService {
                 return nil
             }
         }
-        guard let stored, let variants = Self.decode(stored.bytes), !variants.isEmpty else { return nil }
-        let size = variants.reduce(0) { $0 + $1.size }
+        guard let stored, let decoded = Self.decode(stored.bytes), let variants = StoredVariants(decoded) else { return nil }
         state.withLock { state in
-            if state.memory.peek(key) == nil, state.removals == removalsBefore { state.memory.set(key, variants, size: size) }
+            if state.memory.peek(key) == nil, state.removals == removalsBefore { state.memory.set(key, variants, size: variants.size) }
         }
         enforceBounds()
         return variants
@@ -97,7 +96,7 @@ final class CacheStorage: CarriedService {
 
     /// The variant that answers a request: a complete response whose Vary values match, or,
     /// for a request of one range, a stored part that holds the whole range (RFC 9111 §3.3).
-    static func pick(_ variants: Variants, _ request: HTTPFields, range: RangeRequest?) -> Selection {
+    static func pick(_ variants: StoredVariants, _ request: HTTPFields, range: RangeRequest?) -> Selection {
         var partial = false
         for entry in variants where entry.matches(request) {
             guard let part = entry.part else { return Selection(entry: entry, missReason: "") }
@@ -107,7 +106,7 @@ final class CacheStorage: CarriedService {
                 return Selection(entry: entry, missReason: "")
             }
         }
-        return Selection(entry: nil, missReason: partial ? "partial" : (variants.isEmpty ? "uri-miss" : "vary-miss"))
+        return Selection(entry: nil, missReason: partial ? "partial" : "vary-miss")
     }
 
     /// Stores a response variant, replacing the one with the same `Vary` values. A part of a
@@ -115,7 +114,7 @@ final class CacheStorage: CarriedService {
     /// validator and length (RFC 9111 §3.4), into the complete response once they cover it.
     func store(_ key: String, _ entry: CacheEntry) {
         let variants: Variants = state.withLock { state in
-            var variants = state.memory.peek(key) ?? []
+            var variants = state.memory.peek(key)?.entries ?? []
             var incoming = [entry]
             if let part = entry.part {
                 let tag = entry.strongETag
@@ -131,7 +130,7 @@ final class CacheStorage: CarriedService {
                 variants.insert(contentsOf: incoming, at: 0)
             }
             if variants.count > Self.maxVariants { variants.removeLast(variants.count - Self.maxVariants) }
-            state.memory.set(key, variants, size: variants.reduce(0) { $0 + $1.size })
+            if let stored = StoredVariants(variants) { state.memory.set(key, stored, size: stored.size) }
             return variants
         }
         enforceBounds()
@@ -287,13 +286,14 @@ final class CacheStorage: CarriedService {
         state.withLock { state in
             guard let (entries, next) = state.memory.chunk(from: slot, limit: Self.purgeChunk) else { return nil }
             var removed = 0
-            for (key, variants) in entries {
-                let kept = variants.filter { $0.discardAfter > now }
+            for (key, variants) in entries where variants.contains(where: { $0.discardAfter <= now }) {
+                let all = variants.entries
+                let kept = all.filter { $0.discardAfter > now }
                 if kept.isEmpty {
                     state.memory.remove(key)
                     removed += 1
-                } else if kept.count != variants.count {
-                    state.memory.set(key, kept, size: kept.reduce(0) { $0 + $1.size })
+                } else if kept.count != all.count, let stored = StoredVariants(kept) {
+                    state.memory.set(key, stored, size: stored.size)
                 }
             }
             return (next, removed)
