@@ -10,32 +10,35 @@ import Synchronization
 /// knows how to read fields back out of them.
 @_spi(Wire)
 public struct FieldLines: Sendable {
-    // Stored properties ordered by size, so that the value packs into 56 bytes: every cached
-    // entry holds one.
+    // Stored compactly (53 bytes), with the small facts behind computed properties: every
+    // cached entry's header storage holds one, and a storage of 88 bytes or less takes one
+    // size class of the allocator less.
     /// The lines.
     public let bytes: [UInt8]
-    /// How many fields they stand for (a `Content-Length` left out included).
-    public let count: Int
-    /// The value of a `Content-Length` field they stand for but left out.
-    public let declaredLength: String?
     /// A summary of the lines' names that ``reader`` uses to answer most lookups without a scan.
     public let nameBits: UInt64
     /// Reads fields out of the lines.
     public let reader: any FieldLineReader.Type
+    /// The value of a `Content-Length` field they stand for but left out.
+    public let declaredLength: String?
+    private let storedCount: UInt32
+    private let flags: UInt8
+
+    /// How many fields they stand for (a `Content-Length` left out included).
+    public var count: Int { Int(storedCount) }
     /// Whether one of them is `Date`.
-    public let hasDate: Bool
+    public var hasDate: Bool { flags & 1 != 0 }
     /// Whether the fields had a `Connection` field: the fields it names must go too, which
     /// the lines do not know, so they cannot be used.
-    public let sawConnection: Bool
+    public var sawConnection: Bool { flags & 2 != 0 }
 
     /// Lines and what is known of them.
     public init(bytes: [UInt8], count: Int, hasDate: Bool, declaredLength: String?, sawConnection: Bool, nameBits: UInt64,
                 reader: any FieldLineReader.Type) {
         self.bytes = bytes
-        self.count = count
-        self.hasDate = hasDate
+        storedCount = UInt32(clamping: count)
+        flags = (hasDate ? 1 : 0) | (sawConnection ? 2 : 0)
         self.declaredLength = declaredLength
-        self.sawConnection = sawConnection
         self.nameBits = nameBits
         self.reader = reader
     }
@@ -82,10 +85,11 @@ public final class HeaderStorage: Sendable {
     }
 
     /// The forms held now. One lock for all: a lookup costs one uncontended lock, and the
-    /// storage stays one small object (a cached entry holds one for its whole life).
+    /// storage stays one small object (a cached entry holds one for its whole life; the
+    /// fields come first in each case so that both pack into 61 bytes).
     private enum Held: Sendable {
         /// Lines, and the fields once made from them.
-        case lines(FieldLines, madeFields: HTTPFields?)
+        case lines(madeFields: HTTPFields?, FieldLines)
         /// Fields, and the lines once made from them.
         case fields(HTTPFields, madeLines: FieldLines?)
     }
@@ -100,7 +104,7 @@ public final class HeaderStorage: Sendable {
     }
 
     init(_ lines: FieldLines, compact: Bool = false) {
-        held = Mutex(.lines(lines, madeFields: nil))
+        held = Mutex(.lines(madeFields: nil, lines))
         self.compact = compact
     }
 
@@ -113,7 +117,7 @@ public final class HeaderStorage: Sendable {
     public var source: Source {
         held.withLock { held in
             switch held {
-            case .lines(let lines, _), .fields(_, madeLines: let lines?): return .lines(lines)
+            case .lines(_, let lines), .fields(_, madeLines: let lines?): return .lines(lines)
             case .fields(let fields, madeLines: nil): return .fields(fields)
             }
         }
@@ -123,7 +127,7 @@ public final class HeaderStorage: Sendable {
     var lines: FieldLines? {
         held.withLock { held in
             switch held {
-            case .lines(let lines, _), .fields(_, madeLines: let lines?): return lines
+            case .lines(_, let lines), .fields(_, madeLines: let lines?): return lines
             case .fields(_, madeLines: nil): return nil
             }
         }
@@ -135,11 +139,11 @@ public final class HeaderStorage: Sendable {
             switch held {
             case .fields(let fields, _):
                 return fields
-            case .lines(_, let made?):
+            case .lines(let made?, _):
                 return made
-            case .lines(let lines, madeFields: nil):
+            case .lines(madeFields: nil, let lines):
                 let fields = lines.reader.fields(of: lines)
-                if !compact { held = .lines(lines, madeFields: fields) }
+                if !compact { held = .lines(madeFields: fields, lines) }
                 return fields
             }
         }
@@ -150,7 +154,7 @@ public final class HeaderStorage: Sendable {
         held.withLock { held in
             switch held {
             case .fields(let fields, _): return fields.count
-            case .lines(let lines, _): return lines.count
+            case .lines(_, let lines): return lines.count
             }
         }
     }
@@ -159,7 +163,7 @@ public final class HeaderStorage: Sendable {
     var textSize: Int {
         held.withLock { held in
             switch held {
-            case .lines(let lines, _), .fields(_, madeLines: let lines?): return lines.bytes.count
+            case .lines(_, let lines), .fields(_, madeLines: let lines?): return lines.bytes.count
             case .fields(let fields, madeLines: nil): return ProxyHeaders.textSize(of: fields)
             }
         }
@@ -169,8 +173,8 @@ public final class HeaderStorage: Sendable {
         held.withLock { held in
             switch held {
             case .fields(let fields, _): return fields.contains(name)
-            case .lines(_, let made?): return made.contains(name)
-            case .lines(let lines, madeFields: nil): return lines.reader.contains(name, in: lines)
+            case .lines(let made?, _): return made.contains(name)
+            case .lines(madeFields: nil, let lines): return lines.reader.contains(name, in: lines)
             }
         }
     }
@@ -179,8 +183,8 @@ public final class HeaderStorage: Sendable {
         held.withLock { held in
             switch held {
             case .fields(let fields, _): return fields[values: name]
-            case .lines(_, let made?): return made[values: name]
-            case .lines(let lines, madeFields: nil): return lines.reader.contains(name, in: lines) ? lines.reader.values(name, in: lines) : []
+            case .lines(let made?, _): return made[values: name]
+            case .lines(madeFields: nil, let lines): return lines.reader.contains(name, in: lines) ? lines.reader.values(name, in: lines) : []
             }
         }
     }
@@ -191,11 +195,11 @@ public final class HeaderStorage: Sendable {
     public func lines(orMake make: (HTTPFields) -> FieldLines) -> FieldLines {
         held.withLock { held in
             switch held {
-            case .lines(let lines, _), .fields(_, madeLines: let lines?):
+            case .lines(_, let lines), .fields(_, madeLines: let lines?):
                 return lines
             case .fields(let fields, madeLines: nil):
                 let lines = make(fields)
-                held = compact ? .lines(lines, madeFields: nil) : .fields(fields, madeLines: lines)
+                held = compact ? .lines(madeFields: nil, lines) : .fields(fields, madeLines: lines)
                 return lines
             }
         }

@@ -10,9 +10,11 @@ import VeneerCore
 /// body, and a refresh stores a new entry rather than changing this one. Its stored
 /// properties are kept few and small, since a cache holds tens of thousands of them.
 final class CacheEntry: Sendable {
+    // Stored properties are laid out in this order, packed: 104 bytes with the object header.
     /// The status code (a 206 is a part of a response, see ``part``).
     let code: UInt16
     private let flags: Flags
+    private let storedSize: UInt32
     /// The stored fields, shared by every answer made from the entry.
     let headers: ProxyHeaders
     /// The body (of the part, for a 206).
@@ -23,17 +25,21 @@ final class CacheEntry: Sendable {
     let initialAge: Double
     /// How long it is fresh, in seconds.
     let lifetime: Double
-    /// Seconds it may be served stale when the upstream fails (option or `stale-if-error`).
-    let staleIfError: Double
-    /// Seconds it may be served stale while it is refreshed in the background.
-    let staleWhileRevalidate: Double
-    /// The request header names of `Vary`, lower-case, and the values they had (normalised,
-    /// RFC 9111 §4.1).
-    let vary: [(name: String, value: String?)]
-    /// For a stored 206: which bytes of the complete response the body holds.
-    let part: Part?
-    /// Bytes it occupies, roughly (for `max_bytes`), worked out once.
-    let size: Int
+    private let storedStaleIfError: Float
+    private let storedStaleWhileRevalidate: Float
+    /// What few entries have: Vary keys, a part's place.
+    private let extras: Extras?
+
+    /// The rarer facts of an entry, kept apart so that most entries need no room for them.
+    private final class Extras: Sendable {
+        let vary: [(name: String, value: String?)]
+        let part: Part?
+
+        init(vary: [(name: String, value: String?)], part: Part?) {
+            self.vary = vary
+            self.part = part
+        }
+    }
 
     struct Flags: OptionSet, Sendable {
         let rawValue: UInt8
@@ -60,17 +66,29 @@ final class CacheEntry: Sendable {
         if mustRevalidate { flags.insert(.mustRevalidate) }
         if fromWrite { flags.insert(.fromWrite) }
         self.flags = flags
+        storedSize = UInt32(clamping: body.readableBytes + headerBytes + 160)
         self.headers = headers
         self.body = body
         self.responseTime = responseTime
         self.initialAge = initialAge
         self.lifetime = lifetime
-        self.staleIfError = staleIfError
-        self.staleWhileRevalidate = staleWhileRevalidate
-        self.vary = vary
-        self.part = part
-        size = body.readableBytes + headerBytes + 160
+        // Whole seconds from options and directives: a Float holds them exactly up to 2^24.
+        storedStaleIfError = Float(staleIfError)
+        storedStaleWhileRevalidate = Float(staleWhileRevalidate)
+        extras = vary.isEmpty && part == nil ? nil : Extras(vary: vary, part: part)
     }
+
+    /// Seconds it may be served stale when the upstream fails (option or `stale-if-error`).
+    var staleIfError: Double { Double(storedStaleIfError) }
+    /// Seconds it may be served stale while it is refreshed in the background.
+    var staleWhileRevalidate: Double { Double(storedStaleWhileRevalidate) }
+    /// The request header names of `Vary`, lower-case, and the values they had (normalised,
+    /// RFC 9111 §4.1).
+    var vary: [(name: String, value: String?)] { extras?.vary ?? [] }
+    /// For a stored 206: which bytes of the complete response the body holds.
+    var part: Part? { extras?.part }
+    /// Bytes it occupies, roughly (for `max_bytes`), worked out once.
+    var size: Int { Int(storedSize) }
 
     /// The same response with another body: a combination of parts (RFC 9111 §3.4).
     func replacing(body: ByteBuffer, part: Part?) -> CacheEntry {
@@ -114,7 +132,8 @@ final class CacheEntry: Sendable {
 
     /// Whether the request's header values match those this response varies on.
     func matches(_ request: HTTPFields) -> Bool {
-        vary.allSatisfy { CacheEntry.varyValue(request, $0.name) == $0.value }
+        guard let extras else { return true }
+        return extras.vary.allSatisfy { CacheEntry.varyValue(request, $0.name) == $0.value }
     }
 
     /// Whether it was stored for the same selecting header values as `other`.
