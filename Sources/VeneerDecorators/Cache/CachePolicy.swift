@@ -1,6 +1,6 @@
 import Foundation
 import HTTPTypes
-import NIOCore
+@_spi(CustomByteBufferAllocator) import NIOCore
 import VeneerCore
 
 /// The rules of RFC 9111 for a shared cache: what may be stored, for how long, and when a
@@ -124,13 +124,16 @@ enum CachePolicy {
 
     static func weak(_ tag: String) -> String { tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag }
 
-    /// The body in storage of its own size. A body read off a connection is a slice of the
-    /// read buffer (kilobytes for a few hundred bytes of answer): stored as it is, it would
-    /// keep that whole buffer alive for as long as the entry lives.
+    /// The body in storage of exactly its own size. A body read off a connection is a slice
+    /// of the read buffer (kilobytes for a few hundred bytes of answer), and a buffer made by
+    /// `ByteBufferAllocator` rounds its capacity up to a power of two: stored as it is, a
+    /// body would keep that room for as long as the entry lives. The copy is made with
+    /// `malloc`, which the default allocator's `free` releases.
     static func compact(_ body: ByteBuffer) -> ByteBuffer {
-        guard body.storageCapacity > body.readableBytes + 64 else { return body }
-        var copy = ByteBufferAllocator().buffer(capacity: body.readableBytes)
-        copy.writeImmutableBuffer(body)
-        return copy
+        let count = body.readableBytes
+        guard count > 0, body.storageCapacity > count + 8, let memory = malloc(count) else { return body }
+        let exact = UnsafeMutableRawBufferPointer(start: memory, count: count)
+        body.withUnsafeReadableBytes { exact.copyMemory(from: $0) }
+        return ByteBuffer(takingOwnershipOf: exact, allocator: ByteBufferAllocator())
     }
 }

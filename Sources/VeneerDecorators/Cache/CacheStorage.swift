@@ -176,8 +176,9 @@ final class CacheStorage: CarriedService {
             }
         }
         return runs.map { run in
-            if run.first == 0, run.body.readableBytes == complete { return part.replacing(body: run.body, part: nil) }
-            return part.replacing(body: run.body, part: CacheEntry.Part(first: run.first, complete: complete))
+            let body = CachePolicy.compact(run.body)
+            if run.first == 0, body.readableBytes == complete { return part.replacing(body: body, part: nil) }
+            return part.replacing(body: body, part: CacheEntry.Part(first: run.first, complete: complete))
         }
     }
 
