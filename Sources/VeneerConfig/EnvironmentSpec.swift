@@ -37,7 +37,7 @@ public struct ListenAddress: Hashable, Sendable, CustomStringConvertible {
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
 
-/// Size limits of an environment's listener.
+/// Size, time and count limits of an environment's listener.
 public struct Limits: Sendable, Hashable {
     /// Largest request body (413 beyond).
     public var requestBody: Int = 1 << 20
@@ -45,6 +45,16 @@ public struct Limits: Sendable, Hashable {
     public var requestHeaders: Int = 32 << 10
     /// Largest upstream response body that is accepted (502 beyond).
     public var responseBody: Int = 16 << 20
+    /// How long a whole request head may take to arrive, from its first byte (408 beyond).
+    public var headerTimeout: Duration = .seconds(10)
+    /// How long a request body may pause between two reads (408 beyond).
+    public var bodyTimeout: Duration = .seconds(30)
+    /// How many bytes of unsent answers stop the reading of a connection.
+    public var outputBuffer: Int = 256 << 10
+    /// How many requests may wait for their answers on one connection.
+    public var pipelineDepth: Int = 16
+    /// How many client connections may be open at once (per listener).
+    public var connections: Int = 10_000
 
     /// The defaults of DESIGN.md.
     public init() {}
@@ -154,6 +164,11 @@ public struct EnvironmentSpec: Sendable {
                 ("request_body", .string(Units.format(bytes: limits.requestBody))),
                 ("request_headers", .string(Units.format(bytes: limits.requestHeaders))),
                 ("response_body", .string(Units.format(bytes: limits.responseBody))),
+                ("header_timeout", .string(Units.format(limits.headerTimeout))),
+                ("body_timeout", .string(Units.format(limits.bodyTimeout))),
+                ("output_buffer", .string(Units.format(bytes: limits.outputBuffer))),
+                ("pipeline_depth", .int(limits.pipelineDepth)),
+                ("connections", .int(limits.connections)),
             ])),
             ("drain_timeout", .string(Units.format(drainTimeout))),
             ("idle_timeout", .string(Units.format(idleTimeout))),

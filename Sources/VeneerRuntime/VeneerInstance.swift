@@ -123,6 +123,14 @@ public final class VeneerInstance: Service, Sendable {
             stores: StoreRegistry(specs: spec.stores, carried: carried, health: health, logger: configuration.logger))
     }
 
+    /// What bounds the listeners' connections; fixed when they start (a reload warns of changes).
+    static func connectionLimits(_ spec: EnvironmentSpec) -> ConnectionLimits {
+        ConnectionLimits(
+            requestHeaders: spec.limits.requestHeaders, headerTimeout: spec.limits.headerTimeout, bodyTimeout: spec.limits.bodyTimeout,
+            idleTimeout: spec.idleTimeout, outputBuffer: spec.limits.outputBuffer, pipelineDepth: spec.limits.pipelineDepth,
+            connections: spec.limits.connections)
+    }
+
     /// Listens and serves until graceful shutdown.
     public func run() async throws {
         let spec = chain.generation.spec
@@ -149,13 +157,13 @@ public final class VeneerInstance: Service, Sendable {
         services.append(Listener.make(
             host: spec.listen.host, port: spec.listen.port,
             edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil),
-            headerLimit: spec.limits.requestHeaders, idleTimeout: spec.idleTimeout, eventLoopGroup: configuration.eventLoopGroup, logger: logger,
+            limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
             onBound: { port in await readiness.bound(main: port) }))
         if let adminListen = spec.adminListen {
             services.append(Listener.make(
                 host: adminListen.host, port: adminListen.port,
                 edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: true, servesAdmin: true),
-                headerLimit: spec.limits.requestHeaders, idleTimeout: spec.idleTimeout, eventLoopGroup: configuration.eventLoopGroup, logger: logger,
+                limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
                 onBound: { port in await readiness.bound(admin: port) }))
         }
         services.append(StoppingNotice(notifier: notifier))
@@ -190,11 +198,17 @@ public final class VeneerInstance: Service, Sendable {
             if spec.listen != old.spec.listen || spec.adminListen != old.spec.adminListen {
                 warnings.append("listen addresses cannot change on reload (still \(old.spec.listen)); restart to move them")
             }
-            if spec.limits.requestHeaders != old.spec.limits.requestHeaders {
-                warnings.append("limits.request_headers changes on restart only")
-            }
-            if spec.idleTimeout != old.spec.idleTimeout {
-                warnings.append("idle_timeout changes on restart only")
+            let (limits, oldLimits) = (Self.connectionLimits(spec), Self.connectionLimits(old.spec))
+            for (name, changed) in [
+                ("limits.request_headers", limits.requestHeaders != oldLimits.requestHeaders),
+                ("limits.header_timeout", limits.headerTimeout != oldLimits.headerTimeout),
+                ("limits.body_timeout", limits.bodyTimeout != oldLimits.bodyTimeout),
+                ("limits.output_buffer", limits.outputBuffer != oldLimits.outputBuffer),
+                ("limits.pipeline_depth", limits.pipelineDepth != oldLimits.pipelineDepth),
+                ("limits.connections", limits.connections != oldLimits.connections),
+                ("idle_timeout", limits.idleTimeout != oldLimits.idleTimeout),
+            ] where changed {
+                warnings.append("\(name) changes on restart only")
             }
             let carried = old.carried.next()
             let context = Self.context(configuration, spec: spec, metrics: metrics, transports: transports, health: health, carried: carried)

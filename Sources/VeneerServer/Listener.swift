@@ -10,13 +10,13 @@ import VeneerCore
 /// with Veneer's own connection pipeline, ``ProxyConnection``.
 public enum Listener {
     /// A service that listens on `host`:`port` (0 picks a free port, which `onBound` is told)
-    /// and answers through `edge` until graceful shutdown.
+    /// and answers through `edge`, within `limits`, until graceful shutdown.
     public static func make(
-        host: String, port: Int, edge: ProxyEdge, headerLimit: Int, idleTimeout: Duration, eventLoopGroup: any EventLoopGroup,
+        host: String, port: Int, edge: ProxyEdge, limits: ConnectionLimits, eventLoopGroup: any EventLoopGroup,
         logger: Logger, onBound: @escaping @Sendable (Int) async -> Void
     ) -> any Service {
         Server(
-            childChannelSetup: ProxyConnection(edge: edge, headerLimit: headerLimit, dates: HTTPDateCache(), idleTimeout: TimeAmount(idleTimeout)),
+            childChannelSetup: ProxyConnection(edge: edge, limits: limits, dates: HTTPDateCache()),
             configuration: ServerConfiguration(address: .hostname(host, port: port), backlog: 1024),
             onServerRunning: { channel in await onBound(channel.localAddress?.port ?? port) },
             eventLoopGroup: eventLoopGroup,
