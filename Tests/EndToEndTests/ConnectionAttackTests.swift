@@ -97,6 +97,50 @@ struct ConnectionAttackTests {
         }
     }
 
+    @Test("out of descriptors the process idles instead of spinning, and serves again once descriptors free")
+    func outOfDescriptors() async throws {
+        try await withProcess(yaml: nil) { process, port in
+            let pid = process.process.processIdentifier
+            try ProcessProbe.lowerDescriptorLimit(of: pid, to: 256)
+            // More clients than the process has descriptors: the rest wait in the accept
+            // queue, and every accept fails with EMFILE.
+            var held: [RawConnection] = []
+            defer { held.forEach { $0.close() } }
+            for _ in 0..<400 { held.append(try await RawConnection.connect(port: port)) }
+            try await ProcessProbe.waitUntil { ProcessProbe.openDescriptors(of: pid) >= 256 }
+
+            let share = try await ProcessProbe.cpuShare(of: pid, over: .seconds(2))
+            #expect(share < 0.05, "the process used \(Int(share * 100))% of a core at its descriptor limit")
+
+            held.prefix(200).forEach { $0.close() }
+            held.removeFirst(200)
+            let freed = ContinuousClock.now
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts").status == 200)
+            #expect(ContinuousClock.now - freed < .seconds(3), "served again \(ContinuousClock.now - freed) after descriptors freed")
+        }
+    }
+
+    @Test("beyond `connections` a new connection is closed at once; a freed slot serves again")
+    func connectionLimit() async throws {
+        try await withProcess(yaml: "environments: {development: {origin: {mock: {}}, limits: {connections: 2}}}") { _, port in
+            let first = try await RawConnection.connect(port: port)
+            let second = try await RawConnection.connect(port: port)
+            defer { second.close() }
+            // Both are served: the limit counts them.
+            for connection in [first, second] {
+                try await connection.send("GET /posts HTTP/1.1\r\nHost: x\r\n\r\n")
+                #expect(try await connection.responses(1).first?.status == 200)
+            }
+            let third = try await RawConnection.connect(port: port)
+            try await third.waitForClose()
+            #expect(third.received.isEmpty)
+
+            first.close()
+            // The slot frees when the server has seen the close; until then a new connection is refused.
+            try await ProcessProbe.waitUntil { (try? await RawHTTP.request(port: port, "GET", "/posts").status) == 200 }
+        }
+    }
+
     @Test("connection limits change on restart only, and a reload that changes them says so")
     func limitsOnReload() async throws {
         try await withProcess(yaml: "environments: {development: {origin: {mock: {}}}}") { process, _ in
