@@ -156,17 +156,18 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             case .waitingForBody:
                 perform(machine.continueExpected(), context: context)
             case .request(let head, let body):
-                parsed(Work(head: head, body: .complete(body)), keepAlive: head.keepAlive, bodyBytes: body.readableBytes, context: context)
+                parsed(Work(head: head, body: .complete(body)), keepAlive: head.keepAlive, bodyBytes: body.readableBytes, now: now,
+                       context: context)
             case .tooLarge(let head):
                 // The parser has stopped: the rest of the body is still on the wire.
-                parsed(Work(head: head, body: .tooLarge), keepAlive: false, bodyBytes: 0, context: context)
+                parsed(Work(head: head, body: .tooLarge), keepAlive: false, bodyBytes: 0, now: now, context: context)
             }
         }
         perform(machine.inputProgressed(parser.progress, now: now), context: context)
     }
 
-    private func parsed(_ work: Work, keepAlive: Bool, bodyBytes: Int, context: ChannelHandlerContext) {
-        switch machine.requestParsed(work, keepAlive: keepAlive, bodyBytes: bodyBytes) {
+    private func parsed(_ work: Work, keepAlive: Bool, bodyBytes: Int, now: NIODeadline, context: ChannelHandlerContext) {
+        switch machine.requestParsed(work, keepAlive: keepAlive, bodyBytes: bodyBytes, now: now) {
         case .answer(let work, let pause):
             if pause { setAutoRead(false, context: context) }
             startAnswers(.answer(work), context: context)

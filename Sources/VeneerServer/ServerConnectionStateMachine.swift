@@ -204,10 +204,12 @@ struct ServerConnectionStateMachine<Request> {
         }
     }
 
-    /// The parser read a request whole. `keepAlive`: the request allows another after it.
-    mutating func requestParsed(_ request: Request, keepAlive: Bool, bodyBytes: Int) -> ParsedAction {
+    /// The parser read a request whole, at `now`. `keepAlive`: the request allows another after it.
+    mutating func requestParsed(_ request: Request, keepAlive: Bool, bodyBytes: Int, now: NIODeadline) -> ParsedAction {
         guard let current = reading else { return .drop }
-        var (input, output) = (current.input, current.output)
+        var output = current.output
+        // Its head and body are done: a head that follows has a deadline of its own.
+        var input = current.input == .paused ? Input.paused : .waiting(since: now)
         let last = !keepAlive || current.quiescing
         if case .idle = output, queue.isEmpty {
             output = .answering(keepAlive: !last, writable: true)
@@ -255,7 +257,8 @@ struct ServerConnectionStateMachine<Request> {
             // Parsed what was kept before pausing: no deadline while Veneer holds the input.
             return .none
         case (.none, .waiting):
-            // Nothing new (empty lines between requests): not activity that keeps it open.
+            // Nothing new since the last request (empty lines between requests, say): not
+            // activity that keeps the connection open.
             return .none
         case (.none, _):
             next = .waiting(since: now)

@@ -28,7 +28,7 @@ struct ServerConnectionStateMachineTests {
     /// An active machine answering "a" (handed out at time 0).
     static func answering(keepAlive: Bool = true) -> Machine {
         var machine = active()
-        _ = machine.requestParsed("a", keepAlive: keepAlive, bodyBytes: 0)
+        _ = machine.requestParsed("a", keepAlive: keepAlive, bodyBytes: 0, now: Self.at(0))
         return machine
     }
 
@@ -47,7 +47,7 @@ struct ServerConnectionStateMachineTests {
     func oneRequest() {
         var machine = Self.active()
         #expect(machine.bytesRead() == .parse)
-        #expect(machine.requestParsed("a", keepAlive: true, bodyBytes: 0) == .answer("a", pauseReading: false))
+        #expect(machine.requestParsed("a", keepAlive: true, bodyBytes: 0, now: Self.at(0)) == .answer("a", pauseReading: false))
         #expect(machine.state == .open(.waiting(since: Self.at(0)), .answering(keepAlive: true, writable: true)))
         #expect(machine.answerReady(closeConnection: false, now: Self.at(1)) == .write(close: false))
         #expect(machine.answerWritten(now: Self.at(1)) == .none)
@@ -57,7 +57,7 @@ struct ServerConnectionStateMachineTests {
     @Test("pipelined requests wait in order and are handed out one at a time as answers are written")
     func pipelining() {
         var machine = Self.answering()
-        #expect(machine.requestParsed("b", keepAlive: true, bodyBytes: 0) == .wait(pauseReading: false))
+        #expect(machine.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0)) == .wait(pauseReading: false))
         #expect(machine.queuedRequests == 1)
         #expect(machine.answerReady(closeConnection: false, now: Self.at(1)) == .write(close: false))
         #expect(machine.answerWritten(now: Self.at(1)) == .answer("b"))
@@ -68,8 +68,8 @@ struct ServerConnectionStateMachineTests {
     @Test("at pipeline_depth requests the socket is not read; it is read again once all are answered")
     func pipelineDepth() {
         var machine = Self.answering()
-        #expect(machine.requestParsed("b", keepAlive: true, bodyBytes: 0) == .wait(pauseReading: false))
-        #expect(machine.requestParsed("c", keepAlive: true, bodyBytes: 0) == .wait(pauseReading: true))
+        #expect(machine.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0)) == .wait(pauseReading: false))
+        #expect(machine.requestParsed("c", keepAlive: true, bodyBytes: 0, now: Self.at(0)) == .wait(pauseReading: true))
         #expect(!machine.readsRequests)
         #expect(machine.bytesRead() == .keep, "what arrives is kept for later, not parsed")
         for (next, time) in [("b", 1.0), ("c", 2.0)] {
@@ -86,7 +86,7 @@ struct ServerConnectionStateMachineTests {
         var limits = Self.limits
         limits.pipelineDepth = 1
         var machine = Self.active(limits)
-        #expect(machine.requestParsed("a", keepAlive: true, bodyBytes: 0) == .answer("a", pauseReading: true))
+        #expect(machine.requestParsed("a", keepAlive: true, bodyBytes: 0, now: Self.at(0)) == .answer("a", pauseReading: true))
         _ = machine.answerReady(closeConnection: false, now: Self.at(1))
         #expect(machine.answerWritten(now: Self.at(1)) == .resumeReading)
     }
@@ -94,16 +94,16 @@ struct ServerConnectionStateMachineTests {
     @Test("bodies waiting in the queue are bounded too")
     func queuedBodyBytes() {
         var machine = Self.answering()
-        #expect(machine.requestParsed("b", keepAlive: true, bodyBytes: 100) == .wait(pauseReading: true))
+        #expect(machine.requestParsed("b", keepAlive: true, bodyBytes: 100, now: Self.at(0)) == .wait(pauseReading: true))
     }
 
     @Test("Connection: close ends the connection with that request's answer; nothing after it is read")
     func closeRequested() {
         var machine = Self.active()
-        #expect(machine.requestParsed("a", keepAlive: false, bodyBytes: 0) == .answer("a", pauseReading: false))
+        #expect(machine.requestParsed("a", keepAlive: false, bodyBytes: 0, now: Self.at(0)) == .answer("a", pauseReading: false))
         #expect(!machine.readsRequests)
         #expect(machine.bytesRead() == .discard)
-        #expect(machine.requestParsed("b", keepAlive: true, bodyBytes: 0) == .drop)
+        #expect(machine.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0)) == .drop)
         #expect(machine.answerReady(closeConnection: false, now: Self.at(1)) == .write(close: true))
         #expect(machine.answerWritten(now: Self.at(1)) == .none)
         #expect(machine.outputShut(now: Self.at(2)) == .linger(until: Self.at(4)))
@@ -115,7 +115,7 @@ struct ServerConnectionStateMachineTests {
     @Test("a request with Connection: close behind others is answered after them, last")
     func closeRequestedBehindOthers() {
         var machine = Self.answering()
-        #expect(machine.requestParsed("b", keepAlive: false, bodyBytes: 0) == .wait(pauseReading: false))
+        #expect(machine.requestParsed("b", keepAlive: false, bodyBytes: 0, now: Self.at(0)) == .wait(pauseReading: false))
         #expect(machine.answerReady(closeConnection: false, now: Self.at(1)) == .write(close: false))
         #expect(machine.answerWritten(now: Self.at(1)) == .answer("b"))
         #expect(machine.answerReady(closeConnection: false, now: Self.at(2)) == .write(close: true))
@@ -124,7 +124,7 @@ struct ServerConnectionStateMachineTests {
     @Test("an answer that must close the connection (a body left unread) drops the requests behind it")
     func answerClosesConnection() {
         var machine = Self.answering()
-        _ = machine.requestParsed("b", keepAlive: true, bodyBytes: 0)
+        _ = machine.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0))
         #expect(machine.answerReady(closeConnection: true, now: Self.at(1)) == .write(close: true))
         #expect(machine.answerWritten(now: Self.at(1)) == .none)
         #expect(machine.queuedRequests == 0)
@@ -168,11 +168,21 @@ struct ServerConnectionStateMachineTests {
     func headInTime() {
         var machine = Self.active()
         _ = machine.inputProgressed(.head, now: Self.at(1))
-        #expect(machine.requestParsed("a", keepAlive: true, bodyBytes: 0) == .answer("a", pauseReading: false))
+        #expect(machine.requestParsed("a", keepAlive: true, bodyBytes: 0, now: Self.at(2)) == .answer("a", pauseReading: false))
         _ = machine.answerReady(closeConnection: false, now: Self.at(2))
         _ = machine.answerWritten(now: Self.at(2))
         #expect(machine.inputProgressed(.none, now: Self.at(2)) == .none)
         #expect(machine.timerFired(now: Self.at(11)) == .rearm(Self.at(77)))
+    }
+
+    @Test("a head that begins in the read that ends the one before has a deadline of its own")
+    func nextHeadDeadline() {
+        var machine = Self.active()
+        _ = machine.inputProgressed(.head, now: Self.at(1))
+        #expect(machine.requestParsed("a", keepAlive: true, bodyBytes: 0, now: Self.at(9)) == .answer("a", pauseReading: false))
+        #expect(machine.inputProgressed(.head, now: Self.at(9)) == .none, "the timer set for 11 s fires first anyway")
+        #expect(machine.state == .open(.head(started: Self.at(9)), .answering(keepAlive: true, writable: true)))
+        #expect(machine.timerFired(now: Self.at(11)) == .rearm(Self.at(19)))
     }
 
     @Test("a slow head behind an answer in progress is refused after that answer")
@@ -216,7 +226,7 @@ struct ServerConnectionStateMachineTests {
     @Test("unsent answers over the output buffer stop reading and answering until they drain")
     func outputBlocked() {
         var machine = Self.answering()
-        _ = machine.requestParsed("b", keepAlive: true, bodyBytes: 0)
+        _ = machine.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0))
         #expect(machine.answerReady(closeConnection: false, now: Self.at(1)) == .write(close: false))
         // The write made the channel unwritable (NIO says so inside the write).
         #expect(machine.writabilityChanged(writable: false, now: Self.at(1)) == .pauseReading)
@@ -241,7 +251,7 @@ struct ServerConnectionStateMachineTests {
     func noInputDeadlineWhilePaused() {
         var machine = Self.active()
         _ = machine.inputProgressed(.head, now: Self.at(1))
-        _ = machine.requestParsed("a", keepAlive: true, bodyBytes: 0)
+        _ = machine.requestParsed("a", keepAlive: true, bodyBytes: 0, now: Self.at(2))
         #expect(machine.writabilityChanged(writable: false, now: Self.at(2)) == .pauseReading)
         #expect(machine.inputProgressed(.head, now: Self.at(2)) == .none)
         #expect(machine.timerFired(now: Self.at(11)) == .rearm(Self.at(86)))
@@ -250,7 +260,7 @@ struct ServerConnectionStateMachineTests {
     @Test("an answer that finds the output blocked waits for it to drain before the next is handed out")
     func blockedWhileAnswering() {
         var machine = Self.answering()
-        _ = machine.requestParsed("b", keepAlive: true, bodyBytes: 0)
+        _ = machine.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0))
         #expect(machine.writabilityChanged(writable: false, now: Self.at(1)) == .pauseReading)
         #expect(machine.answerReady(closeConnection: false, now: Self.at(2)) == .write(close: false))
         #expect(machine.answerWritten(now: Self.at(2)) == .none)
@@ -269,7 +279,7 @@ struct ServerConnectionStateMachineTests {
     @Test("graceful shutdown answers what was read, the last answer with Connection: close")
     func quiesceBusy() {
         var machine = Self.answering()
-        _ = machine.requestParsed("b", keepAlive: true, bodyBytes: 0)
+        _ = machine.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0))
         #expect(machine.quiesce(now: Self.at(1)) == .none)
         #expect(!machine.readsRequests)
         #expect(machine.quiesce(now: Self.at(1)) == .none, "a second quiesce changes nothing")
@@ -284,7 +294,7 @@ struct ServerConnectionStateMachineTests {
         _ = machine.inputProgressed(.body, now: Self.at(1))
         #expect(machine.quiesce(now: Self.at(2)) == .none)
         #expect(machine.readsRequests)
-        #expect(machine.requestParsed("a", keepAlive: true, bodyBytes: 10) == .answer("a", pauseReading: false))
+        #expect(machine.requestParsed("a", keepAlive: true, bodyBytes: 10, now: Self.at(0)) == .answer("a", pauseReading: false))
         #expect(machine.answerReady(closeConnection: false, now: Self.at(3)) == .write(close: true))
     }
 
@@ -345,7 +355,7 @@ struct ServerConnectionStateMachineTests {
         #expect(machine.timerFired(now: Self.at(100)) == .none)
         #expect(machine.writabilityChanged(writable: true, now: Self.at(1)) == .none)
         #expect(machine.bytesRead() == .discard)
-        #expect(machine.requestParsed("b", keepAlive: true, bodyBytes: 0) == .drop)
+        #expect(machine.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0)) == .drop)
         #expect(machine.requestFailed(.timedOut, now: Self.at(1)) == .none)
         #expect(machine.inputProgressed(.head, now: Self.at(1)) == .none)
         #expect(machine.inputClosed(now: Self.at(1)) == .none)
@@ -359,18 +369,18 @@ struct ServerConnectionStateMachineTests {
     @Test("an answer that comes after the connection began its close is discarded")
     func answerWhileLingering() {
         var machine = Self.answering()
-        _ = machine.requestParsed("b", keepAlive: true, bodyBytes: 0)
+        _ = machine.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0))
         _ = machine.answerReady(closeConnection: true, now: Self.at(1))
         _ = machine.outputShut(now: Self.at(1))
         #expect(machine.answerReady(closeConnection: false, now: Self.at(2)) == .discard)
-        #expect(machine.requestParsed("c", keepAlive: true, bodyBytes: 0) == .drop)
+        #expect(machine.requestParsed("c", keepAlive: true, bodyBytes: 0, now: Self.at(0)) == .drop)
     }
 
     @Test("before activation nothing is read; a quiesce closes")
     func beforeActivation() {
         var machine = Machine(limits: Self.limits)
         #expect(machine.bytesRead() == .discard)
-        #expect(machine.requestParsed("a", keepAlive: true, bodyBytes: 0) == .drop)
+        #expect(machine.requestParsed("a", keepAlive: true, bodyBytes: 0, now: Self.at(0)) == .drop)
         #expect(machine.timerFired(now: Self.at(1)) == .none)
         #expect(machine.quiesce(now: Self.at(1)) == .close)
     }
