@@ -168,9 +168,9 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     private func parsed(_ work: Work, keepAlive: Bool, bodyBytes: Int, now: NIODeadline, context: ChannelHandlerContext) {
         switch machine.requestParsed(work, keepAlive: keepAlive, bodyBytes: bodyBytes, now: now) {
-        case .answer(let work, let pause):
+        case .answer(let pause):
             if pause { setAutoRead(false, context: context) }
-            startAnswers(.answer(work), context: context)
+            answer(work, context: context)
         case .wait(let pause):
             if pause { setAutoRead(false, context: context) }
         case .drop:
@@ -210,18 +210,37 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         }
     }
 
+    /// Answers the request just read, then what the machine hands out next (see ``startAnswers(_:context:)``).
+    private func answer(_ work: Work, context: ChannelHandlerContext) {
+        guard !startingAnswers else {
+            deferStart(.answer(work))
+            return
+        }
+        startingAnswers = true
+        defer { startingAnswers = false }
+        runAnswers(from: start(work, context: context), context: context)
+    }
+
     /// Answers requests in order, for as long as the chain answers at once. A loop, not a
     /// recursion: a client may pipeline many requests answered at once (cache hits), each of
     /// which would otherwise add frames.
     private func startAnswers(_ first: Machine.Action, context: ChannelHandlerContext) {
         guard !startingAnswers else {
-            // Handed out while the loop below runs (an answer that came back at once): it goes on with it.
-            assert(deferredStart == nil, "two answers started at once")
-            deferredStart = first
+            deferStart(first)
             return
         }
         startingAnswers = true
         defer { startingAnswers = false }
+        runAnswers(from: first, context: context)
+    }
+
+    /// Handed out while ``runAnswers(from:context:)`` runs (an answer that came back at once): it goes on with it.
+    private func deferStart(_ action: Machine.Action) {
+        assert(deferredStart == nil, "two answers started at once")
+        deferredStart = action
+    }
+
+    private func runAnswers(from first: Machine.Action, context: ChannelHandlerContext) {
         var action = first
         while true {
             switch action {
@@ -250,13 +269,12 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     /// Hands one request to the edge; what next if it was answered at once.
     private func start(_ work: Work, context: ChannelHandlerContext) -> Machine.Action {
-        let head = work.head
-        switch edge.begin(method: head.method, target: head.target, fields: head.fields, body: work.body, client: client) {
+        switch edge.begin(method: work.head.method, target: work.head.target, fields: work.head.fields, body: work.body, client: client) {
         case .answered(let response, let refused):
             // Refused by the edge or answered at once by the chain: no task needed.
-            return written(response, method: head.method, closeConnection: refused, context: context)
+            return written(response, method: work.head.method, closeConnection: refused, context: context)
         case .waiting(let pending):
-            answerLater(pending, method: head.method, context: context)
+            answerLater(pending, method: work.head.method, context: context)
             return .none
         }
     }

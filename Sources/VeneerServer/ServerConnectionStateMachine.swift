@@ -121,9 +121,10 @@ struct ServerConnectionStateMachine<Request> {
     }
 
     /// What to do with a request read whole.
-    enum ParsedAction {
-        /// Hand it to the chain now; `pauseReading`: stop reading the socket too.
-        case answer(Request, pauseReading: Bool)
+    enum ParsedAction: Sendable, Equatable {
+        /// Hand it to the chain now (the handler holds it: not copied through here); then as
+        /// for ``Action/answer(_:)``. `pauseReading`: stop reading the socket too.
+        case answer(pauseReading: Bool)
         /// It waits its turn; `pauseReading`: stop reading the socket too.
         case wait(pauseReading: Bool)
         /// It is not answered (the connection is ending).
@@ -215,12 +216,12 @@ struct ServerConnectionStateMachine<Request> {
             output = .answering(keepAlive: !last, writable: true)
             if last {
                 state = .closing(output, final: nil, inputEnded: false)
-                return .answer(request, pauseReading: false)
+                return .answer(pauseReading: false)
             }
             let full = 1 >= limits.pipelineDepth
             if full { input = .paused }
             state = .open(input, output)
-            return .answer(request, pauseReading: full)
+            return .answer(pauseReading: full)
         }
         queue.append((request, !last, bodyBytes))
         queuedBodyBytes += bodyBytes
@@ -591,4 +592,3 @@ extension ServerConnectionStateMachine.Output {
 }
 
 extension ServerConnectionStateMachine.Action: Equatable where Request: Equatable {}
-extension ServerConnectionStateMachine.ParsedAction: Equatable where Request: Equatable {}
