@@ -13,7 +13,7 @@ final class StoreRegistry: StoreProvider, Sendable {
     let carried: CarriedState
     let health: HealthBoard
     let logger: Logger
-    private let opening = Mutex<[String: Task<any KeyValueStore, any Error>]>([:])
+    private let opening = Mutex<[CarriedKey: Task<any KeyValueStore, any Error>]>([:])
 
     init(specs: [String: StoreSpec], carried: CarriedState, health: HealthBoard, logger: Logger) {
         self.specs = specs
@@ -24,10 +24,10 @@ final class StoreRegistry: StoreProvider, Sendable {
 
     func store(named name: String) async throws -> any KeyValueStore {
         if name == "memory" {
-            return carried.value(for: "store:memory") { CarriedStore(store: MemoryStore(), health: health, name: name) }.store
+            return carried.value(for: .shared("store", "memory")) { CarriedStore(store: MemoryStore(), health: health, name: name) }.store
         }
         guard let spec = specs[name] else { throw StoreError(store: name, reason: "no store named '\(name)'") }
-        let key = "store:\(name):\(spec)"
+        let key = CarriedKey.shared("store", name, spec)
         let task: Task<any KeyValueStore, any Error> = opening.withLock { opening in
             if let existing = opening[key] { return existing }
             let carried = self.carried, health = self.health, logger = self.logger

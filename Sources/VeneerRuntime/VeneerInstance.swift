@@ -208,7 +208,7 @@ public final class VeneerInstance: Service, Sendable {
             for warning in warnings { logger.warning("\(warning)") }
             logger.info("configuration reloaded", metadata: [
                 "environment": .string(spec.name), "generation": .stringConvertible(next.number),
-                "carried_over": .string(carried.keys.joined(separator: ",")),
+                "carried_over": .string(carried.keys.map(\.description).joined(separator: ",")),
             ])
             let released = carried.released()
             if !released.isEmpty {
