@@ -2,7 +2,12 @@ import Synchronization
 import VeneerCore
 
 /// One generation of the chain as the edge serves it: the plan to answer through, what the
-/// edge checks before the chain sees a request, and how many requests are in it.
+/// edge checks before the chain sees a request, and the requests in it (``GenerationLease``).
+///
+/// While it is current it holds itself: its count never reaches zero. ``retire()`` (after a
+/// reload swapped it out, or at shutdown) drops that hold, and the lease that takes the count
+/// to zero wakes whoever awaits ``drained()``: no polling, and no cost per request beyond
+/// the one atomic add and subtract.
 public final class ServingChain: Sendable {
     /// How requests are answered (and by which outermost handler).
     public let plan: ChainPlan
@@ -10,7 +15,16 @@ public final class ServingChain: Sendable {
     public let resources: [Resource]
     /// The largest request body accepted.
     public let requestBodyLimit: Int
-    private let inFlight = Atomic<Int>(0)
+    /// Leases held, plus one while current.
+    private let count = Atomic<Int>(1)
+    private let drain = Mutex(Drain())
+
+    private struct Drain {
+        var retired = false
+        var drained = false
+        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var nextWaiter: UInt64 = 0
+    }
 
     /// A chain to serve.
     public init(plan: ChainPlan, resources: [Resource], requestBodyLimit: Int) {
@@ -19,21 +33,109 @@ public final class ServingChain: Sendable {
         self.requestBodyLimit = requestBodyLimit
     }
 
-    /// Requests that entered this chain and have not left it.
-    public var requestsInFlight: Int { inFlight.load(ordering: .relaxed) }
+    /// Requests that hold a lease on this chain.
+    public var requestsInFlight: Int {
+        let held = count.load(ordering: .relaxed)
+        return drain.withLock { $0.retired } ? held : held - 1
+    }
 
-    /// A request enters (``ChainSource/enter()`` does it while the chain is current).
-    package func enter() { inFlight.wrappingAdd(1, ordering: .relaxed) }
-    /// The request that entered is answered.
-    package func leave() { inFlight.wrappingSubtract(1, ordering: .relaxed) }
+    /// Whether it was retired and its last lease has ended.
+    public var isDrained: Bool { drain.withLock { $0.drained } }
+
+    /// No longer serves new requests (the caller swapped it out where leases are taken):
+    /// ``drained()`` returns once the leases still held have ended. Idempotent.
+    public func retire() {
+        let first = drain.withLock { drain in
+            defer { drain.retired = true }
+            return !drain.retired
+        }
+        guard first else { return }
+        release()
+    }
+
+    /// Returns once the chain is retired and no request holds a lease on it (at once if that
+    /// is already so), or when the calling task is cancelled.
+    public func drained() async {
+        let id: UInt64? = drain.withLock { drain in
+            guard !drain.drained else { return nil }
+            drain.nextWaiter += 1
+            return drain.nextWaiter
+        }
+        guard let id else { return }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let ready = drain.withLock { drain in
+                    guard !drain.drained, !Task.isCancelled else { return true }
+                    drain.waiters[id] = continuation
+                    return false
+                }
+                if ready { continuation.resume() }
+            }
+        } onCancel: {
+            drain.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+        }
+    }
+
+    /// A lease taken: only by ``GenerationLease``, where the chain is current (or by a lease
+    /// already held on it, so the count cannot have reached zero).
+    fileprivate func acquire() {
+        count.wrappingAdd(1, ordering: .relaxed)
+    }
+
+    /// A lease (or the hold of being current) ended; the last one wakes the waiters.
+    fileprivate func release() {
+        // Releasing: what the request did happens before whatever follows the drain (closing
+        // the objects the old chain used); the last one acquires all of that.
+        guard count.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
+        let waiters = drain.withLock { drain in
+            drain.drained = true
+            defer { drain.waiters = [:] }
+            return Array(drain.waiters.values)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+}
+
+/// One request's hold on the generation it entered: taken by ``ChainSource/lease()`` while
+/// the generation is current, and ended exactly once, by ownership rather than by hand.
+///
+/// It cannot be copied. It ends where it is consumed (``end()``) or where its owner goes: the
+/// ``ProxyEdge/Pending`` that carries it, the callback or the task that captured that, which
+/// the Swift runtime destroys once it has run (or is dropped unrun). So an answer given at
+/// once, by callback, in a task, a thrown error or a cancelled task all end it, and none can
+/// end it twice. It is a reference and nothing else: taking and carrying it allocates nothing.
+public struct GenerationLease: ~Copyable, Sendable {
+    /// The generation the request entered.
+    public let chain: ServingChain
+
+    /// Enters `chain` for one request. Only where `chain` is current (``ChainSource/lease()``
+    /// takes it under the lock that a reload swaps the chain under).
+    package init(entering chain: ServingChain) {
+        chain.acquire()
+        self.chain = chain
+    }
+
+    /// A second lease on the generation `other` holds: the request goes on somewhere else
+    /// (a start by callback that was declined goes on in a task) before `other` ends, so the
+    /// generation cannot drain in between.
+    package init(alongside other: borrowing GenerationLease) {
+        other.chain.acquire()
+        chain = other.chain
+    }
+
+    /// Ends the lease now.
+    public consuming func end() {}
+
+    deinit {
+        chain.release()
+    }
 }
 
 /// Where the edge finds the chain for each request: the runtime's active chain, which a
 /// reload swaps while requests in flight finish on the chain they entered.
 public protocol ChainSource: Sendable {
-    /// The chain serving new requests, entered (``ServingChain/enter()``) for one request;
-    /// the edge leaves it once the request is answered.
-    func enter() -> ServingChain
+    /// A lease on the chain serving new requests, for one request.
+    func lease() -> GenerationLease
     /// The chain serving new requests, for what is read before a request begins (its body limit).
     var current: ServingChain { get }
 }
