@@ -2,16 +2,21 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 import VeneerCore
+import VeneerServer
 
 /// Runs the background loops of carried state (cache purges, token refreshes) as child
 /// tasks of one service: a loop starts when a chain first takes its object, stops when no
-/// chain holds it any more, and every loop stops at graceful shutdown.
+/// chain holds it any more, and every loop stops at graceful shutdown. It also runs what
+/// waits for a retired chain generation to drain (``whenDrained(_:then:)``).
 final class BackgroundRunner: Service, Sendable {
     private enum Command: Sendable {
         case start(any CarriedService, StopSignal)
+        case afterDrain(ServingChain, @Sendable () async -> Void)
     }
 
     private let started = Mutex<[ObjectIdentifier: StopSignal]>([:])
+    /// Fired at graceful shutdown: nobody waits for old generations any longer.
+    private let shuttingDown = StopSignal()
     private let commands: AsyncStream<Command>
     private let continuation: AsyncStream<Command>.Continuation
     let logger: Logger
@@ -35,6 +40,12 @@ final class BackgroundRunner: Service, Sendable {
         }
     }
 
+    /// Runs `work` once `generation` (retired) has drained, or at graceful shutdown,
+    /// whichever comes first.
+    func whenDrained(_ generation: ServingChain, then work: @escaping @Sendable () async -> Void) {
+        continuation.yield(.afterDrain(generation, work))
+    }
+
     /// Stops the loop of `service` (and closes it) once it is no longer held.
     func release(_ service: any CarriedService) {
         let id = ObjectIdentifier(service as AnyObject)
@@ -55,9 +66,20 @@ final class BackgroundRunner: Service, Sendable {
                         }
                         await service.close()
                     }
+                case .afterDrain(let generation, let work):
+                    group.addTask { [shuttingDown] in
+                        await withTaskGroup(of: Void.self) { race in
+                            race.addTask { await generation.drained() }
+                            race.addTask { await shuttingDown.wait() }
+                            _ = await race.next()
+                            race.cancelAll()
+                        }
+                        await work()
+                    }
                 }
             }
             // Graceful shutdown: stop every loop; each closes its object on the way out.
+            shuttingDown.stop()
             for signal in started.withLock({ Array($0.values) }) { signal.stop() }
         }
     }

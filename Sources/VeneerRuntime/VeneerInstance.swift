@@ -84,7 +84,7 @@ public final class VeneerInstance: Service, Sendable {
     let reloadStatus = ReloadStatus()
     /// The sd_notify channel (silent without `NOTIFY_SOCKET`).
     public let notifier: SystemdNotifier
-    let reloadLock = Mutex<Bool>(false)
+    let reloads = ReloadQueue()
     let onReady: @Sendable (ReadyInfo) async -> Void
     let logger: Logger
 
@@ -144,7 +144,8 @@ public final class VeneerInstance: Service, Sendable {
         // loops end (flushing caches), and the HTTP clients close last.
         var services: [any Service] = [
             WatchdogService(notifier: notifier, eventLoopGroup: configuration.eventLoopGroup, logger: logger),
-            TransportShutdown(transports: transports), background, ReloadOnHangup(instance: self),
+            TransportShutdown(transports: transports), background, DrainOnShutdown(chain: chain, logger: logger),
+            ReloadOnHangup(instance: self),
         ]
         services.append(Listener.make(
             host: spec.listen.host, port: spec.listen.port,
@@ -173,15 +174,14 @@ public final class VeneerInstance: Service, Sendable {
     }
 
     /// Re-reads the configuration and swaps the chain atomically. On any problem the old
-    /// chain keeps serving and the problems are returned (and logged).
+    /// chain keeps serving and the problems are returned (and logged). Reloads run one at a
+    /// time, in the order they were asked for.
     @discardableResult
     public func reload() async -> Result<ChainGeneration, ConfigError> {
-        // One reload at a time: a second SIGHUP during a reload waits for the next turn.
-        while reloadLock.withLock({ busy in defer { busy = true }; return busy }) {
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        defer { reloadLock.withLock { $0 = false } }
+        await reloads.run { await self.reloadNow() }
+    }
 
+    private func reloadNow() async -> Result<ChainGeneration, ConfigError> {
         let old = chain.generation
         notifier.reloading()
         do {
@@ -203,6 +203,8 @@ public final class VeneerInstance: Service, Sendable {
                                        carried: carried, adminRoutes: context.admin)
             background.adopt(carried.all)
             _ = chain.swap(to: next)
+            // No new request enters the old generation: it drains as its last ones finish.
+            old.serving.retire()
             reloadStatus.set(nil)
             notifier.ready(status: Self.statusLine(next))
             for warning in warnings { logger.warning("\(warning)") }
@@ -212,9 +214,9 @@ public final class VeneerInstance: Service, Sendable {
             ])
             let released = carried.released()
             if !released.isEmpty {
-                // Close what the new chain no longer uses once the old chain is idle.
-                Task { [logger, background] in
-                    while old.requestsInFlight > 0 { try? await Task.sleep(for: .milliseconds(20)) }
+                // Close what the new chain no longer uses once the old chain's last request
+                // has left it (its lease ended).
+                background.whenDrained(old.serving) { [logger, background] in
                     for item in released {
                         if let service = item as? any CarriedService {
                             background.release(service)
@@ -284,6 +286,23 @@ struct TransportShutdown: Service {
     func run() async throws {
         try? await gracefulShutdown()
         await transports.shutdown()
+    }
+}
+
+/// Graceful shutdown, once the listeners have closed their connections: waits for the
+/// requests still inside the chain (a client that left does not stop its request) before
+/// the background loops, the stores and the HTTP clients close under them. The group's
+/// `drain_timeout` bounds the wait.
+struct DrainOnShutdown: Service {
+    let chain: ActiveChain
+    let logger: Logger
+
+    func run() async throws {
+        guard (try? await gracefulShutdown()) != nil else { return }
+        let generation = chain.generation.serving
+        generation.retire()
+        if !generation.isDrained { logger.debug("waiting for \(generation.requestsInFlight) request(s) inside the chain") }
+        await generation.drained()
     }
 }
 
