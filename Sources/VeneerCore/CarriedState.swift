@@ -50,6 +50,12 @@ public final class CarriedState: Sendable {
         state.withLock { state in state.previous.filter { state.current[$0.key] == nil }.map(\.value) }
     }
 
+    /// The objects this chain made itself (not taken from the previous one): what to
+    /// release when the chain is not used after all (its build failed).
+    public func fresh() -> [any Sendable] {
+        state.withLock { state in state.current.filter { state.previous[$0.key] == nil }.map(\.value) }
+    }
+
     /// What this chain holds under `key`, without taking anything from the previous chain.
     public func held(_ key: CarriedKey) -> (any Sendable)? {
         state.withLock { $0.current[key] }
