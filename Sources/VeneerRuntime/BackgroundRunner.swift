@@ -10,13 +10,13 @@ import VeneerServer
 /// waits for a retired chain generation to drain (``whenDrained(_:then:)``).
 final class BackgroundRunner: Service, Sendable {
     private enum Command: Sendable {
-        case start(any CarriedService, StopSignal)
+        case start(any CarriedService, Latch)
         case afterDrain(ServingChain, @Sendable () async -> Void)
     }
 
-    private let started = Mutex<[ObjectIdentifier: StopSignal]>([:])
+    private let started = Mutex<[ObjectIdentifier: Latch]>([:])
     /// Fired at graceful shutdown: nobody waits for old generations any longer.
-    private let shuttingDown = StopSignal()
+    private let shuttingDown = Latch()
     private let commands: AsyncStream<Command>
     private let continuation: AsyncStream<Command>.Continuation
     let logger: Logger
@@ -30,9 +30,9 @@ final class BackgroundRunner: Service, Sendable {
     func adopt(_ objects: [any Sendable]) {
         for case let service as any CarriedService in objects {
             let id = ObjectIdentifier(service as AnyObject)
-            let signal: StopSignal? = started.withLock { started in
+            let signal: Latch? = started.withLock { started in
                 guard started[id] == nil else { return nil }
-                let signal = StopSignal()
+                let signal = Latch()
                 started[id] = signal
                 return signal
             }
@@ -49,7 +49,7 @@ final class BackgroundRunner: Service, Sendable {
     /// Stops the loop of `service` (and closes it) once it is no longer held.
     func release(_ service: any CarriedService) {
         let id = ObjectIdentifier(service as AnyObject)
-        started.withLock { $0.removeValue(forKey: id) }?.stop()
+        started.withLock { $0.removeValue(forKey: id) }?.open()
     }
 
     func run() async throws {
@@ -79,37 +79,8 @@ final class BackgroundRunner: Service, Sendable {
                 }
             }
             // Graceful shutdown: stop every loop; each closes its object on the way out.
-            shuttingDown.stop()
-            for signal in started.withLock({ Array($0.values) }) { signal.stop() }
-        }
-    }
-}
-
-/// A one-shot signal that a background loop should stop.
-final class StopSignal: Sendable {
-    private let state = Mutex<(stopped: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func stop() {
-        let waiters = state.withLock { state in
-            state.stopped = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    func wait() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let done = state.withLock { state in
-                    if state.stopped { return true }
-                    state.waiters.append(continuation)
-                    return false
-                }
-                if done { continuation.resume() }
-            }
-        } onCancel: {
-            stop()
+            shuttingDown.open()
+            for signal in started.withLock({ Array($0.values) }) { signal.open() }
         }
     }
 }

@@ -17,14 +17,8 @@ public final class ServingChain: Sendable {
     public let requestBodyLimit: Int
     /// Leases held, plus one while current.
     private let count = Atomic<Int>(1)
-    private let drain = Mutex(Drain())
-
-    private struct Drain {
-        var retired = false
-        var drained = false
-        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-        var nextWaiter: UInt64 = 0
-    }
+    private let retired = Atomic<Bool>(false)
+    private let drain = Latch()
 
     /// A chain to serve.
     public init(plan: ChainPlan, resources: [Resource], requestBodyLimit: Int) {
@@ -36,44 +30,23 @@ public final class ServingChain: Sendable {
     /// Requests that hold a lease on this chain.
     public var requestsInFlight: Int {
         let held = count.load(ordering: .relaxed)
-        return drain.withLock { $0.retired } ? held : held - 1
+        return retired.load(ordering: .relaxed) ? held : held - 1
     }
 
     /// Whether it was retired and its last lease has ended.
-    public var isDrained: Bool { drain.withLock { $0.drained } }
+    public var isDrained: Bool { drain.isOpen }
 
     /// No longer serves new requests (the caller swapped it out where leases are taken):
     /// ``drained()`` returns once the leases still held have ended. Idempotent.
     public func retire() {
-        let first = drain.withLock { drain in
-            defer { drain.retired = true }
-            return !drain.retired
-        }
-        guard first else { return }
+        guard retired.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged else { return }
         release()
     }
 
     /// Returns once the chain is retired and no request holds a lease on it (at once if that
     /// is already so), or when the calling task is cancelled.
     public func drained() async {
-        let id: UInt64? = drain.withLock { drain in
-            guard !drain.drained else { return nil }
-            drain.nextWaiter += 1
-            return drain.nextWaiter
-        }
-        guard let id else { return }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let ready = drain.withLock { drain in
-                    guard !drain.drained, !Task.isCancelled else { return true }
-                    drain.waiters[id] = continuation
-                    return false
-                }
-                if ready { continuation.resume() }
-            }
-        } onCancel: {
-            drain.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
-        }
+        await drain.wait()
     }
 
     /// A lease taken: only by ``GenerationLease``, where the chain is current (or by a lease
@@ -87,12 +60,7 @@ public final class ServingChain: Sendable {
         // Releasing: what the request did happens before whatever follows the drain (closing
         // the objects the old chain used); the last one acquires all of that.
         guard count.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
-        let waiters = drain.withLock { drain in
-            drain.drained = true
-            defer { drain.waiters = [:] }
-            return Array(drain.waiters.values)
-        }
-        for waiter in waiters { waiter.resume() }
+        drain.open()
     }
 }
 

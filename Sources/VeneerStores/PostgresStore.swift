@@ -33,6 +33,8 @@ public final class PostgresStore: KeyValueStore, Service {
     let client: PostgresClient
     let logger: Logger
     private let state = Mutex(State())
+    /// Opened when the first connection attempt has ended.
+    private let firstAttempt = Latch()
     private let onHealth: @Sendable (String?) -> Void
 
     /// What watches the database: the LISTEN connection and a periodic probe. The store is
@@ -43,9 +45,6 @@ public final class PostgresStore: KeyValueStore, Service {
         var problems: [Watcher: String] = [.listener: "connecting"]
         /// Whether the first connection attempt has ended, one way or the other.
         var settled = false
-        /// Operations waiting for that.
-        var unsettled: [UInt64: CheckedContinuation<Void, Never>] = [:]
-        var nextWaiter: UInt64 = 0
         var subscribers: [UInt64: (namespace: String, continuation: AsyncStream<StoreChange>.Continuation)] = [:]
         var nextSubscriber: UInt64 = 0
 
@@ -143,14 +142,13 @@ public final class PostgresStore: KeyValueStore, Service {
     /// Records what a watcher found; logs, tells health and resyncs subscribers on a change
     /// of availability.
     private func report(_ watcher: Watcher, problem: String?) {
-        let (before, after, subscribers, unsettled) = state.withLock { state in
+        let (before, after, subscribers) = state.withLock { state in
             let before = state.problem
             state.problems[watcher] = problem
             state.settled = true
-            defer { state.unsettled = [:] }
-            return (before, state.problem, Array(state.subscribers.values), Array(state.unsettled.values))
+            return (before, state.problem, Array(state.subscribers.values))
         }
-        for waiter in unsettled { waiter.resume() }
+        firstAttempt.open()
         guard before != after else { return }
         if let after {
             if before == nil || before == "connecting" {
@@ -187,7 +185,7 @@ public final class PostgresStore: KeyValueStore, Service {
     private func checkAvailable() async throws {
         if !state.withLock({ $0.settled }) {
             await withTaskGroup(of: Void.self) { race in
-                race.addTask { await self.settled() }
+                race.addTask { await self.firstAttempt.wait() }
                 race.addTask { try? await Task.sleep(for: Self.firstConnectionWait) }
                 _ = await race.next()
                 race.cancelAll()
@@ -198,28 +196,6 @@ public final class PostgresStore: KeyValueStore, Service {
 
     /// How long an operation waits for the first connection attempt to end.
     public static let firstConnectionWait: Duration = .seconds(3)
-
-    /// Returns once the first connection attempt has ended (or when cancelled).
-    private func settled() async {
-        let id: UInt64? = state.withLock { state in
-            guard !state.settled else { return nil }
-            state.nextWaiter += 1
-            return state.nextWaiter
-        }
-        guard let id else { return }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let ready = state.withLock { state in
-                    guard !state.settled, !Task.isCancelled else { return true }
-                    state.unsettled[id] = continuation
-                    return false
-                }
-                if ready { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLock { $0.unsettled.removeValue(forKey: id) }?.resume()
-        }
-    }
 
     /// Runs `operation`, returning at the deadline even when it does not: a query sent on a
     /// connection that went silent does not react to cancellation, so it is left to finish

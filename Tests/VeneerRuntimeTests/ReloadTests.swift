@@ -73,7 +73,7 @@ struct ReloadTests {
     @Test("reloads asked for at once run one after another, in order, each waiting for its turn")
     func serialised() async throws {
         let builds = Mutex<[String]>([])
-        let firstReload = Gate()
+        let firstReload = Latch()
         let building = Signals<Int>()
         var registry = extendedRegistry
         registry.register(DecoratorFactory(name: "slow_build", summary: "holds the second build at a gate", options: [],
@@ -108,7 +108,7 @@ struct ReloadTests {
         let events = Mutex<[String]>([])
         let closed = Signals<Void>()
         let entered = Signals<Void>()
-        let gate = Gate()
+        let gate = Latch()
         var registry = extendedRegistry
         registry.register(DecoratorFactory(name: "hold", summary: "holds requests at a gate", options: [], decode: { _, _ in true },
                                            make: { _, inner, _ in

@@ -13,7 +13,7 @@ struct ShutdownDrainTests {
     func drainsBeforeClosing() async throws {
         let events = Mutex<[String]>([])
         let entered = Signals<Void>()
-        let gate = Gate()
+        let gate = Latch()
         var registry = extendedRegistry
         registry.register(DecoratorFactory(name: "hold", summary: "holds requests at a gate", options: [], decode: { _, _ in true },
                                            make: { _, inner, context in

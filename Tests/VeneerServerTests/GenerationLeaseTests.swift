@@ -141,7 +141,7 @@ struct GenerationLeaseTests {
     @Test("through a connection: a request whose client closed the connection mid-request keeps its generation until the chain is done")
     func connectionClosedMidRequest() async throws {
         let entered = Signals<Void>()
-        let gate = Gate()
+        let gate = Latch()
         var registry = Registry.standard
         registry.register(DecoratorFactory(name: "hold", summary: "waits at a gate", options: [], decode: { _, _ in true },
                                            make: { _, inner, _ in
