@@ -40,7 +40,7 @@ public struct ProxyEdge: Sendable {
                  client: ClientAddress?) async -> (ProxyResponse, closeConnection: Bool) {
         switch begin(method: method, target: target, fields: fields, body: body, client: client) {
         case .answered(let response, let close): return (response, close)
-        case .waiting(let pending): return await complete(pending)  // its lease ends with it, here
+        case .waiting(let pending): return await complete(pending)
         }
     }
 
@@ -76,6 +76,21 @@ public struct ProxyEdge: Sendable {
         let requestID: String
         /// Taken by ``begin(method:target:fields:body:client:)``.
         let lease: GenerationLease
+
+        /// The request as a task that runs it once carries it (see ``Handed``).
+        consuming func handOver() -> Handed {
+            let work = work, requestID = requestID
+            return Handed(work: work, requestID: requestID, lease: lease.handOver())
+        }
+    }
+
+    /// A ``Pending`` request on its way into a task: copyable, so that the task's closure
+    /// holds it inline (a noncopyable capture costs a heap box); ``complete(_:)-swift.method``
+    /// ends its lease, and the task runs it exactly once.
+    struct Handed: Sendable {
+        let work: Pending.Work
+        let requestID: String
+        let lease: LeaseHandOver
     }
 
     /// The part of answering that needs no `await`: the request id, the checks of the path,
@@ -155,9 +170,15 @@ public struct ProxyEdge: Sendable {
         }
     }
 
-    /// Finishes what ``begin(method:target:fields:body:client:)`` left waiting. Borrowed: the
-    /// caller (a task that captured it) ends the lease when it goes, after the answer is delivered.
-    func complete(_ pending: borrowing Pending) async -> (ProxyResponse, closeConnection: Bool) {
+    /// Finishes what ``begin(method:target:fields:body:client:)`` left waiting; its lease
+    /// ends with it.
+    func complete(_ pending: consuming Pending) async -> (ProxyResponse, closeConnection: Bool) {
+        await complete(pending.handOver())
+    }
+
+    /// Finishes a request handed to a task, and ends its lease.
+    func complete(_ pending: Handed) async -> (ProxyResponse, closeConnection: Bool) {
+        defer { pending.lease.end() }
         switch pending.work {
         case .admin(let method, let path, let query, let fields, let body):
             let response = await admin.respond(method: method, path: path, query: query, headers: fields, body: body)
@@ -172,11 +193,6 @@ public struct ProxyEdge: Sendable {
         }
     }
 
-    /// ``complete(_:)``, then the end of the request's lease (where nothing else owns it).
-    func complete(owning pending: consuming Pending) async -> (ProxyResponse, closeConnection: Bool) {
-        await complete(pending)
-    }
-
     /// The chain's answer to `request` as it goes out: stamped, and shown to the observer.
     private func finish(_ request: ProxyRequest, _ response: ProxyResponse) -> ProxyResponse {
         let response = Self.stamped(response, request.requestID)
@@ -185,7 +201,7 @@ public struct ProxyEdge: Sendable {
     }
 
     /// The chain's answer, or the answer for the error it threw.
-    private func answer(_ pending: borrowing Pending, _ work: () async throws -> ProxyResponse) async -> ProxyResponse {
+    private func answer(_ pending: Handed, _ work: () async throws -> ProxyResponse) async -> ProxyResponse {
         do {
             return try await work()
         } catch {
@@ -201,24 +217,20 @@ public struct ProxyEdge: Sendable {
     func completeWithoutTask(_ pending: consuming Pending, to delivery: some AnswerDelivery) -> Pending? {
         guard case .callback(let handler, let request) = pending.work else { return pending }
         let requestID = pending.requestID, work = pending.work
-        // The callback owns the lease: it ends when the callback has run and is let go (or
-        // is let go unrun, by a transport that failed), without another allocation.
-        let lease = pending.lease
-        let done: @Sendable (Result<ProxyResponse, any Error>) -> Void = { [self] result in
-            _ = lease.chain  // held, not used
+        // The callback, called exactly once (CallbackAnswering's contract), ends the lease.
+        let lease = pending.lease.handOver()
+        let started = handler.startAnswer(request) { [self] result in
             let response: ProxyResponse
             switch result {
             case .success(let answer): response = finish(request, answer)
             case .failure(let error): response = finish(request, Self.answer(for: error, requestID, logger: logger))
             }
+            lease.end()
             delivery.deliver(response, closeConnection: false)
         }
-        return withExtendedLifetime(done) {
-            if handler.startAnswer(request, then: done) { return nil }
-            // Declined: the request goes on in a task, under a lease taken before the
-            // callback's can end (the callback lives until this returns).
-            return Pending(work: work, requestID: requestID, lease: GenerationLease(alongside: lease))
-        }
+        // Declined: the callback never runs; the request goes on in a task, still holding
+        // the lease it had (the generation cannot drain in between).
+        return started ? nil : Pending(work: work, requestID: requestID, lease: GenerationLease(resuming: lease))
     }
 
     /// The answer for an error the chain threw: a ``ProxyError`` as it says, anything else `internal` (logged).

@@ -247,10 +247,10 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         // latency_log) calls back on this loop: no task to create, suspend and resume.
         // Either way the answer may come (inside startNext's loop) before this returns.
         guard let pending = edge.completeWithoutTask(pending, to: delivery) else { return }
-        let edge = edge
-        // The task owns the request's lease: it ends when the task is done with it.
+        let edge = edge, handed = pending.handOver()
+        // The task runs once and ends the request's lease as it completes it.
         Task.immediate(executorPreference: executor) {
-            let (response, refused) = await edge.complete(pending)
+            let (response, refused) = await edge.complete(handed)
             delivery.deliver(response, closeConnection: refused)
         }
     }

@@ -67,34 +67,56 @@ public final class ServingChain: Sendable {
 /// One request's hold on the generation it entered: taken by ``ChainSource/lease()`` while
 /// the generation is current, and ended exactly once, by ownership rather than by hand.
 ///
-/// It cannot be copied. It ends where it is consumed (``end()``) or where its owner goes: the
-/// ``ProxyEdge/Pending`` that carries it, the callback or the task that captured that, which
-/// the Swift runtime destroys once it has run (or is dropped unrun). So an answer given at
-/// once, by callback, in a task, a thrown error or a cancelled task all end it, and none can
-/// end it twice. It is a reference and nothing else: taking and carrying it allocates nothing.
+/// It cannot be copied. It ends where it is consumed (``end()``) or where its owner goes (the
+/// ``ProxyEdge/Pending`` that carries it). To cross an escaping closure that runs exactly
+/// once (the callback of ``CallbackAnswering``, a task's body) it is handed over as a
+/// ``LeaseHandOver``, which that closure ends: Swift would box a noncopyable value captured
+/// by an escaping closure, an allocation per request on the pass-through path. It is one
+/// reference: taking, carrying and handing it over allocate nothing.
 public struct GenerationLease: ~Copyable, Sendable {
-    /// The generation the request entered.
-    public let chain: ServingChain
+    /// Retained by the lease; unmanaged so that ``handOver()`` can pass it on without ending it.
+    private let held: Unmanaged<ServingChain>
 
     /// Enters `chain` for one request. Only where `chain` is current (``ChainSource/lease()``
     /// takes it under the lock that a reload swaps the chain under).
     package init(entering chain: ServingChain) {
         chain.acquire()
-        self.chain = chain
+        held = .passRetained(chain)
     }
 
-    /// A second lease on the generation `other` holds: the request goes on somewhere else
-    /// (a start by callback that was declined goes on in a task) before `other` ends, so the
-    /// generation cannot drain in between.
-    package init(alongside other: borrowing GenerationLease) {
-        other.chain.acquire()
-        chain = other.chain
+    /// Takes back a lease that was handed over and not ended (a start by callback that was
+    /// declined, whose callback will never run).
+    package init(resuming handOver: LeaseHandOver) {
+        held = .passRetained(handOver.chain)
     }
+
+    /// The generation the request entered.
+    public var chain: ServingChain { held.takeUnretainedValue() }
 
     /// Ends the lease now.
     public consuming func end() {}
 
+    /// The lease as a closure that runs exactly once carries it; that closure ends it.
+    package consuming func handOver() -> LeaseHandOver {
+        let held = self.held
+        discard self
+        return LeaseHandOver(chain: held.takeRetainedValue())
+    }
+
     deinit {
+        held.takeUnretainedValue().release()
+        held.release()
+    }
+}
+
+/// A ``GenerationLease`` on its way through a closure that runs exactly once (a callback
+/// that ``CallbackAnswering`` promises to call once, a task's body): copyable, so that the
+/// closure holds it inline; the closure calls ``end()`` once, and nothing else does.
+package struct LeaseHandOver: Sendable {
+    fileprivate let chain: ServingChain
+
+    /// Ends the lease.
+    package func end() {
         chain.release()
     }
 }

@@ -41,7 +41,7 @@ struct CacheThroughServerTests {
                 return
             }
             #expect(veneer.instance.chain.generation.requestsInFlight == 1)
-            let (missed, _) = await edge.complete(owning: pending)
+            let (missed, _) = await edge.complete(pending)
             #expect(missed.headers[.cacheStatus]?.contains("fwd=uri-miss") == true && missed.headers[.xRequestID] == "req-7")
             #expect(veneer.instance.chain.generation.requestsInFlight == 0)
 

@@ -81,7 +81,7 @@ struct EdgeTests {
             Issue.record("an immediate plan started a callback")
             return
         }
-        let (missed, _) = await edge.complete(owning: pending)
+        let (missed, _) = await edge.complete(pending)
         #expect(missed.headers[.cacheStatus] == "veneer; fwd=uri-miss; fwd-status=200; stored")
         #expect(counting.counts == (1, 0), "the chain was asked once, and not again through handle")
         #expect(origin.count == 1 && chain.current.requestsInFlight == 0)

@@ -31,7 +31,7 @@ struct PassThroughTests {
                     throw CancellationError()
                 }
                 #expect(chain.generation.requestsInFlight == 1)
-                let (byTask, _) = await edge.complete(owning: offLoop)
+                let (byTask, _) = await edge.complete(offLoop)
                 #expect(byTask.status == .ok && chain.generation.requestsInFlight == 0)
 
                 let loop = veneer.instance.configuration.eventLoopGroup.next()
