@@ -298,16 +298,17 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     /// Runs the chain without a task where it can, else in a task; its answer is written when it comes.
-    private func answerLater(_ pending: ProxyEdge.Pending, method: HTTPRequest.Method, context: ChannelHandlerContext) {
+    private func answerLater(_ pending: consuming ProxyEdge.Pending, method: HTTPRequest.Method, context: ChannelHandlerContext) {
         let delivery = Delivery(loopBound: NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop),
                                 eventLoop: context.eventLoop, method: method)
         // A chain planned to answer without a task (the upstream origin, maybe behind
         // latency_log) calls back on this loop: no task to create, suspend and resume.
         // Either way the answer may come (inside startAnswers' loop) before this returns.
-        guard !edge.completeWithoutTask(pending, to: delivery) else { return }
-        let edge = edge
+        guard let pending = edge.completeWithoutTask(pending, to: delivery) else { return }
+        let edge = edge, handed = pending.handOver()
+        // The task runs once and ends the request's lease as it completes it.
         Task.immediate(executorPreference: executor) {
-            let (response, refused) = await edge.complete(pending)
+            let (response, refused) = await edge.complete(handed)
             delivery.deliver(response, closeConnection: refused)
         }
     }
