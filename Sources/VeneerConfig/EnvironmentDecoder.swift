@@ -134,14 +134,26 @@ extension ConfigDocument {
         let resources = decodeResources(environment["resources"])
 
         var limits = Limits()
-        if let mapping = environment.mapping("limits", allowedKeys: ["request_body", "request_headers", "response_body"]) {
+        let limitKeys = ["request_body", "request_headers", "response_body", "header_timeout", "body_timeout", "output_buffer",
+                         "pipeline_depth", "connections"]
+        if let mapping = environment.mapping("limits", allowedKeys: limitKeys) {
             limits.requestBody = mapping.size("request_body", default: limits.requestBody) ?? limits.requestBody
             limits.requestHeaders = mapping.size("request_headers", default: limits.requestHeaders) ?? limits.requestHeaders
             limits.responseBody = mapping.size("response_body", default: limits.responseBody) ?? limits.responseBody
             if limits.requestHeaders < 1024 { mapping.error("request_headers", "must be at least 1KB") }
+            limits.headerTimeout = mapping.duration("header_timeout", default: limits.headerTimeout) ?? limits.headerTimeout
+            limits.bodyTimeout = mapping.duration("body_timeout", default: limits.bodyTimeout) ?? limits.bodyTimeout
+            for (key, value) in [("header_timeout", limits.headerTimeout), ("body_timeout", limits.bodyTimeout)] where value <= .zero {
+                mapping.error(key, "must be longer than 0s")
+            }
+            limits.outputBuffer = mapping.size("output_buffer", default: limits.outputBuffer) ?? limits.outputBuffer
+            if limits.outputBuffer < 4096 { mapping.error("output_buffer", "must be at least 4KB") }
+            limits.pipelineDepth = mapping.int("pipeline_depth", default: limits.pipelineDepth, in: 1...1024) ?? limits.pipelineDepth
+            limits.connections = mapping.int("connections", default: limits.connections, in: 1...1_000_000) ?? limits.connections
         }
         let drainTimeout = environment.duration("drain_timeout", default: .seconds(10)) ?? .seconds(10)
         let idleTimeout = environment.duration("idle_timeout", default: .seconds(75)) ?? .seconds(75)
+        if idleTimeout <= .zero { environment.error("idle_timeout", "must be longer than 0s") }
 
         let origin = decodeOrigin(environment, registry: registry)
         let chain = decodeChain(environment, registry: registry)

@@ -37,7 +37,7 @@ public struct ListenAddress: Hashable, Sendable, CustomStringConvertible {
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
 
-/// Size limits of an environment's listener.
+/// Size, time and count limits of an environment's listener.
 public struct Limits: Sendable, Hashable {
     /// Largest request body (413 beyond).
     public var requestBody: Int = 1 << 20
@@ -45,6 +45,16 @@ public struct Limits: Sendable, Hashable {
     public var requestHeaders: Int = 32 << 10
     /// Largest upstream response body that is accepted (502 beyond).
     public var responseBody: Int = 16 << 20
+    /// How long a whole request head may take to arrive, from its first byte (408 beyond).
+    public var headerTimeout: Duration = .seconds(10)
+    /// How long a request body may pause between two reads (408 beyond).
+    public var bodyTimeout: Duration = .seconds(30)
+    /// How many bytes of unsent answers stop the reading of a connection.
+    public var outputBuffer: Int = 256 << 10
+    /// How many requests may wait for their answers on one connection.
+    public var pipelineDepth: Int = 16
+    /// How many client connections may be open at once (per listener).
+    public var connections: Int = 10_000
 
     /// The defaults of DESIGN.md.
     public init() {}
@@ -88,8 +98,11 @@ public struct DecoratorSpec: Sendable {
         self.site = site
     }
 
-    /// A key that changes when the decorator's configuration changes (for carrying state over reloads).
-    public var identity: String { "\(name)@\(site.index):\(summary.text)" }
+    /// Its options as a value compared for carrying state over reloads: the options
+    /// themselves when their type is `Hashable` (Veneer's are), else their resolved summary.
+    public var optionsIdentity: AnySendableHashable {
+        AnySendableHashable(ifHashable: options) ?? AnySendableHashable(summary.text)
+    }
 }
 
 /// The origin of an environment, with its options decoded.
@@ -111,8 +124,10 @@ public struct OriginSpec: Sendable {
         self.summary = summary
     }
 
-    /// A key that changes when the origin's configuration changes.
-    public var identity: String { "\(name):\(summary.text)" }
+    /// Its options as a value compared for carrying state over reloads (see ``DecoratorSpec/optionsIdentity``).
+    public var optionsIdentity: AnySendableHashable {
+        AnySendableHashable(ifHashable: options) ?? AnySendableHashable(summary.text)
+    }
 }
 
 /// One environment, fully decoded and checked: what `veneer run` builds and `veneer chain` shows.
@@ -154,6 +169,11 @@ public struct EnvironmentSpec: Sendable {
                 ("request_body", .string(Units.format(bytes: limits.requestBody))),
                 ("request_headers", .string(Units.format(bytes: limits.requestHeaders))),
                 ("response_body", .string(Units.format(bytes: limits.responseBody))),
+                ("header_timeout", .string(Units.format(limits.headerTimeout))),
+                ("body_timeout", .string(Units.format(limits.bodyTimeout))),
+                ("output_buffer", .string(Units.format(bytes: limits.outputBuffer))),
+                ("pipeline_depth", .int(limits.pipelineDepth)),
+                ("connections", .int(limits.connections)),
             ])),
             ("drain_timeout", .string(Units.format(drainTimeout))),
             ("idle_timeout", .string(Units.format(idleTimeout))),

@@ -11,6 +11,7 @@ public struct ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
         case notFound = "not_found"
         case methodNotAllowed = "method_not_allowed"
         case payloadTooLarge = "payload_too_large"
+        case requestTimeout = "request_timeout"
         case accountBlocked = "account_blocked"
         case clientBlocked = "client_blocked"
         case unauthorized = "unauthorized"
@@ -25,6 +26,7 @@ public struct ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
             case .notFound: return .notFound
             case .methodNotAllowed: return .methodNotAllowed
             case .payloadTooLarge: return .contentTooLarge
+            case .requestTimeout: return .requestTimeout
             case .accountBlocked, .clientBlocked: return .forbidden
             case .unauthorized: return .unauthorized
             case .upstreamUnavailable: return .badGateway

@@ -81,13 +81,32 @@ public struct HTTP1RequestParser {
         }
     }
 
-    /// Whether part of a request has arrived and not been returned yet.
-    public var isMidRequest: Bool {
+    /// How far the request being read has come.
+    public enum Progress: Sendable, Equatable {
+        /// Nothing of it has arrived (or the parser is stopped).
+        case none
+        /// Part of its head.
+        case head
+        /// Its head, and maybe part of its body.
+        case body
+    }
+
+    /// How far the request being read has come.
+    public var progress: Progress {
         switch state {
-        case .head: return input.readableBytes > 0
-        case .body, .chunked: return true
-        case .stopped: return false
+        case .head: return input.readableBytes > 0 ? .head : .none
+        case .body, .chunked: return .body
+        case .stopped: return .none
         }
+    }
+
+    /// Whether the parser is between requests (nothing of the next one has arrived).
+    public var isBetweenRequests: Bool { progress == .none }
+
+    /// Stops the parser: it drops what it holds and every byte appended later.
+    public mutating func stop() {
+        state = .stopped
+        input = ByteBuffer()
     }
 
     /// The next event, or nil until more bytes arrive. After an error the parser is stopped.
@@ -148,7 +167,8 @@ public struct HTTP1RequestParser {
         if framing.hasTransferEncoding {
             guard head.minorVersion >= 1 else { throw HTTP1ParseError("Transfer-Encoding is not allowed in HTTP/1.0.") }
             guard framing.contentLength == nil else { throw HTTP1ParseError("Transfer-Encoding and Content-Length together are not accepted.") }
-            guard framing.chunkedIsLast else { throw HTTP1ParseError("Only the chunked transfer coding is accepted.") }
+            // Any other coding would reach the upstream still encoded, its Transfer-Encoding dropped.
+            guard framing.chunkedIsLast, framing.transferCodings == 1 else { throw HTTP1ParseError("Only the chunked transfer coding is accepted.") }
             state = .chunked(head, ChunkedDecoder(), ByteBuffer())
             if head.expectsContinue { return .waitingForBody(head) }
             return try step()
@@ -178,7 +198,7 @@ public struct HTTP1RequestParser {
         let maxHeadSize = maxHeadSize
         let maxFields = maxFields
         let parsed: (Head, HTTP1Framing, Int)? = try HTTP1Syntax.withBytes(input) { bytes throws(HTTP1ParseError) in
-            guard let end = HTTP1Syntax.headEnd(bytes, from: start) else { return nil }
+            guard let end = try HTTP1Syntax.checkedHeadEnd(bytes, from: start) else { return nil }
             guard end <= maxHeadSize else { throw HTTP1ParseError("The request headers are larger than the limit.", kind: .headTooLarge) }
             let (head, framing) = try Self.parseHead(bytes, end: end, maxFields: maxFields)
             return (head, framing, end)

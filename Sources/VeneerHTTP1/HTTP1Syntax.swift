@@ -59,6 +59,8 @@ struct HTTP1Framing {
     var contentLength: Int?
     var hasTransferEncoding = false
     var chunkedIsLast = false
+    /// How many transfer codings the `Transfer-Encoding` fields list in all.
+    var transferCodings = 0
     var connectionClose = false
     var connectionKeepAlive = false
     var expectsContinue = false
@@ -90,6 +92,31 @@ enum HTTP1Syntax {
             // Jump by LF: the section ends at the LF of "\r\n\r\n".
             if bytes[index] == lf {
                 if bytes[index - 1] == cr, bytes[index - 2] == lf, bytes[index - 3] == cr { return index + 1 }
+            }
+            index += 1
+        }
+        return nil
+    }
+
+    /// ``headEnd(_:from:)`` for a request, refusing at once what can never become a valid
+    /// head: a bare LF, a CR followed by anything but LF, or a NUL. So a client that ends its
+    /// lines with LF alone gets its 400 now, not when it gives up waiting.
+    static func checkedHeadEnd(_ bytes: UnsafeRawBufferPointer, from start: Int) throws(HTTP1ParseError) -> Int? {
+        var index = start
+        let count = bytes.count
+        while index < count {
+            let byte = bytes[index]
+            // One comparison for the usual byte: CR (13) is the highest of the three.
+            if byte <= cr {
+                if byte == lf {
+                    guard index > 0, bytes[index - 1] == cr else { throw HTTP1ParseError("A line ends in a bare LF.") }
+                    if index >= 3, bytes[index - 2] == lf, bytes[index - 3] == cr { return index + 1 }
+                } else if byte == cr {
+                    // A CR as the last byte so far is checked again when more arrive.
+                    if index + 1 < count, bytes[index + 1] != lf { throw HTTP1ParseError("A line ends in a bare CR.") }
+                } else if byte == 0 {
+                    throw HTTP1ParseError("The request head contains NUL.")
+                }
             }
             index += 1
         }
@@ -296,7 +323,10 @@ enum HTTP1Syntax {
             // A later field can add codings after an earlier "chunked": only the very last counts.
             var last = UnsafeRawBufferPointer(start: nil, count: 0)
             forEachToken(value) { coding in
-                if !coding.isEmpty { last = coding }
+                if !coding.isEmpty {
+                    last = coding
+                    framing.transferCodings += 1
+                }
             }
             framing.chunkedIsLast = equalsIgnoringCase(last, "chunked")
             return false
@@ -438,7 +468,10 @@ struct ChunkedDecoder {
         while true {
             switch state {
             case .size:
-                guard let line = try Self.line(&input) else { return .needMore }
+                guard let line = try Self.line(&input) else {
+                    try Self.checkPartialSize(input)
+                    return .needMore
+                }
                 let sizeText = line.prefix { $0 != UInt8(ascii: ";") }
                 let trimmed = sizeText.reversed().drop { $0 == HTTP1Syntax.space || $0 == HTTP1Syntax.tab }.reversed()
                 guard !trimmed.isEmpty, trimmed.count <= 15 else { throw HTTP1ParseError("A chunk size is not valid.") }
@@ -460,7 +493,12 @@ struct ChunkedDecoder {
                 body.writeBuffer(&slice)
                 state = remaining == take ? .dataEnd : .data(remaining: remaining - take)
             case .dataEnd:
-                guard input.readableBytes >= 2 else { return .needMore }
+                guard input.readableBytes >= 2 else {
+                    if input.readableBytes == 1, input.getInteger(at: input.readerIndex, as: UInt8.self) != HTTP1Syntax.cr {
+                        throw HTTP1ParseError("Chunk data is not followed by CRLF.")
+                    }
+                    return .needMore
+                }
                 guard input.readInteger(as: UInt16.self) == UInt16(HTTP1Syntax.cr) << 8 | UInt16(HTTP1Syntax.lf) else {
                     throw HTTP1ParseError("Chunk data is not followed by CRLF.")
                 }
@@ -471,6 +509,7 @@ struct ChunkedDecoder {
                     state = .done
                     return .complete
                 }
+                try Self.checkTrailer(line)
             case .done:
                 return .complete
             }
@@ -490,6 +529,33 @@ struct ChunkedDecoder {
         let line = input.readBytes(length: end)!
         input.moveReaderIndex(forwardBy: 2)
         return line
+    }
+
+    /// Refuses a chunk-size line that has started wrong, before its end arrives: hex digits,
+    /// then the end of the size (an extension, whitespace or the CR).
+    static func checkPartialSize(_ input: ByteBuffer) throws(HTTP1ParseError) {
+        var digits = 0
+        for byte in input.readableBytesView {
+            if hexValue(byte) != nil {
+                digits += 1
+                guard digits <= 15 else { throw HTTP1ParseError("A chunk size is not valid.") }
+                continue
+            }
+            guard digits > 0, byte == UInt8(ascii: ";") || byte == HTTP1Syntax.space || byte == HTTP1Syntax.tab || byte == HTTP1Syntax.cr else {
+                throw HTTP1ParseError("A chunk size is not valid.")
+            }
+            return
+        }
+    }
+
+    /// A trailer field is a field line like any other (RFC 9112 §7.1.2), even though it is dropped.
+    static func checkTrailer(_ line: [UInt8]) throws(HTTP1ParseError) {
+        guard let first = line.first, first != HTTP1Syntax.space, first != HTTP1Syntax.tab else {
+            throw HTTP1ParseError("Obsolete line folding is not accepted.")
+        }
+        guard let colon = line.firstIndex(of: HTTP1Syntax.colon),
+              line.withUnsafeBytes({ HTTP1Syntax.isToken(UnsafeRawBufferPointer(rebasing: $0[0..<colon])) }) else { throw HTTP1Syntax.notAToken }
+        guard !line.contains(0) else { throw HTTP1ParseError("A field value contains NUL.") }
     }
 
     static func hexValue(_ byte: UInt8) -> Int? {

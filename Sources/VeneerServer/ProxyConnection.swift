@@ -17,16 +17,18 @@ struct ProxyConnection: ServerChildChannel {
     }
 
     let edge: ProxyEdge
-    let headerLimit: Int
+    let limits: ConnectionLimits
     let dates: HTTPDateCache
-    /// How long a connection may sit idle between requests before it is closed (`idle_timeout`).
-    let idleTimeout: TimeAmount
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
+            // Unsent answers over `output_buffer` make the channel unwritable, which stops reading
+            // it; below half of it, it is read again.
+            let high = max(limits.outputBuffer, 2)
+            try channel.syncOptions?.setOption(.writeBufferWaterMark, value: .init(low: high / 2, high: high))
             try channel.pipeline.syncOperations.addHandler(
-                ProxyRequestHandler(edge: edge, dates: dates, client: ClientAddress(channel.remoteAddress), headerLimit: headerLimit,
-                                    idleTimeout: idleTimeout, eventLoop: channel.eventLoop, logger: logger))
+                ProxyRequestHandler(edge: edge, dates: dates, client: ClientAddress(channel.remoteAddress), limits: limits,
+                                    eventLoop: channel.eventLoop, logger: logger))
             return Value(channel: channel)
         }
     }

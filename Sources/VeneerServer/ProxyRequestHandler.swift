@@ -1,4 +1,3 @@
-import DequeModule
 import HTTPTypes
 import Logging
 import NIOCore
@@ -8,212 +7,275 @@ import VeneerHTTP1
 /// Serves the requests of one client connection, in order: reads each one whole, answers it
 /// through the ``ProxyEdge`` and writes the answer with ``HTTP1ResponseWriter``.
 ///
-/// - Pipelined requests queue up behind the one being answered (at most
-///   ``maxQueuedRequests`` or ``maxQueuedBytes``; beyond that the socket is not read).
-/// - A body over `limits.request_body`, declared or actual, is not read any further: the
-///   request is answered (413, or 405 where the method is wrong anyway) and the connection
-///   closed. So is a request that cannot be parsed (400).
-/// - The chain's plan (``ChainPlan``) says how: an answer the chain has at once (a fresh
-///   cache hit) is written at once; one it starts without a task (the upstream origin on
-///   the pooled transport) is written from its callback on this loop. Any other starts as
-///   an immediate task: until the chain first suspends it runs right here on the event
-///   loop, with no job queued and no thread hop.
+/// What the connection does when is decided by ``ServerConnectionStateMachine`` (pipelining,
+/// the limits, timeouts, quiescing, lingering close); this handler feeds it the channel's
+/// events and performs its actions:
+/// - The chain's plan (``ChainPlan``) says how a request is answered: an answer the chain has
+///   at once (a fresh cache hit) is written at once; one it starts without a task (the
+///   upstream origin on the pooled transport) is written from its callback on this loop. Any
+///   other starts as an immediate task: until the chain first suspends it runs right here on
+///   the event loop, with no job queued and no thread hop.
 /// - Answers are written as they come and flushed by the loop's ``TickFlusher`` once the
 ///   loop has handled the batch of sockets that were ready: one batch's answers go out back
-///   to back (the client is woken about once per batch). Before Veneer closes a connection
-///   it flushes what is still waiting.
-/// - Connections idle for the idle timeout are closed; on graceful shutdown the connection
-///   closes once the request in progress is answered. When Veneer closes a connection it
-///   shuts down its side first and discards what the client still sends for a moment (as
-///   nginx's lingering close does), so that the client reads the answer instead of a reset.
+///   to back (the client is woken about once per batch). The last answer's buffer is reused
+///   for the next when the socket has let go of it.
+/// - The channel's write buffer water marks are the output buffer: NIO reports unsent answers
+///   over it as the channel turning unwritable, and the machine stops reading until they drain.
 final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    static let maxQueuedRequests = 16
-    static let maxQueuedBytes = 4 << 20
+    /// A request read whole (or refused for its body size), as the machine queues it.
+    struct Work {
+        let head: HTTP1RequestParser.Head
+        let body: IncomingBody
+    }
+
+    typealias Machine = ServerConnectionStateMachine<Work>
+
     /// How long a closing connection keeps discarding input before it is closed for good.
     static let lingerTime = TimeAmount.seconds(2)
-
-    /// A request read whole (or refused), waiting for its answer.
-    private enum Work {
-        case request(HTTP1RequestParser.Head, IncomingBody, keepAlive: Bool)
-        /// A request that could not be read: answered with this error, then the connection closes.
-        case refusal(ProxyError)
-
-        var size: Int {
-            if case .request(_, .complete(let body), _) = self { return body.readableBytes }
-            return 0
-        }
-    }
+    /// How many body bytes the requests waiting for their answers may hold.
+    static let maxQueuedBodyBytes = 4 << 20
 
     private let edge: ProxyEdge
     private let dates: HTTPDateCache
     private let client: ClientAddress?
-    private let idleTimeout: TimeAmount
     private let logger: Logger
 
+    private var machine: Machine
     private var parser: HTTP1RequestParser
-    /// The connection ends after the answers already queued: the rest of the input is dropped.
-    private var ignoring = false
-    private var queue = Deque<Work>()
-    private var queuedBytes = 0
-    private var answering = false
-    private var quiescing = false
-    private var inputClosed = false
-    private var closing = false
-    private var readsPaused = false
-    private var lastActivity = NIODeadline.now()
-    private var idleCheck: Scheduled<Void>?
-    /// Whether ``startNext(context:)`` is running its loop.
-    private var draining = false
+    private var timer: Scheduled<Void>?
     private var outputBuffer: ByteBuffer?
+
+    // Guards against re-entry on one call stack (not connection state): an answer can come
+    // back while it is being started (a callback that completes at once), and reading can
+    // resume while the parse loop runs. The loops below go on with what came in.
+    private var parsing = false
+    private var startingAnswers = false
+    /// The one answer, refusal or end handed out while ``startAnswers(_:context:)`` ran.
+    private var deferredStart: Machine.Action?
 
     /// Flushes this loop's writes at the end of each batch.
     private let flusher: TickFlusher
     /// Runs this loop's answering tasks.
     private let executor: EventLoopTaskExecutor
 
-    init(edge: ProxyEdge, dates: HTTPDateCache, client: ClientAddress?, headerLimit: Int, idleTimeout: TimeAmount, eventLoop: any EventLoop,
-         logger: Logger) {
+    init(edge: ProxyEdge, dates: HTTPDateCache, client: ClientAddress?, limits: ConnectionLimits, eventLoop: any EventLoop, logger: Logger) {
         flusher = TickFlusher.for(eventLoop)
         executor = EventLoopTaskExecutor.for(eventLoop)
-        parser = HTTP1RequestParser(maxHeadSize: headerLimit, bodyLimit: edge.requestBodyLimit)
+        parser = HTTP1RequestParser(maxHeadSize: limits.requestHeaders, bodyLimit: edge.requestBodyLimit)
+        machine = Machine(limits: Machine.Limits(
+            headerTimeout: TimeAmount(limits.headerTimeout), bodyTimeout: TimeAmount(limits.bodyTimeout),
+            idleTimeout: TimeAmount(limits.idleTimeout), pipelineDepth: limits.pipelineDepth,
+            queuedBodyBytes: Self.maxQueuedBodyBytes, lingerTime: Self.lingerTime))
         self.edge = edge
         self.dates = dates
         self.client = client
-        self.idleTimeout = idleTimeout
         self.logger = logger
     }
 
-    // MARK: Lifecycle
+    // MARK: Channel events
 
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { scheduleIdleCheck(context: context, at: .now() + idleTimeout) }
+        if context.channel.isActive { perform(machine.channelActive(now: .now()), context: context) }
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        if idleCheck == nil { scheduleIdleCheck(context: context, at: .now() + idleTimeout) }
+        perform(machine.channelActive(now: .now()), context: context)
         context.fireChannelActive()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        idleCheck?.cancel()
-        idleCheck = nil
-        closing = true
-        queue.removeAll()
-        ignoring = true
+        perform(machine.channelInactive(), context: context)
+        parser.stop()
         context.fireChannelInactive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        idleCheck?.cancel()
-        idleCheck = nil
+        timer?.cancel()
+        timer = nil
     }
 
-    // MARK: Reading requests
-
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        lastActivity = .now()
-        guard !ignoring else { return }
-        if !parser.isMidRequest {
-            // A reload may have changed the limit; a request keeps the one it started with.
-            parser.bodyLimit = edge.requestBodyLimit
-        }
-        parser.append(unwrapInboundIn(data))
-        while !ignoring {
-            let event: HTTP1RequestParser.Event?
-            do {
-                event = try parser.next()
-            } catch {
-                refuse(.badRequest(error.kind == .headTooLarge ? "The request headers are larger than the limit." : error.reason), context: context)
-                return
+        switch machine.bytesRead() {
+        case .parse:
+            if parser.isBetweenRequests {
+                // A reload may have changed the limit; a request keeps the one it started with.
+                parser.bodyLimit = edge.requestBodyLimit
             }
-            guard let event else { return }
-            switch event {
-            case .waitingForBody:
-                // Only when this request is next: an interim answer cannot go between another's parts.
-                if !answering, queue.isEmpty {
-                    context.writeAndFlush(wrapOutboundOut(ByteBuffer(staticString: HTTP1ResponseWriter.continueResponse)), promise: nil)
-                }
-            case .request(let head, let body):
-                enqueue(.request(head, .complete(body), keepAlive: head.keepAlive), context: context)
-            case .tooLarge(let head):
-                ignoring = true
-                enqueue(.request(head, .tooLarge, keepAlive: false), context: context)
-            }
+            parser.append(unwrapInboundIn(data))
+            parse(now: .now(), context: context)
+        case .keep:
+            parser.append(unwrapInboundIn(data))
+        case .discard:
+            parser.stop()
         }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        perform(machine.writabilityChanged(writable: context.channel.isWritable, now: .now()), context: context)
+        context.fireChannelWritabilityChanged()
     }
 
     /// Errors from the socket (a reset) end the connection.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        context.close(promise: nil)
+        perform(machine.errorCaught(), context: context)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
         case is ChannelShouldQuiesceEvent:
-            quiescing = true
-            closeIfIdle(context: context)
+            perform(machine.quiesce(now: .now()), context: context)
         case ChannelEvent.inputClosed:
-            inputClosed = true
-            if closing {
-                // The client has read the answer and closed its side: lingering is over.
-                context.close(promise: nil)
-            } else {
-                closeIfIdle(context: context)
-            }
+            perform(machine.inputClosed(now: .now()), context: context)
         default:
             context.fireUserInboundEventTriggered(event)
         }
     }
 
-    private func refuse(_ error: ProxyError, context: ChannelHandlerContext) {
-        ignoring = true
-        enqueue(.refusal(error), context: context)
-    }
+    // MARK: Reading requests
 
-    // MARK: Answering
-
-    private func enqueue(_ work: Work, context: ChannelHandlerContext) {
-        queue.append(work)
-        queuedBytes += work.size
-        if !readsPaused, queue.count >= Self.maxQueuedRequests || queuedBytes >= Self.maxQueuedBytes {
-            // Too much waiting: stop reading the socket until the queue drains (no per-read
-            // check while it flows).
-            readsPaused = true
-            try? context.channel.syncOptions?.setOption(.autoRead, value: false)
+    /// Parses what arrived, as long as the machine reads requests.
+    private func parse(now: NIODeadline, context: ChannelHandlerContext) {
+        // Resumed from within the loop below (an answer written at once freed the queue): it goes on.
+        guard !parsing else { return }
+        parsing = true
+        defer { parsing = false }
+        while machine.readsRequests {
+            let event: HTTP1RequestParser.Event?
+            do {
+                event = try parser.next()
+            } catch {
+                let reason = error.kind == .headTooLarge ? "The request headers are larger than the limit." : error.reason
+                perform(machine.requestFailed(.malformed(reason), now: now), context: context)
+                return
+            }
+            guard let event else { break }
+            switch event {
+            case .waitingForBody:
+                perform(machine.continueExpected(), context: context)
+            case .request(let head, let body):
+                parsed(Work(head: head, body: .complete(body)), keepAlive: head.keepAlive, bodyBytes: body.readableBytes, now: now,
+                       context: context)
+            case .tooLarge(let head):
+                // The parser has stopped: the rest of the body is still on the wire.
+                parsed(Work(head: head, body: .tooLarge), keepAlive: false, bodyBytes: 0, now: now, context: context)
+            }
         }
-        startNext(context: context)
+        perform(machine.inputProgressed(parser.progress, now: now), context: context)
     }
 
-    /// Answers the queued requests in order until one must wait for the chain (or the
-    /// connection ends). A loop, not a recursion: a client may pipeline thousands of
-    /// requests answered at once (cache hits), each of which would otherwise add frames.
-    private func startNext(context: ChannelHandlerContext) {
-        // Called again from an answer written within the loop below: the loop goes on.
-        guard !draining else { return }
-        draining = true
-        defer { draining = false }
-        while !answering, !closing, let work = queue.popFirst() {
-            queuedBytes -= work.size
-            if readsPaused, queue.count < Self.maxQueuedRequests, queuedBytes < Self.maxQueuedBytes {
-                readsPaused = false
-                try? context.channel.syncOptions?.setOption(.autoRead, value: true)
-            }
-            answering = true
-            switch work {
-            case .refusal(let error):
-                write(ProxyEdge.stamped(error.response, RequestID.generate()), method: .get, keepAlive: false, context: context)
-            case .request(let head, let body, let keepAlive):
-                switch edge.begin(method: head.method, target: head.target, fields: head.fields, body: body, client: client) {
-                case .answered(let response, let refused):
-                    // Refused by the edge or answered at once by the chain: no task needed.
-                    write(response, method: head.method, keepAlive: keepAlive && !refused && !body.isTooLarge, context: context)
-                case .waiting(let pending):
-                    answerLater(pending, head: head, tooLarge: body.isTooLarge, keepAlive: keepAlive, context: context)
+    private func parsed(_ work: Work, keepAlive: Bool, bodyBytes: Int, now: NIODeadline, context: ChannelHandlerContext) {
+        switch machine.requestParsed(work, keepAlive: keepAlive, bodyBytes: bodyBytes, now: now) {
+        case .answer(let pause):
+            if pause { setAutoRead(false, context: context) }
+            answer(work, context: context)
+        case .wait(let pause):
+            if pause { setAutoRead(false, context: context) }
+        case .drop:
+            break
+        }
+    }
+
+    // MARK: Performing actions
+
+    private func perform(_ action: Machine.Action, context: ChannelHandlerContext) {
+        switch action {
+        case .none:
+            break
+        case .answer, .refuse, .end:
+            startAnswers(action, context: context)
+        case .sendContinue:
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(staticString: HTTP1ResponseWriter.continueResponse)), promise: nil)
+        case .pauseReading:
+            setAutoRead(false, context: context)
+        case .resumeReading:
+            parse(now: .now(), context: context)
+            if machine.readsRequests { setAutoRead(true, context: context) }
+        case .armTimer(let deadline):
+            schedule(deadline, context: context)
+        case .linger(let until):
+            schedule(until, context: context)
+            // Keep reading (and dropping), even if reads were paused, so that the client's close is noticed.
+            setAutoRead(true, context: context)
+            context.read()
+        case .close:
+            // Answers waiting for the end of the batch (TickFlusher) go out first.
+            context.flush()
+            context.close(promise: nil)
+        case .cancelTimer:
+            timer?.cancel()
+            timer = nil
+        }
+    }
+
+    /// Answers the request just read, then what the machine hands out next (see ``startAnswers(_:context:)``).
+    private func answer(_ work: Work, context: ChannelHandlerContext) {
+        guard !startingAnswers else {
+            deferStart(.answer(work))
+            return
+        }
+        startingAnswers = true
+        defer { startingAnswers = false }
+        runAnswers(from: start(work, context: context), context: context)
+    }
+
+    /// Answers requests in order, for as long as the chain answers at once. A loop, not a
+    /// recursion: a client may pipeline many requests answered at once (cache hits), each of
+    /// which would otherwise add frames.
+    private func startAnswers(_ first: Machine.Action, context: ChannelHandlerContext) {
+        guard !startingAnswers else {
+            deferStart(first)
+            return
+        }
+        startingAnswers = true
+        defer { startingAnswers = false }
+        runAnswers(from: first, context: context)
+    }
+
+    /// Handed out while ``runAnswers(from:context:)`` runs (an answer that came back at once): it goes on with it.
+    private func deferStart(_ action: Machine.Action) {
+        assert(deferredStart == nil, "two answers started at once")
+        deferredStart = action
+    }
+
+    private func runAnswers(from first: Machine.Action, context: ChannelHandlerContext) {
+        var action = first
+        while true {
+            switch action {
+            case .answer(let work):
+                action = start(work, context: context)
+            case .refuse(let refusal):
+                let error = switch refusal {
+                case .malformed(let reason): ProxyError.badRequest(reason)
+                case .timedOut: ProxyError(.requestTimeout, "The request did not arrive in time.")
                 }
+                write(ProxyEdge.stamped(error.response, RequestID.generate()), method: .get, close: true, context: context)
+                action = .none
+            case .end:
+                sendLast(context.channel.allocator.buffer(capacity: 0), context: context)
+                action = .none
+            case .none:
+                guard let deferred = deferredStart else { return }
+                deferredStart = nil
+                action = deferred
+            default:
+                perform(action, context: context)
+                action = .none
             }
+        }
+    }
+
+    /// Hands one request to the edge; what next if it was answered at once.
+    private func start(_ work: Work, context: ChannelHandlerContext) -> Machine.Action {
+        switch edge.begin(method: work.head.method, target: work.head.target, fields: work.head.fields, body: work.body, client: client) {
+        case .answered(let response, let refused):
+            // Refused by the edge or answered at once by the chain: no task needed.
+            return written(response, method: work.head.method, closeConnection: refused, context: context)
+        case .waiting(let pending):
+            answerLater(pending, method: work.head.method, context: context)
+            return .none
         }
     }
 
@@ -223,49 +285,54 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         let loopBound: NIOLoopBound<(handler: ProxyRequestHandler, context: ChannelHandlerContext)>
         let eventLoop: any EventLoop
         let method: HTTPRequest.Method
-        let keepAlive: Bool
 
         func deliver(_ response: ProxyResponse, closeConnection: Bool) {
-            let keep = keepAlive && !closeConnection
             if eventLoop.inEventLoop {
-                loopBound.value.handler.finish(response, method: method, keepAlive: keep, context: loopBound.value.context)
+                loopBound.value.handler.finish(response, method: method, closeConnection: closeConnection, context: loopBound.value.context)
             } else {
                 eventLoop.execute { [loopBound, method] in
-                    loopBound.value.handler.finish(response, method: method, keepAlive: keep, context: loopBound.value.context)
+                    loopBound.value.handler.finish(response, method: method, closeConnection: closeConnection, context: loopBound.value.context)
                 }
             }
         }
     }
 
-    /// Runs the chain without a task where it can, else in a task; its answer is written when
-    /// it comes, then the queue goes on.
-    private func answerLater(_ pending: ProxyEdge.Pending, head: HTTP1RequestParser.Head, tooLarge: Bool, keepAlive: Bool,
-                             context: ChannelHandlerContext) {
+    /// Runs the chain without a task where it can, else in a task; its answer is written when it comes.
+    private func answerLater(_ pending: consuming ProxyEdge.Pending, method: HTTPRequest.Method, context: ChannelHandlerContext) {
         let delivery = Delivery(loopBound: NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop),
-                                eventLoop: context.eventLoop, method: head.method, keepAlive: keepAlive && !tooLarge)
+                                eventLoop: context.eventLoop, method: method)
         // A chain planned to answer without a task (the upstream origin, maybe behind
         // latency_log) calls back on this loop: no task to create, suspend and resume.
-        // Either way the answer may come (inside startNext's loop) before this returns.
-        guard !edge.completeWithoutTask(pending, to: delivery) else { return }
-        let edge = edge
+        // Either way the answer may come (inside startAnswers' loop) before this returns.
+        guard let pending = edge.completeWithoutTask(pending, to: delivery) else { return }
+        let edge = edge, handed = pending.handOver()
+        // The task runs once and ends the request's lease as it completes it.
         Task.immediate(executorPreference: executor) {
-            let (response, refused) = await edge.complete(pending)
+            let (response, refused) = await edge.complete(handed)
             delivery.deliver(response, closeConnection: refused)
         }
     }
 
-    /// Writes one answer that came later; then the next request.
-    private func finish(_ response: ProxyResponse, method: HTTPRequest.Method, keepAlive: Bool, context: ChannelHandlerContext) {
-        write(response, method: method, keepAlive: keepAlive, context: context)
-        startNext(context: context)
+    /// An answer that came later: written, then what the machine says.
+    private func finish(_ response: ProxyResponse, method: HTTPRequest.Method, closeConnection: Bool, context: ChannelHandlerContext) {
+        perform(written(response, method: method, closeConnection: closeConnection, context: context), context: context)
     }
 
-    /// Writes one answer, or the last one and the end of the connection.
-    private func write(_ response: ProxyResponse, method: HTTPRequest.Method, keepAlive: Bool, context: ChannelHandlerContext) {
-        answering = false
-        lastActivity = .now()
-        guard !closing else { return }
-        let close = !keepAlive || quiescing || (inputClosed && queue.isEmpty)
+    /// Writes the answer the chain gave (unless the connection is gone); what next.
+    private func written(_ response: ProxyResponse, method: HTTPRequest.Method, closeConnection: Bool,
+                         context: ChannelHandlerContext) -> Machine.Action {
+        let now = NIODeadline.now()
+        switch machine.answerReady(closeConnection: closeConnection, now: now) {
+        case .write(let close):
+            write(response, method: method, close: close, context: context)
+            return machine.answerWritten(now: now)
+        case .discard:
+            return .none
+        }
+    }
+
+    /// Writes one answer, or the last one and then the end of the connection.
+    private func write(_ response: ProxyResponse, method: HTTPRequest.Method, close: Bool, context: ChannelHandlerContext) {
         // The last answer's buffer, if the socket has let go of it (the usual case: small
         // answers are written at once): no allocation per answer.
         var buffer = outputBuffer ?? context.channel.allocator.buffer(capacity: 512 + response.body.readableBytes)
@@ -273,16 +340,10 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         buffer.clear()
         HTTP1ResponseWriter.write(response, method: method, close: close, date: dates.now(), into: &buffer)
         if close {
-            closing = true
-            ignoring = true
-            queue.removeAll()
-            queuedBytes = 0
-            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { _ in
-                Self.lingeringClose(loopBound.value)
-            }
+            sendLast(buffer, context: context)
         } else {
-            // Flushed with the other answers of this batch (see TickFlusher).
+            // Flushed with the other answers of this batch (see TickFlusher). The channel may
+            // turn unwritable here (channelWritabilityChanged, before this returns).
             context.write(wrapOutboundOut(buffer), promise: nil)
             flusher.flushSoon(context.channel)
             // Unique again once flushed and written: the next answer reuses its storage (if
@@ -291,53 +352,57 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         }
     }
 
-    /// Shuts the output down (the client sees the end of the answer), keeps discarding input
-    /// until the client closes too or ``lingerTime`` passes, then closes.
-    private static func lingeringClose(_ context: ChannelHandlerContext) {
-        guard context.channel.isActive else { return }
-        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        context.close(mode: .output).whenComplete { result in
-            let context = loopBound.value
-            guard case .success = result else {
-                context.close(promise: nil)
+    /// Sends `buffer` (the last answer, or nothing after the answers written), then shuts
+    /// the output down: the client sees the end of the answers, and the machine lingers.
+    private func sendLast(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
+        let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { result in
+            let (handler, context) = loopBound.value
+            guard case .success = result, context.channel.isActive else {
+                handler.perform(handler.machine.errorCaught(), context: context)
                 return
             }
-            context.eventLoop.scheduleTask(in: lingerTime) { loopBound.value.close(promise: nil) }
-            // Keep reading (and dropping), even if reads were paused, so that the client's
-            // close is noticed.
-            try? context.channel.syncOptions?.setOption(.autoRead, value: true)
-            context.read()
+            context.close(mode: .output).whenComplete { result in
+                let (handler, context) = loopBound.value
+                switch result {
+                case .success: handler.perform(handler.machine.outputShut(now: .now()), context: context)
+                case .failure: handler.perform(handler.machine.errorCaught(), context: context)
+                }
+            }
         }
     }
 
-    private func closeIfIdle(context: ChannelHandlerContext) {
-        // A request being read will close the connection with its answer.
-        guard !answering, queue.isEmpty, ignoring || !parser.isMidRequest else { return }
-        closing = true
-        // The last answers may still wait for the end of the batch (TickFlusher): out first.
-        context.flush()
-        context.close(promise: nil)
-    }
+    // MARK: Timer and reading
 
-    // MARK: Idle timeout
-
-    private func scheduleIdleCheck(context: ChannelHandlerContext, at deadline: NIODeadline) {
+    private func schedule(_ deadline: NIODeadline, context: ChannelHandlerContext) {
+        timer?.cancel()
         let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
-        idleCheck = context.eventLoop.scheduleTask(deadline: deadline) {
-            loopBound.value.handler.checkIdle(context: loopBound.value.context)
+        timer = context.eventLoop.scheduleTask(deadline: deadline) {
+            let (handler, context) = loopBound.value
+            handler.timer = nil
+            handler.timerFired(context: context)
         }
     }
 
-    private func checkIdle(context: ChannelHandlerContext) {
-        idleCheck = nil
+    private func timerFired(context: ChannelHandlerContext) {
         guard context.channel.isActive else { return }
-        let due = lastActivity + idleTimeout
-        if !answering, due <= .now() {
-            logger.trace("closing an idle connection")
-            context.flush()
-            context.close(promise: nil)
-        } else {
-            scheduleIdleCheck(context: context, at: answering ? .now() + idleTimeout : due)
+        switch machine.timerFired(now: .now()) {
+        case .none:
+            break
+        case .close:
+            logger.trace("closing a connection that waited too long")
+            perform(.close, context: context)
+        case .rearm(let deadline):
+            schedule(deadline, context: context)
+        case .refuse(let refusal, let deadline):
+            schedule(deadline, context: context)
+            parser.stop()
+            startAnswers(.refuse(refusal), context: context)
         }
+    }
+
+    /// `autoRead` adds or drops the socket's read interest; a closed channel refuses it, which needs no handling.
+    private func setAutoRead(_ on: Bool, context: ChannelHandlerContext) {
+        try? context.channel.syncOptions?.setOption(.autoRead, value: on)
     }
 }

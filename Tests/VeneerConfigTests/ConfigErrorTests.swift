@@ -74,6 +74,30 @@ struct ConfigErrorTests {
         ])
     }
 
+    @Test("connection limits are checked like every other key: unit, range, at their place")
+    func connectionLimits() {
+        let yaml = """
+            environments:
+              development:
+                origin: { mock: {} }
+                limits:
+                  header_timeout: soon
+                  body_timeout: 0s
+                  output_buffer: 1KB
+                  pipeline_depth: 0
+                  connections: many
+                  header_timeuot: 1s
+            """
+        #expect(problems(yaml) == [
+            #"veneer.yaml:5:23: environments.development.limits.header_timeout: "soon" is not a duration (use e.g. 30s, 5m, 1h)"#,
+            "veneer.yaml:6:21: environments.development.limits.body_timeout: must be longer than 0s",
+            "veneer.yaml:7:22: environments.development.limits.output_buffer: must be at least 4KB",
+            "veneer.yaml:8:23: environments.development.limits.pipeline_depth: 0 is out of range (1...1024)",
+            #"veneer.yaml:9:20: environments.development.limits.connections: "many" is not an integer"#,
+            "veneer.yaml:10:7: environments.development.limits.header_timeuot: unknown key 'header_timeuot' (did you mean 'header_timeout'?)",
+        ])
+    }
+
     @Test("YAML syntax errors carry libyaml's line and column")
     func syntax() {
         let yaml = "environments:\n  development:\n    origin: { mock: {}\n    chain: []\n"

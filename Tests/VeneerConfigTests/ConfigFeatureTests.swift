@@ -34,6 +34,24 @@ struct ConfigFeatureTests {
         #expect(staging.chain.map(\.name) == ["latency_log"])
     }
 
+    @Test("connection limits have the documented defaults, and are shown with the environment")
+    func connectionLimits() throws {
+        let defaults = try decode("environments: {development: {origin: {mock: {}}}}").limits
+        #expect(defaults.headerTimeout == .seconds(10) && defaults.bodyTimeout == .seconds(30))
+        #expect(defaults.outputBuffer == 256 << 10 && defaults.pipelineDepth == 16 && defaults.connections == 10_000)
+        let set = try decode("""
+            environments:
+              development:
+                origin: { mock: {} }
+                limits: { header_timeout: 2s, body_timeout: 5s, output_buffer: 1MB, pipeline_depth: 4, connections: 500 }
+            """)
+        #expect(set.limits.headerTimeout == .seconds(2) && set.limits.bodyTimeout == .seconds(5))
+        #expect(set.limits.outputBuffer == 1 << 20 && set.limits.pipelineDepth == 4 && set.limits.connections == 500)
+        let shown = set.summary["limits"]
+        #expect(shown?["header_timeout"]?.stringValue == "2s" && shown?["output_buffer"]?.stringValue == "1MB")
+        #expect(shown?["connections"] == .int(500))
+    }
+
     @Test("extends cycles and unknown parents are errors")
     func extendsErrors() {
         let cycle = """

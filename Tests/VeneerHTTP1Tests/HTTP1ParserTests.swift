@@ -147,6 +147,51 @@ struct HTTP1ParserTests {
         #expect(error?.kind == .malformed, "\(text.debugDescription) → \(String(describing: error))")
     }
 
+    /// Framing errors, each with as few bytes as show it: the parser refuses them as they
+    /// arrive, without waiting for a head or a body to end (a lenient parser would wait, and
+    /// the client would get no answer until a timeout).
+    static let framingErrors: [(String, String)] = [
+        ("bare LF ends the request line", "GET / HTTP/1.1\n"),
+        ("bare LF line endings throughout", "GET / HTTP/1.1\nHost: h\n\n"),
+        ("bare LF before the request line", "\nGET / HTTP/1.1\r\n"),
+        ("bare LF ends a field line", "GET / HTTP/1.1\r\nHost: h\nX-A: b"),
+        ("bare CR in the request line", "GET / HTTP/1.1\rHost"),
+        ("bare CR ends a field line", "GET / HTTP/1.1\r\nHost: h\rX"),
+        ("NUL in the request line", "GET /\u{0}"),
+        ("NUL in a field value", "GET / HTTP/1.1\r\nX-A: \u{0}"),
+        ("a head over the limit", "GET / HTTP/1.1\r\nX-Long: " + String(repeating: "a", count: 300)),
+        ("obsolete line folding", "GET / HTTP/1.1\r\nHost: h\r\nX-A: a\r\n b\r\n\r\n"),
+        ("whitespace before the colon", "GET / HTTP/1.1\r\nHost: h\r\nX-A : a\r\n\r\n"),
+        ("Content-Length and Transfer-Encoding", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"),
+        ("two different Content-Lengths", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n"),
+        ("a Content-Length that is not a number", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3a\r\n\r\n"),
+        ("a transfer coding before chunked", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
+        ("chunked twice", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"),
+        ("a chunk size that is not hex, before its line ends", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz"),
+        ("a negative chunk size", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n-1"),
+        ("a chunk size too large, before its line ends", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n" + String(repeating: "f", count: 16)),
+        ("a chunk size line ending in a bare LF", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\nab"),
+        ("chunk data longer than its size", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX"),
+        ("a trailer that is not a field", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nno colon here\r\n"),
+        ("a folded trailer", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-A: a\r\n b\r\n"),
+        ("no Host in HTTP/1.1", "GET / HTTP/1.1\r\n\r\n"),
+        ("an unknown version", "GET / HTTP/1.2\r\nHost: h\r\n\r\n"),
+        ("a method that is not a token", "G(T / HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ]
+
+    @Test("every framing error is refused as soon as its bytes arrive, whole or one byte at a time",
+          arguments: framingErrors)
+    func refusedAtOnce(_ name: String, _ text: String) {
+        for step in [0, 1] {
+            do {
+                let events = try Self.requestEvents(text, step: step, maxHead: 200)
+                Issue.record("\(name): not refused (step \(step)), the parser waits for more: \(events)")
+            } catch {
+                #expect(!error.reason.isEmpty, "\(name)")
+            }
+        }
+    }
+
     @Test("a header section over the limit or with too many fields is refused as too large")
     func headTooLarge() {
         let long = "GET / HTTP/1.1\r\nHost: h\r\nX-Long: \(String(repeating: "a", count: 300))\r\n\r\n"

@@ -10,18 +10,8 @@ import VeneerTestSupport
 /// ready sockets (TickFlusher), seen on an embedded channel whose loop runs only when told.
 @Suite("answers flushed once per batch")
 struct BatchedFlushTests {
-    /// Answers every request immediately, as a fresh cache hit is answered.
-    struct Immediate: ImmediateAnswering {
-        var answersImmediately: Bool { true }
-        func answerImmediately(_ request: ProxyRequest) -> ImmediateAnswer { .answer(.json(.ok, ByteBuffer(string: "[]"))) }
-    }
-
     func withConnection(_ body: (EmbeddedChannel, EmbeddedEventLoop) async throws -> Void) async throws {
-        let loop = EmbeddedEventLoop()
-        let channel = EmbeddedChannel(loop: loop)
-        try channel.pipeline.syncOperations.addHandler(ProxyRequestHandler(
-            edge: .serving(FixedChain([Immediate()])), dates: HTTPDateCache(), client: ClientAddress("127.0.0.1"), headerLimit: 8192,
-            idleTimeout: .seconds(60), eventLoop: loop, logger: quietLogger()))
+        let (channel, loop) = try await embeddedConnection([AnswersAtOnce()], limits: ConnectionLimits(requestHeaders: 8192, idleTimeout: .seconds(60)))
         try await body(channel, loop)
         _ = try? channel.finish()
     }

@@ -9,7 +9,7 @@ struct ConnectionTests {
     static let yaml = """
         environments:
           development:
-            limits: { request_body: 1KB }
+            limits: { request_body: 1KB, header_timeout: 300ms, body_timeout: 300ms }
             idle_timeout: 400ms
             origin: { mock: {} }
         """
@@ -55,6 +55,8 @@ struct ConnectionTests {
         "GET /posts HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n",
         "GET /posts HTTP/1.1\r\n\r\n",
         "GET /posts HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n",
+        "GET /posts HTTP/1.1\nHost: x\n\n",
+        "GET /posts HTTP/1.1\rHost: x\r\r",
     ])
     func refused(_ request: String) async throws {
         try await withVeneer(yaml: Self.yaml) { (veneer: RunningVeneer) async throws in
@@ -66,6 +68,42 @@ struct ConnectionTests {
             #expect(responses.map(\.status) == [200, 400])
             #expect(responses.last?.errorCode == "bad_request")
             #expect(responses.last?.header("X-Request-Id")?.isEmpty == false, "refusals carry a request id too")
+        }
+    }
+
+    @Test("a head that does not arrive whole within header_timeout gets 408 and the connection closes, however it trickles",
+          arguments: [false, true])
+    func headerTimeout(trickle: Bool) async throws {
+        try await withVeneer(yaml: Self.yaml) { (veneer: RunningVeneer) async throws in
+            let connection = try await RawConnection.connect(port: veneer.port)
+            defer { connection.close() }
+            let start = ContinuousClock.now
+            try await connection.send("GET /posts HTTP/1.1\r\n")
+            while trickle, !connection.isClosed, ContinuousClock.now - start < .seconds(2) {
+                try await Task.sleep(for: .milliseconds(50))
+                try? await connection.send("X")
+            }
+            try await connection.waitForClose()
+            let elapsed = ContinuousClock.now - start
+            #expect(elapsed >= .milliseconds(290) && elapsed < .seconds(1), "closed after \(elapsed)")
+            let response = try #require(RawConnection.parse(connection.received).first)
+            #expect(response.status == 408 && response.errorCode == "request_timeout")
+        }
+    }
+
+    @Test("a body that stops arriving for body_timeout gets 408 and the connection closes")
+    func bodyTimeout() async throws {
+        try await withVeneer(yaml: Self.yaml) { (veneer: RunningVeneer) async throws in
+            let connection = try await RawConnection.connect(port: veneer.port)
+            defer { connection.close() }
+            let start = ContinuousClock.now
+            try await connection.send("POST /posts HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\n\r\n{\"title\":")
+            try await Task.sleep(for: .milliseconds(200))
+            try await connection.send("\"t\",")
+            try await connection.waitForClose()
+            #expect(ContinuousClock.now - start >= .milliseconds(490), "each part of the body sets the deadline again")
+            let response = try #require(RawConnection.parse(connection.received).first)
+            #expect(response.status == 408 && response.errorCode == "request_timeout")
         }
     }
 

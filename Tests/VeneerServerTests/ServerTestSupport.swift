@@ -1,5 +1,6 @@
 import HTTPTypes
 import NIOCore
+import NIOEmbedded
 import VeneerCore
 @testable import VeneerServer
 import VeneerTestSupport
@@ -13,9 +14,8 @@ final class FixedChain: ChainSource {
         current = ServingChain(plan: ChainPlan(outermostFirst: handlers), resources: resources, requestBodyLimit: bodyLimit)
     }
 
-    func enter() -> ServingChain {
-        current.enter()
-        return current
+    func lease() -> GenerationLease {
+        GenerationLease(entering: current)
     }
 }
 
@@ -43,7 +43,26 @@ struct ClosureDelivery: AnswerDelivery {
 }
 
 extension ProxyEdge {
-    func completeWithoutTask(_ pending: Pending, then done: @escaping @Sendable (ProxyResponse, Bool) -> Void) -> Bool {
+    func completeWithoutTask(_ pending: consuming Pending, then done: @escaping @Sendable (ProxyResponse, Bool) -> Void) -> Pending? {
         completeWithoutTask(pending, to: ClosureDelivery(done: done))
     }
+}
+
+/// Answers every request at once, as a fresh cache hit is answered.
+struct AnswersAtOnce: ImmediateAnswering {
+    var answersImmediately: Bool { true }
+    func answerImmediately(_ request: ProxyRequest) -> ImmediateAnswer { .answer(.json(.ok, ByteBuffer(string: "[]"))) }
+}
+
+/// A connection handler on an embedded channel (made active, as an accepted socket is) whose
+/// loop runs only when told.
+func embeddedConnection(_ chain: [any Handler], limits: ConnectionLimits = ConnectionLimits(requestHeaders: 8192))
+    async throws -> (EmbeddedChannel, EmbeddedEventLoop) {
+    let loop = EmbeddedEventLoop()
+    let channel = EmbeddedChannel(loop: loop)
+    try channel.pipeline.syncOperations.addHandler(ProxyRequestHandler(
+        edge: .serving(FixedChain(chain)), dates: HTTPDateCache(), client: ClientAddress("127.0.0.1"), limits: limits,
+        eventLoop: loop, logger: quietLogger()))
+    try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1))
+    return (channel, loop)
 }

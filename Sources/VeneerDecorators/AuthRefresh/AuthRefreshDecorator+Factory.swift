@@ -28,7 +28,7 @@ extension AuthRefreshDecorator {
                                          clientSecret: clientSecret)
             // One manager per client and options: a reload with the same options keeps the
             // token; after invalid_grant, a reload makes it try again.
-            let manager = context.carried.value(for: "auth_refresh:\(options)") {
+            let manager = context.carried.value(for: context.entryKey()) {
                 TokenManager(options: options, endpoint: endpoint, store: store, clock: context.clock, health: context.health,
                              logger: context.logger)
             }

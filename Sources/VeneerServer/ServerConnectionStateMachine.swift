@@ -1,0 +1,594 @@
+import DequeModule
+import NIOCore
+import VeneerHTTP1
+
+/// The life of one client connection as a pure value: what is being read, what is being
+/// answered, and how the connection ends. ``ProxyRequestHandler`` feeds it events and performs
+/// the actions it returns; the machine has no channel and no clock (times come in as
+/// arguments), so every transition is tested without a socket.
+///
+/// A connection is read and answered at once (HTTP/1.1 pipelining), so an open connection is
+/// a pair: the ``Input`` (between requests, in a head, in a body, or paused) and the
+/// ``Output`` (idle, answering the oldest request, or blocked by answers the client has not
+/// read). Requests read whole wait in order in a queue behind the one being answered.
+///
+/// What bounds a connection:
+/// - a head must arrive whole within `headerTimeout` of its first byte, and each part of a body
+///   within `bodyTimeout` of the one before, else 408 and close;
+/// - with no request begun and nothing to answer, it is closed silently after `idleTimeout`
+///   (and so is one whose client has read no answer byte for that long);
+/// - reading stops while `pipelineDepth` requests (or `queuedBodyBytes` of their bodies) wait
+///   for answers, and while the unsent answers exceed the channel's write buffer (NIO reports
+///   it as writability): a client that never reads costs bounded memory.
+struct ServerConnectionStateMachine<Request> {
+    /// What a connection lives by (from `limits` and `idle_timeout`).
+    struct Limits: Sendable, Equatable {
+        /// How long a whole request head may take, from its first byte.
+        var headerTimeout: TimeAmount
+        /// How long a body may pause between two reads.
+        var bodyTimeout: TimeAmount
+        /// How long a connection with nothing to do stays open.
+        var idleTimeout: TimeAmount
+        /// How many requests may wait for their answers, the one being answered included.
+        var pipelineDepth: Int
+        /// How many body bytes the waiting requests may hold.
+        var queuedBodyBytes: Int
+        /// How long a closing connection discards input after its last answer.
+        var lingerTime: TimeAmount
+    }
+
+    /// Why a request is answered without the chain, and the connection closed after it.
+    enum Refusal: Sendable, Equatable {
+        /// Not valid HTTP/1.1 (400 `bad_request`), with the reason in words.
+        case malformed(String)
+        /// A head or a body too slow to arrive (408 `request_timeout`).
+        case timedOut
+    }
+
+    /// How far the next request has arrived (what the parser holds of it).
+    typealias Progress = HTTP1RequestParser.Progress
+
+    /// The reading side of an open connection.
+    enum Input: Sendable, Equatable {
+        /// Nothing of a next request has arrived; the last input came at `since`.
+        case waiting(since: NIODeadline)
+        /// Part of a head, whose first byte came at `started`.
+        case head(started: NIODeadline)
+        /// A head read and part of its body, the last part at `lastRead`.
+        case body(lastRead: NIODeadline)
+        /// Not read: the queue is full or the client does not read its answers. No input
+        /// deadline runs, as the wait is Veneer's.
+        case paused
+    }
+
+    /// The answering side of a connection that still answers.
+    enum Output: Sendable, Equatable {
+        /// Nothing being answered; the last answer went out (or the connection opened) at `since`.
+        case idle(since: NIODeadline)
+        /// The chain has the oldest request. `writable` false: its answer will find the output
+        /// blocked.
+        case answering(keepAlive: Bool, writable: Bool)
+        /// The unsent answers exceed the output buffer, since `since`: nothing more is answered
+        /// until the client reads.
+        case blocked(since: NIODeadline)
+    }
+
+    /// Where the connection is.
+    enum State: Sendable, Equatable {
+        /// Not active yet.
+        case initialized
+        /// Reading requests and answering them in order.
+        case open(Input, Output)
+        /// Graceful shutdown came while a body was arriving: that request is read and answered
+        /// (after the ones before it), then the connection closes.
+        case quiescing(Input, Output)
+        /// No more requests are read (input discarded): the queued ones are answered, the last
+        /// with `Connection: close`, or else `final` is; then the output is shut.
+        /// `inputEnded`: the client has closed its side already.
+        case closing(Output, final: Refusal?, inputEnded: Bool)
+        /// The last answer is being sent, since `since`; then the output is shut.
+        case closingOutput(since: NIODeadline, inputEnded: Bool)
+        /// The output is shut; input is discarded until the client closes or `until`.
+        case lingering(until: NIODeadline)
+        /// Closed (or closing): every event is ignored.
+        case closed
+    }
+
+    /// What the handler does after most events.
+    enum Action {
+        /// Nothing.
+        case none
+        /// Hand this request to the chain; its answer comes back through ``answerReady(closeConnection:now:)``.
+        case answer(Request)
+        /// Write this refusal with `Connection: close`, then ``outputShut(now:)`` once it is sent.
+        case refuse(Refusal)
+        /// Nothing more to answer: once what was written is sent, shut the output and report ``outputShut(now:)``.
+        case end
+        /// Send `100 Continue`.
+        case sendContinue
+        /// Stop reading the socket; keep what was read.
+        case pauseReading
+        /// Parse what was kept, then read the socket again.
+        case resumeReading
+        /// (Re)schedule the one timer at this deadline; ``timerFired(now:)`` when it is due.
+        case armTimer(NIODeadline)
+        /// Read (and discard) the input again, with the timer at `until`.
+        case linger(until: NIODeadline)
+        /// Flush what was written and close.
+        case close
+        /// Cancel the timer: the channel is gone.
+        case cancelTimer
+    }
+
+    /// What to do with a request read whole.
+    enum ParsedAction: Sendable, Equatable {
+        /// Hand it to the chain now (the handler holds it: not copied through here); then as
+        /// for ``Action/answer(_:)``. `pauseReading`: stop reading the socket too.
+        case answer(pauseReading: Bool)
+        /// It waits its turn; `pauseReading`: stop reading the socket too.
+        case wait(pauseReading: Bool)
+        /// It is not answered (the connection is ending).
+        case drop
+    }
+
+    /// What to do with an answer the chain gave.
+    enum AnswerAction: Sendable, Equatable {
+        /// Write it, with `Connection: close` when `close` (then ``outputShut(now:)`` once sent);
+        /// then report ``answerWritten(now:)``.
+        case write(close: Bool)
+        /// Drop it: the connection is gone.
+        case discard
+    }
+
+    /// What to do with the bytes just read.
+    enum ReadAction: Sendable, Equatable {
+        /// Give them to the parser and parse.
+        case parse
+        /// Give them to the parser; parse later (reading is paused).
+        case keep
+        /// Drop them (no more requests are read).
+        case discard
+    }
+
+    /// What to do when the timer fires. While the connection lives the timer is always set
+    /// again, so that every state that waits on the client has a deadline.
+    enum TimerAction: Sendable, Equatable {
+        /// Nothing (the connection is closed).
+        case none
+        /// Flush what was written and close.
+        case close
+        /// Set the timer again at this deadline.
+        case rearm(NIODeadline)
+        /// A head or body came too slowly: write this refusal with `Connection: close` (as for
+        /// ``Action/refuse(_:)``), and set the timer again.
+        case refuse(Refusal, rearm: NIODeadline)
+    }
+
+    private(set) var state: State = .initialized
+    /// Requests read whole, in order, waiting behind the one being answered.
+    private var queue = Deque<(request: Request, keepAlive: Bool, bodyBytes: Int)>()
+    private var queuedBodyBytes = 0
+    /// The deadline the handler's timer is set for, if any.
+    private(set) var armedTimer: NIODeadline?
+    let limits: Limits
+
+    init(limits: Limits) {
+        precondition(limits.pipelineDepth >= 1, "pipeline depth must be at least 1")
+        self.limits = limits
+    }
+
+    /// How many requests wait behind the one being answered.
+    var queuedRequests: Int { queue.count }
+
+    /// Whether requests are read and parsed now.
+    var readsRequests: Bool {
+        switch state {
+        case .open(let input, _), .quiescing(let input, _): return input != .paused
+        case .initialized, .closing, .closingOutput, .lingering, .closed: return false
+        }
+    }
+
+    // MARK: Events
+
+    /// The channel became active.
+    mutating func channelActive(now: NIODeadline) -> Action {
+        guard case .initialized = state else { return .none }
+        state = .open(.waiting(since: now), .idle(since: now))
+        return arm(now + limits.idleTimeout)
+    }
+
+    /// Bytes were read from the socket.
+    func bytesRead() -> ReadAction {
+        switch state {
+        case .open(let input, _), .quiescing(let input, _): return input == .paused ? .keep : .parse
+        case .initialized, .closing, .closingOutput, .lingering, .closed: return .discard
+        }
+    }
+
+    /// The parser read a request whole, at `now`. `keepAlive`: the request allows another after it.
+    mutating func requestParsed(_ request: Request, keepAlive: Bool, bodyBytes: Int, now: NIODeadline) -> ParsedAction {
+        guard let current = reading else { return .drop }
+        var output = current.output
+        // Its head and body are done: a head that follows has a deadline of its own.
+        var input = current.input == .paused ? Input.paused : .waiting(since: now)
+        let last = !keepAlive || current.quiescing
+        if case .idle = output, queue.isEmpty {
+            output = .answering(keepAlive: !last, writable: true)
+            if last {
+                state = .closing(output, final: nil, inputEnded: false)
+                return .answer(pauseReading: false)
+            }
+            let full = 1 >= limits.pipelineDepth
+            if full { input = .paused }
+            state = .open(input, output)
+            return .answer(pauseReading: full)
+        }
+        queue.append((request, !last, bodyBytes))
+        queuedBodyBytes += bodyBytes
+        if last {
+            state = .closing(output, final: nil, inputEnded: false)
+            return .wait(pauseReading: false)
+        }
+        let inFlight = queue.count + (output.isAnswering ? 1 : 0)
+        let full = inFlight >= limits.pipelineDepth || queuedBodyBytes >= limits.queuedBodyBytes
+        let pause = full && input != .paused
+        if full { input = .paused }
+        state = .open(input, output)
+        return .wait(pauseReading: pause)
+    }
+
+    /// The parser found the input is not a valid request (it reads no more).
+    mutating func requestFailed(_ refusal: Refusal, now: NIODeadline) -> Action {
+        switch state {
+        case .open(_, let output), .quiescing(_, let output):
+            state = .closing(output, final: refusal, inputEnded: false)
+            return nextAnswer(now: now)
+        case .initialized, .closing, .closingOutput, .lingering, .closed:
+            return .none
+        }
+    }
+
+    /// After the bytes read were parsed: how far the next request has come, at `now`.
+    mutating func inputProgressed(_ progress: Progress, now: NIODeadline) -> Action {
+        guard let (input, output, quiescing) = reading else { return .none }
+        let next: Input
+        var deadline: NIODeadline?
+        switch (progress, input) {
+        case (_, .paused):
+            // Parsed what was kept before pausing: no deadline while Veneer holds the input.
+            return .none
+        case (.none, .waiting):
+            // Nothing new since the last request (empty lines between requests, say): not
+            // activity that keeps the connection open.
+            return .none
+        case (.none, _):
+            next = .waiting(since: now)
+        case (.head, .head):
+            // The deadline stays where the head's first byte put it: trickling does not extend it.
+            return .none
+        case (.head, _):
+            next = .head(started: now)
+            deadline = now + limits.headerTimeout
+        case (.body, .body):
+            next = .body(lastRead: now)
+        case (.body, _):
+            next = .body(lastRead: now)
+            deadline = now + limits.bodyTimeout
+        }
+        setReading(next, output, quiescing: quiescing)
+        guard let deadline else { return .none }
+        return armIfEarlier(deadline)
+    }
+
+    /// The request being read asked for `100 Continue`.
+    func continueExpected() -> Action {
+        // Only when it is next: an interim answer cannot go between another answer's parts.
+        guard case .open(_, .idle) = state, queue.isEmpty else { return .none }
+        return .sendContinue
+    }
+
+    /// The chain answered the request it was given. `closeConnection`: the answer ends the
+    /// connection (the request's body was not read whole).
+    mutating func answerReady(closeConnection: Bool, now: NIODeadline) -> AnswerAction {
+        switch state {
+        case .open(let input, .answering(let keepAlive, let writable)), .quiescing(let input, .answering(let keepAlive, let writable)):
+            if closeConnection || !keepAlive {
+                finishClosing(now: now, inputEnded: false)
+                return .write(close: true)
+            }
+            setReading(input, writable ? .idle(since: now) : .blocked(since: now), quiescing: reading?.quiescing == true)
+            return .write(close: false)
+        case .closing(.answering(_, let writable), let final, let inputEnded):
+            if closeConnection || (queue.isEmpty && final == nil) {
+                finishClosing(now: now, inputEnded: inputEnded)
+                return .write(close: true)
+            }
+            state = .closing(writable ? .idle(since: now) : .blocked(since: now), final: final, inputEnded: inputEnded)
+            return .write(close: false)
+        case .closingOutput, .lingering, .closed:
+            // The connection ended while the chain was answering.
+            return .discard
+        case .initialized, .open, .quiescing, .closing:
+            preconditionFailure("an answer came for a request that was never handed out (\(state))")
+        }
+    }
+
+    /// The answer was handed to the channel (which may have said, meanwhile, that it is no
+    /// longer writable): what next.
+    mutating func answerWritten(now: NIODeadline) -> Action {
+        nextAnswer(now: now)
+    }
+
+    /// The channel's writability changed: unsent answers went over the output buffer
+    /// (`false`) or below its low mark again (`true`).
+    mutating func writabilityChanged(writable: Bool, now: NIODeadline) -> Action {
+        func changed(_ output: Output) -> Output {
+            switch (output, writable) {
+            case (.idle, false): return .blocked(since: now)
+            case (.blocked, true): return .idle(since: now)
+            case (.answering(let keepAlive, _), _): return .answering(keepAlive: keepAlive, writable: writable)
+            case (.idle, true), (.blocked, false): return output
+            }
+        }
+        switch state {
+        case .open(let input, let output), .quiescing(let input, let output):
+            let quiescing = reading?.quiescing == true
+            if !writable {
+                setReading(.paused, changed(output), quiescing: quiescing)
+                return input == .paused ? .none : .pauseReading
+            }
+            setReading(input, changed(output), quiescing: quiescing)
+            return nextAnswer(now: now)
+        case .closing(let output, let final, let inputEnded):
+            state = .closing(changed(output), final: final, inputEnded: inputEnded)
+            return writable ? nextAnswer(now: now) : .none
+        case .initialized, .closingOutput, .lingering, .closed:
+            return .none
+        }
+    }
+
+    /// The timer fired at `now`.
+    mutating func timerFired(now: NIODeadline) -> TimerAction {
+        armedTimer = nil
+        switch state {
+        case .open(let input, let output), .quiescing(let input, let output):
+            switch input {
+            case .head(let started) where now >= started + limits.headerTimeout:
+                return timedOut(output, now: now)
+            case .body(let lastRead) where now >= lastRead + limits.bodyTimeout:
+                return timedOut(output, now: now)
+            default:
+                break
+            }
+            if let idleSince = idleSince(input, output), now >= idleSince + limits.idleTimeout {
+                state = .closed
+                return .close
+            }
+            return rearm(nextDeadline(input, output) ?? now + limits.idleTimeout)
+        case .closing(let output, _, _):
+            if case .blocked(let since) = output {
+                if now >= since + limits.idleTimeout {
+                    state = .closed
+                    return .close
+                }
+                return rearm(since + limits.idleTimeout)
+            }
+            // Waiting for the chain, which has timeouts of its own.
+            return rearm(now + limits.idleTimeout)
+        case .closingOutput(let since, _):
+            // The last answer has not gone out: the client has read nothing for that long.
+            if now >= since + limits.idleTimeout {
+                state = .closed
+                return .close
+            }
+            return rearm(since + limits.idleTimeout)
+        case .lingering(let until):
+            if now >= until {
+                state = .closed
+                return .close
+            }
+            return rearm(until)
+        case .initialized, .closed:
+            return .none
+        }
+    }
+
+    /// The client closed its side (it sends nothing more).
+    mutating func inputClosed(now: NIODeadline) -> Action {
+        switch state {
+        case .open(_, let output), .quiescing(_, let output):
+            if case .idle = output, queue.isEmpty {
+                // Nothing to answer; a request begun can never end.
+                state = .closed
+                return .close
+            }
+            state = .closing(output, final: nil, inputEnded: true)
+            return .none
+        case .closing(let output, let final, _):
+            state = .closing(output, final: final, inputEnded: true)
+            return .none
+        case .closingOutput(let since, _):
+            state = .closingOutput(since: since, inputEnded: true)
+            return .none
+        case .lingering:
+            // The client read the last answer and closed: lingering is over.
+            state = .closed
+            return .close
+        case .initialized, .closed:
+            return .none
+        }
+    }
+
+    /// Graceful shutdown: finish what was read, then close.
+    mutating func quiesce(now: NIODeadline) -> Action {
+        switch state {
+        case .initialized:
+            state = .closed
+            return .close
+        case .open(let input, let output):
+            if case .body = input {
+                // A body on its way is read and answered: a client cannot safely send it again.
+                state = .quiescing(input, output)
+                return .none
+            }
+            if case .idle = output, queue.isEmpty {
+                state = .closed
+                return .close
+            }
+            // The requests read whole are answered; a head begun is dropped.
+            state = .closing(output, final: nil, inputEnded: false)
+            return nextAnswer(now: now)
+        case .quiescing, .closing, .closingOutput, .lingering, .closed:
+            return .none
+        }
+    }
+
+    /// The last answer was sent and the output shut, at `now`.
+    mutating func outputShut(now: NIODeadline) -> Action {
+        guard case .closingOutput(_, let inputEnded) = state else { return .none }
+        if inputEnded {
+            state = .closed
+            return .close
+        }
+        let until = now + limits.lingerTime
+        state = .lingering(until: until)
+        armedTimer = until
+        return .linger(until: until)
+    }
+
+    /// The socket failed (a reset, a failed write).
+    mutating func errorCaught() -> Action {
+        if case .closed = state { return .none }
+        state = .closed
+        queue.removeAll()
+        return .close
+    }
+
+    /// The channel is gone.
+    mutating func channelInactive() -> Action {
+        state = .closed
+        queue.removeAll()
+        queuedBodyBytes = 0
+        guard armedTimer != nil else { return .none }
+        armedTimer = nil
+        return .cancelTimer
+    }
+
+    // MARK: Helpers
+
+    /// With the output free: the next queued request, the refusal that ends the connection,
+    /// the end itself, reading again, or nothing.
+    private mutating func nextAnswer(now: NIODeadline) -> Action {
+        switch state {
+        case .open(let input, .idle(let since)), .quiescing(let input, .idle(let since)):
+            let quiescing = reading?.quiescing == true
+            if let next = queue.popFirst() {
+                queuedBodyBytes -= next.bodyBytes
+                setReading(input, .answering(keepAlive: next.keepAlive, writable: true), quiescing: quiescing)
+                return .answer(next.request)
+            }
+            guard input == .paused else { return .none }
+            // Everything answered and sent: read again (what was kept is parsed first).
+            setReading(.waiting(since: since), .idle(since: since), quiescing: quiescing)
+            return .resumeReading
+        case .closing(.idle(let since), let final, let inputEnded):
+            if let next = queue.popFirst() {
+                queuedBodyBytes -= next.bodyBytes
+                state = .closing(.answering(keepAlive: next.keepAlive, writable: true), final: final, inputEnded: inputEnded)
+                return .answer(next.request)
+            }
+            state = .closingOutput(since: max(since, now), inputEnded: inputEnded)
+            if let final { return .refuse(final) }
+            return .end
+        case .initialized, .open, .quiescing, .closing, .closingOutput, .lingering, .closed:
+            return .none
+        }
+    }
+
+    /// The sides of a connection that still reads requests (open, or quiescing).
+    private var reading: (input: Input, output: Output, quiescing: Bool)? {
+        switch state {
+        case .open(let input, let output): return (input, output, false)
+        case .quiescing(let input, let output): return (input, output, true)
+        case .initialized, .closing, .closingOutput, .lingering, .closed: return nil
+        }
+    }
+
+    private mutating func setReading(_ input: Input, _ output: Output, quiescing: Bool) {
+        state = quiescing ? .quiescing(input, output) : .open(input, output)
+    }
+
+    /// After the last answer: nothing more is answered.
+    private mutating func finishClosing(now: NIODeadline, inputEnded: Bool) {
+        queue.removeAll()
+        queuedBodyBytes = 0
+        state = .closingOutput(since: now, inputEnded: inputEnded)
+    }
+
+    /// Since when a connection has had nothing to do (nil: it has something to do). A client
+    /// that reads none of its answers counts as idle too.
+    private func idleSince(_ input: Input, _ output: Output) -> NIODeadline? {
+        switch (input, output) {
+        case (_, .blocked(let since)):
+            return since
+        case (.waiting(let read), .idle(let answered)) where queue.isEmpty:
+            return max(read, answered)
+        default:
+            return nil
+        }
+    }
+
+    /// The earliest deadline that applies now, if any.
+    private func nextDeadline(_ input: Input, _ output: Output) -> NIODeadline? {
+        let idle = idleSince(input, output).map { $0 + limits.idleTimeout }
+        let reading: NIODeadline? = switch input {
+        case .head(let started): started + limits.headerTimeout
+        case .body(let lastRead): lastRead + limits.bodyTimeout
+        case .waiting, .paused: nil
+        }
+        guard let reading else { return idle }
+        guard let idle else { return reading }
+        return min(reading, idle)
+    }
+
+    /// A head or body too slow: refused once the answers before it are out.
+    private mutating func timedOut(_ output: Output, now: NIODeadline) -> TimerAction {
+        state = .closing(output, final: .timedOut, inputEnded: false)
+        switch nextAnswer(now: now) {
+        case .refuse(let refusal):
+            return .refuse(refusal, rearm: rearmDeadline(now + limits.idleTimeout))
+        default:
+            return rearm(now + limits.idleTimeout)
+        }
+    }
+
+    private mutating func rearm(_ deadline: NIODeadline) -> TimerAction {
+        .rearm(rearmDeadline(deadline))
+    }
+
+    private mutating func rearmDeadline(_ deadline: NIODeadline) -> NIODeadline {
+        armedTimer = deadline
+        return deadline
+    }
+
+    private mutating func arm(_ deadline: NIODeadline) -> Action {
+        armedTimer = deadline
+        return .armTimer(deadline)
+    }
+
+    /// Arms the timer only if it would fire after `deadline` (or is not set): a later timer
+    /// finds nothing due and moves itself to what is.
+    private mutating func armIfEarlier(_ deadline: NIODeadline) -> Action {
+        if let armedTimer, armedTimer <= deadline { return .none }
+        return arm(deadline)
+    }
+}
+
+extension ServerConnectionStateMachine.Output {
+    var isAnswering: Bool {
+        if case .answering = self { return true }
+        return false
+    }
+}
+
+extension ServerConnectionStateMachine.Action: Equatable where Request: Equatable {}
