@@ -183,11 +183,11 @@ final class LoopPool: @unchecked Sendable {
     func start(_ exchange: Exchange) {
         exchange.started = true
         guard !isShutDown else {
-            exchange.resume(.failure(.upstreamUnavailable("Veneer is shutting down.")))
+            exchange.resume(.failure(ProxyError.upstreamUnavailable("Veneer is shutting down.").neverSent))
             return
         }
         guard !exchange.cancelled else {
-            exchange.resume(.failure(.upstreamUnavailable("The request to the upstream \(exchange.request.endpoint.authority) was cancelled.")))
+            exchange.resume(.failure(ProxyError.upstreamUnavailable("The request to the upstream \(exchange.request.endpoint.authority) was cancelled.").neverSent))
             return
         }
         exchange.deadline = .now() + TimeAmount(exchange.request.timeout)
@@ -255,9 +255,9 @@ final class LoopPool: @unchecked Sendable {
                 peer.open -= 1
                 let target = exchange.request.endpoint.authority
                 if case ChannelError.connectTimeout? = error as? ChannelError {
-                    finish(exchange, .failure(.upstreamTimeout("Connecting to the upstream \(target) timed out.")))
+                    finish(exchange, .failure(ProxyError.upstreamTimeout("Connecting to the upstream \(target) timed out.").neverSent))
                 } else {
-                    finish(exchange, .failure(.upstreamUnavailable("The upstream \(target) is unreachable.")))
+                    finish(exchange, .failure(ProxyError.upstreamUnavailable("The upstream \(target) is unreachable.").neverSent))
                 }
                 serveWaiting(peer)
             }
@@ -341,8 +341,11 @@ final class LoopPool: @unchecked Sendable {
             if exchange.deadline <= now {
                 let target = exchange.request.endpoint.authority
                 let connection = exchange.connection
+                var error = ProxyError.upstreamTimeout("The upstream \(target) did not answer within \(exchange.request.timeout).")
+                // Still waiting for a connection (or for it to open): nothing was written.
+                if connection == nil { error = error.neverSent }
                 // finish moves the last exchange into this slot: look at the same index again.
-                finish(exchange, .failure(.upstreamTimeout("The upstream \(target) did not answer within \(exchange.request.timeout).")))
+                finish(exchange, .failure(error))
                 connection?.handler.abandon()
                 connection?.channel.close(promise: nil)
             } else {
@@ -357,7 +360,9 @@ final class LoopPool: @unchecked Sendable {
         guard exchange.started, !exchange.finished else { return }
         let target = exchange.request.endpoint.authority
         let connection = exchange.connection
-        finish(exchange, .failure(.upstreamUnavailable("The request to the upstream \(target) was cancelled.")))
+        var error = ProxyError.upstreamUnavailable("The request to the upstream \(target) was cancelled.")
+        if connection == nil { error = error.neverSent }
+        finish(exchange, .failure(error))
         connection?.handler.abandon()
         connection?.channel.close(promise: nil)
     }
@@ -390,7 +395,7 @@ final class LoopPool: @unchecked Sendable {
         idleSweeper = nil
         var connections: [UpstreamConnection] = []
         for peer in peers {
-            for exchange in peer.waiting { finish(exchange, .failure(.upstreamUnavailable("Veneer is shutting down."))) }
+            for exchange in peer.waiting { finish(exchange, .failure(ProxyError.upstreamUnavailable("Veneer is shutting down.").neverSent)) }
             peer.waiting.removeAll()
             connections += peer.idle
             peer.idle.removeAll()
