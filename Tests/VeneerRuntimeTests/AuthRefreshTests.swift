@@ -224,7 +224,7 @@ struct AuthRefreshTests {
     @Test("a slow token endpoint is a 504 after the timeout")
     func slowEndpoint() async throws {
         var settings = TestTokenServer.Settings()
-        settings.delay = .seconds(3)
+        settings.delay = .seconds(1)
         try await withAuth(options: "timeout: 300ms", settings: settings) { (rig: AuthRig) async throws in
             let response = try await rig.veneer.request("GET", "/posts/1")
             #expect(response.status == 504 && response.errorCode == "upstream_timeout")
