@@ -78,6 +78,9 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
                     .httpProxyHandshakeTimeout].contains(error)
         case is NIOConnectionError, is NIOSSLExtraError:
             return true
+        case let error as IOError:
+            // Only a connect is refused; an established connection is reset instead.
+            return error.errnoCode == ECONNREFUSED
         case let error as NIOSSLError:
             if case .handshakeFailed = error { return true }
             return false
