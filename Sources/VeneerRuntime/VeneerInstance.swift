@@ -98,11 +98,20 @@ public final class VeneerInstance: Service, Sendable {
         let spec = try configuration.loadSpec()
         metrics = PrometheusCollectorRegistry()
         health = HealthBoard()
-        transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup)
+        let transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup)
+        self.transports = transports
         background = BackgroundRunner(logger: configuration.logger)
         let carried = CarriedState()
         let context = Self.context(configuration, spec: spec, metrics: metrics, transports: transports, health: health, carried: carried)
-        let built = try await ChainBuilder.build(spec, context: context)
+        let built: BuiltChain
+        do {
+            built = try await ChainBuilder.build(spec, context: context)
+        } catch {
+            // A factory that fails after others made HTTP clients (auth_refresh refusing an
+            // unwritable token store): close them, or their deinit traps in debug builds.
+            await transports.shutdown()
+            throw error
+        }
         chain = ActiveChain(ChainGeneration(chain: built, spec: spec, loadedAt: configuration.clock.now(), number: 1, carried: carried,
                                             adminRoutes: context.admin))
         background.adopt(carried.all)

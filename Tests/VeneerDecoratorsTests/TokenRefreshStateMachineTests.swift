@@ -248,6 +248,17 @@ struct TokenRefreshStateMachineTests {
         #expect(other.nextWake(now: at(0)) == at(3000))
     }
 
+    @Test("a token that lives less than refresh_before_expiry is refreshed halfway through its life, not again at once")
+    func shortLivedTokens() {
+        var machine = machine(before: .seconds(30))
+        _ = machine.tokenWanted(now: at(0))
+        _ = send(&machine)
+        _ = grant(&machine, "at-1", rotated: "rt-1", expiresIn: 10)
+        #expect(machine.nextWake(now: at(0)) == at(5))
+        #expect(machine.timerFired(now: at(1)) == .none)
+        #expect(machine.timerFired(now: at(5)) == .startRefresh)
+    }
+
     @Test("a new configured token waits for the outstanding refresh; a reload resumes only what is stopped")
     func operatorEvents() {
         var machine = machine()

@@ -75,8 +75,8 @@ struct TokenRefreshStateMachine {
         case marking(RefreshTokenRecord)
         /// Sent: the endpoint may have it. Its answer is awaited until `deadline`.
         case sent(refreshToken: String, deadline: Date)
-        /// Granted: the new state is being saved before anything else happens with it.
-        case saving(RefreshTokenRecord, AccessToken)
+        /// Granted (at `grantedAt`): the new state is being saved before anything else happens with it.
+        case saving(RefreshTokenRecord, AccessToken, grantedAt: Date)
     }
 
     /// Where the refreshing stands.
@@ -136,7 +136,12 @@ struct TokenRefreshStateMachine {
     private(set) var initial: Credentials
     /// The newest refresh token known; nil until the store was read.
     private(set) var credentials: Credentials?
-    private(set) var access: AccessToken?
+    private(set) var access: AccessToken? {
+        didSet { accessIssuedAt = nil }
+    }
+    /// When the held access token was granted here (nil: adopted from the store), which
+    /// tells its lifetime.
+    private var accessIssuedAt: Date?
     /// Increases with every new access token, across every instance sharing the store.
     private(set) var generation = 0
     /// Consecutive failures of the endpoint (the backoff grows with them).
@@ -219,8 +224,8 @@ struct TokenRefreshStateMachine {
     func nextWake(now: Date) -> Date? {
         switch state {
         case .idle:
-            guard let access else { return now }
-            return access.expiresAt.map { $0.addingTimeInterval(-settings.refreshBeforeExpiry.seconds) }
+            guard access != nil else { return now }
+            return refreshDue
         case .backingOff(let until, _):
             return until
         case .waitingForStore:
@@ -235,9 +240,19 @@ struct TokenRefreshStateMachine {
     static let storeRetryInterval: Duration = .seconds(1)
 
     private func isDue(now: Date) -> Bool {
-        guard let access else { return true }
-        guard let expiresAt = access.expiresAt else { return false }
-        return now >= expiresAt.addingTimeInterval(-settings.refreshBeforeExpiry.seconds)
+        guard access != nil else { return true }
+        guard let refreshDue else { return false }
+        return now >= refreshDue
+    }
+
+    /// When the held access token is refreshed ahead of its expiry: `refresh_before_expiry`
+    /// ahead, but never earlier than halfway through its lifetime, so that an endpoint that
+    /// issues tokens shorter than `refresh_before_expiry` is not asked again at once, forever.
+    private var refreshDue: Date? {
+        guard let expiresAt = access?.expiresAt else { return nil }
+        var lead = settings.refreshBeforeExpiry.seconds
+        if let accessIssuedAt { lead = min(lead, expiresAt.timeIntervalSince(accessIssuedAt) / 2) }
+        return expiresAt.addingTimeInterval(-lead)
     }
 
     // MARK: The store
@@ -344,7 +359,7 @@ struct TokenRefreshStateMachine {
             // From here on the new token is the one, saved or not: the old one is used up.
             credentials = Credentials(refreshToken: next, origin: origin)
             let record = RefreshTokenRecord(refreshToken: next, origin: origin, accessToken: value, expiresAt: expiresAt, generation: generation)
-            refresh.phase = .saving(record, token)
+            refresh.phase = .saving(record, token, grantedAt: now)
             state = .refreshing(refresh)
             return .save(record)
         case .rejected(let reason):
@@ -365,8 +380,9 @@ struct TokenRefreshStateMachine {
 
     /// The granted state is saved.
     mutating func saved() -> FlightAction {
-        guard case .refreshing(let refresh) = state, case .saving(_, let token) = refresh.phase else { return .ignore }
+        guard case .refreshing(let refresh) = state, case .saving(_, let token, let grantedAt) = refresh.phase else { return .ignore }
         access = token
+        accessIssuedAt = grantedAt
         failures = 0
         state = .idle
         return .finish(.success(token))
@@ -375,8 +391,9 @@ struct TokenRefreshStateMachine {
     /// The granted state could not be saved: the access token is used, the new refresh token
     /// is held in memory, and nothing more is sent until it is saved.
     mutating func saveFailed(_ reason: String) -> FlightAction {
-        guard case .refreshing(let refresh) = state, case .saving(let record, let token) = refresh.phase else { return .ignore }
+        guard case .refreshing(let refresh) = state, case .saving(let record, let token, let grantedAt) = refresh.phase else { return .ignore }
         access = token
+        accessIssuedAt = grantedAt
         failures = 0
         unsaved = record
         state = .waitingForStore(reason: reason)
