@@ -104,6 +104,10 @@ public final class TestTokenServer: Sendable {
     public var authorizations: [String?] { box.state.withLock { $0.authorizations } }
     /// The refresh token that is valid now for family 0.
     public var currentRefreshToken: String? { box.state.withLock { $0.current[0] } }
+    /// The refresh token valid now in the family that `token` belongs to.
+    public func currentRefreshToken(inFamilyOf token: String) -> String? {
+        box.state.withLock { state in state.family[token].flatMap { state.current[$0] } }
+    }
     /// When `token` was issued (by rotation).
     public func rotatedAt(_ token: String) -> ContinuousClock.Instant? { box.state.withLock { $0.rotatedAt[token] } }
     /// The family `token` belongs to, and whether it is revoked.
