@@ -106,7 +106,7 @@ struct AuthRefreshKillTests {
             windows.sort()
             let percentile = { (values: [Int], p: Double) in values.isEmpty ? 0 : values[min(values.count - 1, Int(Double(values.count) * p))] }
             print("""
-                kill -9 x100: \(tokens.refreshes) rotations, \(revocations) revocations (all inside the window), \
+                kill -9 x100: \(tokens.refreshes) rotations, \(revocations) revocations (\(outsideWindow.count) outside the window), \
                 kills inside the window: \(windows.count) (largest \(windows.last.map { "\($0)" } ?? "-")); \
                 answer-to-durable-save: p50 \(percentile(savedAfter, 0.5)) us, p99 \(percentile(savedAfter, 0.99)) us, max \(savedAfter.last ?? 0) us over \(savedAfter.count) saves
                 """)
