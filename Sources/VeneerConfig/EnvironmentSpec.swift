@@ -88,8 +88,11 @@ public struct DecoratorSpec: Sendable {
         self.site = site
     }
 
-    /// A key that changes when the decorator's configuration changes (for carrying state over reloads).
-    public var identity: String { "\(name)@\(site.index):\(summary.text)" }
+    /// Its options as a value compared for carrying state over reloads: the options
+    /// themselves when their type is `Hashable` (Veneer's are), else their resolved summary.
+    public var optionsIdentity: AnySendableHashable {
+        AnySendableHashable(ifHashable: options) ?? AnySendableHashable(summary.text)
+    }
 }
 
 /// The origin of an environment, with its options decoded.
@@ -111,8 +114,10 @@ public struct OriginSpec: Sendable {
         self.summary = summary
     }
 
-    /// A key that changes when the origin's configuration changes.
-    public var identity: String { "\(name):\(summary.text)" }
+    /// Its options as a value compared for carrying state over reloads (see ``DecoratorSpec/optionsIdentity``).
+    public var optionsIdentity: AnySendableHashable {
+        AnySendableHashable(ifHashable: options) ?? AnySendableHashable(summary.text)
+    }
 }
 
 /// One environment, fully decoded and checked: what `veneer run` builds and `veneer chain` shows.

@@ -26,6 +26,9 @@ public struct BuildContext: Sendable {
     public var stores: any StoreProvider
     /// Admin routes the chain's decorators add under `/-/`.
     public var admin: AdminRoutes
+    /// The chain entry being built (set by the chain builder for each factory it calls): the
+    /// owner of the state ``entryKey(_:)`` names.
+    public var entry: ChainEntryIdentity = .unplaced
 
     /// Creates a context.
     public init(logger: Logger, clock: any VeneerClock, metrics: any MetricsFactory, transports: any TransportProvider,
@@ -43,6 +46,15 @@ public struct BuildContext: Sendable {
         self.health = health
         self.stores = stores
         self.admin = admin
+    }
+}
+
+extension BuildContext {
+    /// The key of the entry's own carried state (a cache's storage): a reload finds it again
+    /// while an identical entry stands at the same rank among identical ones.
+    /// `parts` are what else the state depends on (see ``CarriedKey/entry(_:_:)``).
+    public func entryKey(_ parts: any Hashable & Sendable...) -> CarriedKey {
+        CarriedKey(entry: entry, parts: parts)
     }
 }
 

@@ -1,13 +1,15 @@
 import Synchronization
 
 /// State that a reload carries over from one chain to the next: caches, token managers,
-/// stores. A factory asks for its state under a key that captures what the state depends
-/// on (its options); a reload with unchanged options gets the very same object back, and
-/// objects that no chain asked for are released after the swap.
+/// stores. A factory asks for its state under a ``CarriedKey``: its chain entry's own
+/// (``CarriedKey/entry(_:_:)``, from ``BuildContext/entry``) or one shared by definition
+/// (``CarriedKey/shared(_:_:)``). A reload that asks for a key the previous chain held gets
+/// the very same object back; objects that no key of the new chain asked for are released
+/// once the old chain has drained.
 public final class CarriedState: Sendable {
     private struct State {
-        var previous: [String: any Sendable] = [:]
-        var current: [String: any Sendable] = [:]
+        var previous: [CarriedKey: any Sendable] = [:]
+        var current: [CarriedKey: any Sendable] = [:]
     }
     private let state = Mutex(State())
 
@@ -15,7 +17,7 @@ public final class CarriedState: Sendable {
     public init() {}
 
     /// The object kept under `key`, or a new one from `make`.
-    public func value<T: Sendable>(for key: String, make: () throws -> T) rethrows -> T {
+    public func value<T: Sendable>(for key: CarriedKey, make: () throws -> T) rethrows -> T {
         if let existing = state.withLock({ $0.current[key] ?? $0.previous[key] }) as? T {
             state.withLock { $0.current[key] = existing }
             return existing
@@ -27,7 +29,7 @@ public final class CarriedState: Sendable {
 
     /// The object kept under `key` by this chain or offered by the previous one, without
     /// creating anything.
-    public func existing(for key: String) -> (any Sendable)? {
+    public func existing(for key: CarriedKey) -> (any Sendable)? {
         state.withLock { state in
             guard let found = state.current[key] ?? state.previous[key] else { return nil }
             state.current[key] = found
@@ -48,8 +50,19 @@ public final class CarriedState: Sendable {
         state.withLock { state in state.previous.filter { state.current[$0.key] == nil }.map(\.value) }
     }
 
+    /// The objects this chain made itself (not taken from the previous one): what to
+    /// release when the chain is not used after all (its build failed).
+    public func fresh() -> [any Sendable] {
+        state.withLock { state in state.current.filter { state.previous[$0.key] == nil }.map(\.value) }
+    }
+
+    /// What this chain holds under `key`, without taking anything from the previous chain.
+    public func held(_ key: CarriedKey) -> (any Sendable)? {
+        state.withLock { $0.current[key] }
+    }
+
     /// The keys held by this chain.
-    public var keys: [String] { state.withLock { Array($0.current.keys).sorted() } }
+    public var keys: [CarriedKey] { state.withLock { Array($0.current.keys) }.sorted { $0.description < $1.description } }
 }
 
 /// Carried state that holds something to close (a file, a database pool) once no chain uses it.

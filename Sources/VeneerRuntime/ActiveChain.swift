@@ -54,12 +54,10 @@ public final class ActiveChain: ChainSource {
     /// The chain serving new requests, as the edge serves it.
     public var current: ServingChain { generation.serving }
 
-    /// Takes the current generation for one request; the edge leaves it once answered.
-    public func enter() -> ServingChain {
-        slot.withLock { generation in
-            generation.serving.enter()
-            return generation.serving
-        }
+    /// A lease on the current generation for one request, taken under the lock that
+    /// ``swap(to:)`` takes: once swapped out, a generation gets no new lease.
+    public func lease() -> GenerationLease {
+        slot.withLock { generation in GenerationLease(entering: generation.serving) }
     }
 
     /// Makes `next` serve new requests; returns the one it replaces.

@@ -2,16 +2,21 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 import VeneerCore
+import VeneerServer
 
 /// Runs the background loops of carried state (cache purges, token refreshes) as child
 /// tasks of one service: a loop starts when a chain first takes its object, stops when no
-/// chain holds it any more, and every loop stops at graceful shutdown.
+/// chain holds it any more, and every loop stops at graceful shutdown. It also runs what
+/// waits for a retired chain generation to drain (``whenDrained(_:then:)``).
 final class BackgroundRunner: Service, Sendable {
     private enum Command: Sendable {
-        case start(any CarriedService, StopSignal)
+        case start(any CarriedService, Latch)
+        case afterDrain(ServingChain, @Sendable () async -> Void)
     }
 
-    private let started = Mutex<[ObjectIdentifier: StopSignal]>([:])
+    private let started = Mutex<[ObjectIdentifier: Latch]>([:])
+    /// Fired at graceful shutdown: nobody waits for old generations any longer.
+    private let shuttingDown = Latch()
     private let commands: AsyncStream<Command>
     private let continuation: AsyncStream<Command>.Continuation
     let logger: Logger
@@ -25,9 +30,9 @@ final class BackgroundRunner: Service, Sendable {
     func adopt(_ objects: [any Sendable]) {
         for case let service as any CarriedService in objects {
             let id = ObjectIdentifier(service as AnyObject)
-            let signal: StopSignal? = started.withLock { started in
+            let signal: Latch? = started.withLock { started in
                 guard started[id] == nil else { return nil }
-                let signal = StopSignal()
+                let signal = Latch()
                 started[id] = signal
                 return signal
             }
@@ -35,10 +40,16 @@ final class BackgroundRunner: Service, Sendable {
         }
     }
 
+    /// Runs `work` once `generation` (retired) has drained, or at graceful shutdown,
+    /// whichever comes first.
+    func whenDrained(_ generation: ServingChain, then work: @escaping @Sendable () async -> Void) {
+        continuation.yield(.afterDrain(generation, work))
+    }
+
     /// Stops the loop of `service` (and closes it) once it is no longer held.
     func release(_ service: any CarriedService) {
         let id = ObjectIdentifier(service as AnyObject)
-        started.withLock { $0.removeValue(forKey: id) }?.stop()
+        started.withLock { $0.removeValue(forKey: id) }?.open()
     }
 
     func run() async throws {
@@ -55,39 +66,21 @@ final class BackgroundRunner: Service, Sendable {
                         }
                         await service.close()
                     }
+                case .afterDrain(let generation, let work):
+                    group.addTask { [shuttingDown] in
+                        await withTaskGroup(of: Void.self) { race in
+                            race.addTask { await generation.drained() }
+                            race.addTask { await shuttingDown.wait() }
+                            _ = await race.next()
+                            race.cancelAll()
+                        }
+                        await work()
+                    }
                 }
             }
             // Graceful shutdown: stop every loop; each closes its object on the way out.
-            for signal in started.withLock({ Array($0.values) }) { signal.stop() }
-        }
-    }
-}
-
-/// A one-shot signal that a background loop should stop.
-final class StopSignal: Sendable {
-    private let state = Mutex<(stopped: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func stop() {
-        let waiters = state.withLock { state in
-            state.stopped = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    func wait() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let done = state.withLock { state in
-                    if state.stopped { return true }
-                    state.waiters.append(continuation)
-                    return false
-                }
-                if done { continuation.resume() }
-            }
-        } onCancel: {
-            stop()
+            shuttingDown.open()
+            for signal in started.withLock({ Array($0.values) }) { signal.open() }
         }
     }
 }

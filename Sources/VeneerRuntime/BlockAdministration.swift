@@ -56,9 +56,9 @@ public enum BlockAdministration {
         for options in lists {
             guard let name = options.store, let storeSpec = spec.stores[name] else { continue }
             memoryOnly = false
-            let store = try await StoreRegistry.open(storeSpec, logger: logger)
-            if try await store.delete(BlockBook.namespace, account) { lifted = true }
-            await store.close()
+            if try await StoreRegistry.withOpened(storeSpec, logger: logger, { try await $0.delete(BlockBook.namespace, account) }) {
+                lifted = true
+            }
         }
         if memoryOnly {
             return .notRunning("no Veneer answers at \(address), and environment \(spec.name) keeps its blocks in memory: they ended with the process")

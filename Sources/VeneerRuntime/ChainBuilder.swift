@@ -12,12 +12,15 @@ public struct BuiltChain: Sendable {
 /// The one place where chains are assembled: the origin first, then each decorator around
 /// the handler built so far, from the last entry to the first, so that the first entry
 /// is the outermost (it sees the request first and the response last). The chain's
-/// ``ChainPlan`` is worked out here too, once per chain.
+/// ``ChainPlan`` is worked out here too, once per chain, and each factory is told which
+/// entry it builds (``BuildContext/entry``), the owner of the state a reload carries over.
 public enum ChainBuilder {
     /// Builds the chain of `spec`.
     public static func build(_ spec: EnvironmentSpec, context: BuildContext) async throws(ConfigError) -> BuiltChain {
         var handler: any Handler
         let base = "environments.\(spec.name)"
+        var context = context
+        context.entry = ChainEntryIdentity(name: spec.origin.name, options: spec.origin.optionsIdentity, occurrence: 0)
         do {
             handler = try await spec.origin.factory.make(options: spec.origin.options, context: context)
         } catch {
@@ -25,7 +28,9 @@ public enum ChainBuilder {
         }
         var built = [handler]
         var problems: [ConfigDiagnostic] = []
-        for decorator in spec.chain.reversed() {
+        let entries = entryIdentities(spec.chain)
+        for (decorator, entry) in zip(spec.chain, entries).reversed() {
+            context.entry = entry
             do {
                 handler = try await decorator.factory.make(options: decorator.options, inner: handler, context: context)
                 built.append(handler)
@@ -36,6 +41,18 @@ public enum ChainBuilder {
         }
         if !problems.isEmpty { throw ConfigError(problems.reversed()) }
         return BuiltChain(handler: handler, plan: ChainPlan(outermostFirst: built.reversed()))
+    }
+
+    /// Each entry's name, options and rank among the identical entries before it: what
+    /// its carried state is kept by, so that inserting or removing other entries keeps it.
+    static func entryIdentities(_ chain: [DecoratorSpec]) -> [ChainEntryIdentity] {
+        var seen: [ChainEntryIdentity: Int] = [:]
+        return chain.map { decorator in
+            let first = ChainEntryIdentity(name: decorator.name, options: decorator.optionsIdentity, occurrence: 0)
+            let occurrence = seen[first, default: 0]
+            seen[first] = occurrence + 1
+            return ChainEntryIdentity(name: decorator.name, options: decorator.optionsIdentity, occurrence: occurrence)
+        }
     }
 
     static func describe(_ error: any Error) -> String {

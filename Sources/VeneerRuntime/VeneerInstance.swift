@@ -73,52 +73,53 @@ public struct InstanceConfiguration: Sendable {
 public final class VeneerInstance: Service, Sendable {
     /// What it was started with.
     public let configuration: InstanceConfiguration
-    /// The chain serving new requests.
-    public let chain: ActiveChain
     /// Health reports of the components.
     public let health: HealthBoard
     /// The Prometheus registry behind `/-/metrics`.
     public let metrics: PrometheusCollectorRegistry
     let transports: StandardTransportProvider
+    /// The background loops of carried state, and the release of what old chains used.
     let background: BackgroundRunner
+    /// The stores with connections of their own (postgres), from the moment they open.
+    let storeRunner: BackgroundRunner
     let reloadStatus = ReloadStatus()
     /// The sd_notify channel (silent without `NOTIFY_SOCKET`).
     public let notifier: SystemdNotifier
-    let reloadLock = Mutex<Bool>(false)
+    let reloads = ReloadQueue()
     let onReady: @Sendable (ReadyInfo) async -> Void
     let logger: Logger
+    /// The environment as read at start; ``run()`` builds the first chain from it.
+    let firstSpec: EnvironmentSpec
+    private let active = Mutex<ActiveChain?>(nil)
 
-    /// Builds the first chain; nothing listens until ``run()``. Throws every configuration
-    /// problem (the command line exits 78 on them).
+    /// Reads and checks the configuration, and starts nothing: ``run()`` builds the first
+    /// chain, once the services that chain needs (its stores' connections) run. Throws every
+    /// problem of the configuration file (the command line exits 78 on them; problems found
+    /// while building, such as an unreadable secret, come from ``run()`` as a `ConfigError`).
     public init(configuration: InstanceConfiguration, onReady: @escaping @Sendable (ReadyInfo) async -> Void = { _ in }) async throws(ConfigError) {
         self.configuration = configuration
         self.onReady = onReady
         self.logger = configuration.logger
         self.notifier = SystemdNotifier(variables: configuration.variables)
-        let spec = try configuration.loadSpec()
+        firstSpec = try configuration.loadSpec()
         metrics = PrometheusCollectorRegistry()
         health = HealthBoard()
-        let transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup)
-        self.transports = transports
+        transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup)
         background = BackgroundRunner(logger: configuration.logger)
-        let carried = CarriedState()
-        let context = Self.context(configuration, spec: spec, metrics: metrics, transports: transports, health: health, carried: carried)
-        let built: BuiltChain
-        do {
-            built = try await ChainBuilder.build(spec, context: context)
-        } catch {
-            // A factory that fails after others made HTTP clients (auth_refresh refusing an
-            // unwritable token store): close them, or their deinit traps in debug builds.
-            await transports.shutdown()
-            throw error
-        }
-        chain = ActiveChain(ChainGeneration(chain: built, spec: spec, loadedAt: configuration.clock.now(), number: 1, carried: carried,
-                                            adminRoutes: context.admin))
-        background.adopt(carried.all)
+        storeRunner = BackgroundRunner(logger: configuration.logger)
     }
 
-    static func context(_ configuration: InstanceConfiguration, spec: EnvironmentSpec, metrics: PrometheusCollectorRegistry,
-                        transports: any TransportProvider, health: HealthBoard, carried: CarriedState) -> BuildContext {
+    /// The chain, if ``run()`` has built it.
+    var activeChain: ActiveChain? { active.withLock { $0 } }
+
+    /// The chain serving new requests, from the moment ``run()`` has built the first one
+    /// (before it listens).
+    public var chain: ActiveChain {
+        guard let chain = active.withLock({ $0 }) else { preconditionFailure("the chain is built by run(), before it listens") }
+        return chain
+    }
+
+    func context(spec: EnvironmentSpec, carried: CarriedState) -> BuildContext {
         var factory = PrometheusMetricsFactory(registry: metrics)
         factory.durationHistogramBuckets["veneer_request_duration_seconds"] = [
             .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
@@ -129,14 +130,71 @@ public final class VeneerInstance: Service, Sendable {
             logger: configuration.logger, clock: configuration.clock, metrics: factory, transports: transports,
             stateDirectory: spec.stateDirectory, resources: spec.resources,
             limits: BuildLimits(responseBody: spec.limits.responseBody), carried: carried, health: health,
-            stores: StoreRegistry(specs: spec.stores, carried: carried, health: health, logger: configuration.logger))
+            stores: StoreRegistry(specs: spec.stores, carried: carried, health: health, logger: configuration.logger, runner: storeRunner))
     }
 
-    /// Listens and serves until graceful shutdown.
+    /// Builds the first chain and listens, until graceful shutdown.
     public func run() async throws {
-        let spec = chain.generation.spec
-        let admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus)
+        let spec = firstSpec
+        logger.info("veneer starting", metadata: [
+            "environment": .string(spec.name), "config": .string(spec.configFile), "listen": .string(spec.listen.description),
+            "chain": .string(spec.chain.map(\.name).joined(separator: " -> ") + (spec.chain.isEmpty ? "" : " -> ") + spec.origin.name),
+        ])
+        // What every chain needs, started first and shut down last, in reverse: the chain
+        // drains, background loops end (flushing caches), the stores close, the HTTP clients last.
+        var groupConfiguration = ServiceGroupConfiguration(services: [
+            WatchdogService(notifier: notifier, eventLoopGroup: configuration.eventLoopGroup, logger: logger),
+            TransportShutdown(transports: transports), storeRunner, background, DrainOnShutdown(instance: self),
+        ], logger: logger)
+        groupConfiguration.maximumGracefulShutdownDuration = spec.drainTimeout
+        groupConfiguration.maximumCancellationDuration = .seconds(5)
+        let group = ServiceGroup(configuration: groupConfiguration)
         let addressFile = AdminAddressFile(stateDirectory: spec.stateDirectory, environment: spec.name)
+        defer { addressFile.remove() }
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            // The first chain: its stores' connections already run. One build at a time:
+            // a reload asked for meanwhile waits for it.
+            let chain: ActiveChain
+            switch await reloads.run({ await self.buildFirst(spec) }) {
+            case .success(let built):
+                chain = built
+            case .failure(let error):
+                tasks.cancelAll()
+                throw error
+            }
+            // Then what serves, shut down first: the listeners drain their connections, then
+            // reloads stop.
+            for service in serving(chain, spec: spec, addressFile: addressFile) {
+                await group.addServiceUnlessShutdown(service)
+            }
+            try await tasks.next()
+        }
+        await releaseAll()
+        logger.info("veneer stopped", metadata: ["environment": .string(spec.name)])
+    }
+
+    /// The first chain, held by the instance from now on.
+    private func buildFirst(_ spec: EnvironmentSpec) async -> Result<ActiveChain, ConfigError> {
+        let carried = CarriedState()
+        let context = context(spec: spec, carried: carried)
+        do {
+            let built = try await ChainBuilder.build(spec, context: context)
+            let chain = ActiveChain(ChainGeneration(chain: built, spec: spec, loadedAt: configuration.clock.now(), number: 1, carried: carried,
+                                                    adminRoutes: context.admin))
+            adopt(carried)
+            active.withLock { $0 = chain }
+            return .success(chain)
+        } catch {
+            await release(carried.fresh())
+            return .failure(error)
+        }
+    }
+
+    /// The services that serve `chain`, in the order they start: SIGHUP, the listeners, and
+    /// the STOPPING notice (first to go at shutdown).
+    private func serving(_ chain: ActiveChain, spec: EnvironmentSpec, addressFile: AdminAddressFile) -> [any Service] {
+        let admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus)
         let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2) { [onReady, logger, notifier, chain] info in
             // Where the admin API really listens (port 0 picks one): `veneer unblock` reads it.
             let host = spec.adminListen?.host ?? spec.listen.host
@@ -149,12 +207,7 @@ public final class VeneerInstance: Service, Sendable {
             notifier.ready(status: Self.statusLine(chain.generation))
             await onReady(info)
         }
-        // Shut down in reverse order: listeners drain first, then reloads stop, background
-        // loops end (flushing caches), and the HTTP clients close last.
-        var services: [any Service] = [
-            WatchdogService(notifier: notifier, eventLoopGroup: configuration.eventLoopGroup, logger: logger),
-            TransportShutdown(transports: transports), background, ReloadOnHangup(instance: self),
-        ]
+        var services: [any Service] = [ReloadOnHangup(instance: self)]
         services.append(Listener.make(
             host: spec.listen.host, port: spec.listen.port,
             edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil),
@@ -168,32 +221,45 @@ public final class VeneerInstance: Service, Sendable {
                 onBound: { port in await readiness.bound(admin: port) }))
         }
         services.append(StoppingNotice(notifier: notifier))
-        logger.info("veneer starting", metadata: [
-            "environment": .string(spec.name), "config": .string(spec.configFile), "listen": .string(spec.listen.description),
-            "chain": .string(spec.chain.map(\.name).joined(separator: " -> ") + (spec.chain.isEmpty ? "" : " -> ") + spec.origin.name),
-        ])
-        var groupConfiguration = ServiceGroupConfiguration(services: services, logger: logger)
-        groupConfiguration.maximumGracefulShutdownDuration = spec.drainTimeout
-        groupConfiguration.maximumCancellationDuration = .seconds(5)
-        defer { addressFile.remove() }
-        try await ServiceGroup(configuration: groupConfiguration).run()
-        await releaseAll()
-        logger.info("veneer stopped", metadata: ["environment": .string(spec.name)])
+        return services
+    }
+
+    /// Starts the loops of what a chain holds: stores in the store runner (shut down after
+    /// the loops that write to them), everything else in the background runner.
+    private func adopt(_ carried: CarriedState) {
+        let all = carried.all
+        storeRunner.adopt(all.filter { $0 is RunningStore })
+        background.adopt(all.filter { !($0 is RunningStore) })
+    }
+
+    /// Stops and closes objects no chain holds any more.
+    private func release(_ items: [any Sendable]) async {
+        for item in items {
+            if let store = item as? RunningStore {
+                storeRunner.release(store)
+            } else if let service = item as? any CarriedService {
+                background.release(service)
+            } else {
+                await (item as? any CarriedResource)?.close()
+            }
+        }
     }
 
     /// Re-reads the configuration and swaps the chain atomically. On any problem the old
-    /// chain keeps serving and the problems are returned (and logged).
+    /// chain keeps serving and the problems are returned (and logged). Reloads run one at a
+    /// time, in the order they were asked for.
     @discardableResult
     public func reload() async -> Result<ChainGeneration, ConfigError> {
-        // One reload at a time: a second SIGHUP during a reload waits for the next turn.
-        while reloadLock.withLock({ busy in defer { busy = true }; return busy }) {
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        defer { reloadLock.withLock { $0 = false } }
+        await reloads.run { await self.reloadNow() }
+    }
 
+    private func reloadNow() async -> Result<ChainGeneration, ConfigError> {
+        guard let chain = active.withLock({ $0 }) else {
+            return .failure(ConfigError([ConfigDiagnostic(mark: nil, path: "", message: "not serving yet: nothing to reload")]))
+        }
         let old = chain.generation
         notifier.reloading()
-        do {
+        do throws(ConfigError) {
             let spec = try configuration.loadSpec()
             var warnings: [String] = []
             if spec.listen != old.spec.listen || spec.adminListen != old.spec.adminListen {
@@ -206,31 +272,34 @@ public final class VeneerInstance: Service, Sendable {
                 warnings.append("idle_timeout changes on restart only")
             }
             let carried = old.carried.next()
-            let context = Self.context(configuration, spec: spec, metrics: metrics, transports: transports, health: health, carried: carried)
-            let built = try await ChainBuilder.build(spec, context: context)
+            let context = context(spec: spec, carried: carried)
+            let built: BuiltChain
+            do {
+                built = try await ChainBuilder.build(spec, context: context)
+            } catch {
+                // What this build opened afresh (a store) nobody will hold.
+                await release(carried.fresh())
+                throw error
+            }
             let next = ChainGeneration(chain: built, spec: spec, loadedAt: configuration.clock.now(), number: old.number + 1,
                                        carried: carried, adminRoutes: context.admin)
-            background.adopt(carried.all)
+            adopt(carried)
             _ = chain.swap(to: next)
+            // No new request enters the old generation: it drains as its last ones finish.
+            old.serving.retire()
             reloadStatus.set(nil)
             notifier.ready(status: Self.statusLine(next))
             for warning in warnings { logger.warning("\(warning)") }
             logger.info("configuration reloaded", metadata: [
                 "environment": .string(spec.name), "generation": .stringConvertible(next.number),
-                "carried_over": .string(carried.keys.joined(separator: ",")),
+                "carried_over": .string(carried.keys.map(\.description).joined(separator: ",")),
             ])
             let released = carried.released()
             if !released.isEmpty {
-                // Close what the new chain no longer uses once the old chain is idle.
-                Task { [logger, background] in
-                    while old.requestsInFlight > 0 { try? await Task.sleep(for: .milliseconds(20)) }
-                    for item in released {
-                        if let service = item as? any CarriedService {
-                            background.release(service)
-                        } else {
-                            await (item as? any CarriedResource)?.close()
-                        }
-                    }
+                // Close what the new chain no longer uses once the old chain's last request
+                // has left it (its lease ended).
+                background.whenDrained(old.serving) { [self] in
+                    await release(released)
                     logger.debug("released \(released.count) object(s) of chain generation \(old.number)")
                 }
             }
@@ -251,8 +320,9 @@ public final class VeneerInstance: Service, Sendable {
     }
 
     func releaseAll() async {
-        let generation = chain.generation
-        // Background services were closed by the runner; close the rest (stores last).
+        guard let generation = active.withLock({ $0?.generation }) else { return }
+        // Background services (and running stores) were closed by their runners; close the
+        // rest (stores last).
         let resources = generation.carried.all.filter { !($0 is any CarriedService) }.compactMap { $0 as? any CarriedResource }
         for resource in resources where !(resource is CarriedStore) { await resource.close() }
         for resource in resources where resource is CarriedStore { await resource.close() }
@@ -293,6 +363,24 @@ struct TransportShutdown: Service {
     func run() async throws {
         try? await gracefulShutdown()
         await transports.shutdown()
+    }
+}
+
+/// Graceful shutdown, once the listeners have closed their connections: waits for the
+/// requests still inside the chain (a client that left does not stop its request) before
+/// the background loops, the stores and the HTTP clients close under them. The group's
+/// `drain_timeout` bounds the wait.
+struct DrainOnShutdown: Service {
+    let instance: VeneerInstance
+
+    func run() async throws {
+        guard (try? await gracefulShutdown()) != nil, let chain = instance.activeChain else { return }
+        let generation = chain.generation.serving
+        generation.retire()
+        if !generation.isDrained {
+            instance.logger.debug("waiting for \(generation.requestsInFlight) request(s) inside the chain")
+        }
+        await generation.drained()
     }
 }
 

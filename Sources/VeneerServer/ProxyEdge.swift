@@ -49,8 +49,9 @@ public struct ProxyEdge: Sendable {
         await respond(method: head.method, target: head.path ?? "", fields: head.headerFields, body: body, client: client)
     }
 
-    /// What ``begin(method:target:fields:body:client:)`` made of a request.
-    enum Start: Sendable {
+    /// What ``begin(method:target:fields:body:client:)`` made of a request. Not copyable: a
+    /// request left waiting carries its lease.
+    enum Start: ~Copyable, Sendable {
         /// Answered without waiting: refused by the edge, or answered at once by the chain
         /// (``ChainPlan/immediate(_:)``, a fresh cache hit).
         case answered(ProxyResponse, closeConnection: Bool)
@@ -59,8 +60,9 @@ public struct ProxyEdge: Sendable {
     }
 
     /// A request checked by the edge that still needs an `await` or a callback: the admin
-    /// API, or the chain, the way the chain's plan says.
-    struct Pending: Sendable {
+    /// API, or the chain, the way the chain's plan says. It holds the request's lease on the
+    /// generation it entered, which ends with it (wherever it goes: see ``GenerationLease``).
+    struct Pending: ~Copyable, Sendable {
         enum Work: Sendable {
             case admin(method: HTTPRequest.Method, path: String, query: String?, fields: HTTPFields, body: ByteBuffer)
             /// The rest of an answer the chain could not give at once.
@@ -72,8 +74,23 @@ public struct ProxyEdge: Sendable {
         }
         let work: Work
         let requestID: String
-        /// Entered by ``begin(method:target:fields:body:client:)``; left by ``complete(_:)``.
-        let generation: ServingChain
+        /// Taken by ``begin(method:target:fields:body:client:)``.
+        let lease: GenerationLease
+
+        /// The request as a task that runs it once carries it (see ``Handed``).
+        consuming func handOver() -> Handed {
+            let work = work, requestID = requestID
+            return Handed(work: work, requestID: requestID, lease: lease.handOver())
+        }
+    }
+
+    /// A ``Pending`` request on its way into a task: copyable, so that the task's closure
+    /// holds it inline (a noncopyable capture costs a heap box); ``complete(_:)-swift.method``
+    /// ends its lease, and the task runs it exactly once.
+    struct Handed: Sendable {
+        let work: Pending.Work
+        let requestID: String
+        let lease: LeaseHandOver
     }
 
     /// The part of answering that needs no `await`: the request id, the checks of the path,
@@ -89,10 +106,10 @@ public struct ProxyEdge: Sendable {
             requestID = RequestID.generate()
         }
         // The request stays on the generation it entered, even if a reload swaps the chain.
-        let generation = chain.enter()
+        let lease = chain.lease()
+        let generation = lease.chain
         func answered(_ response: ProxyResponse, close: Bool = false) -> Start {
-            generation.leave()
-            return .answered(Self.stamped(response, requestID), closeConnection: close)
+            .answered(Self.stamped(response, requestID), closeConnection: close)
         }
         let target = RequestTarget.parse(rawTarget, resources: adminOnly ? [] : generation.resources)
         switch target {
@@ -103,7 +120,7 @@ public struct ProxyEdge: Sendable {
             }
             guard case .complete(let bytes) = body else { return answered(Self.tooLarge(generation.requestBodyLimit), close: true) }
             return .waiting(Pending(work: .admin(method: method, path: path, query: query, fields: fields, body: bytes),
-                                    requestID: requestID, generation: generation))
+                                    requestID: requestID, lease: lease))
         case .notFound:
             return answered(ProxyError.notFound("No such resource: \(Self.printable(rawTarget)).").response)
         case .badQuery:
@@ -139,7 +156,7 @@ public struct ProxyEdge: Sendable {
             case .immediate(let handler):
                 switch handler.answerImmediately(request) {
                 case .answer(let response):
-                    generation.leave()
+                    lease.end()
                     return .answered(finish(request, response), closeConnection: false)
                 case .later(let rest):
                     work = .rest(rest, request)
@@ -149,13 +166,19 @@ public struct ProxyEdge: Sendable {
             case .task(let handler):
                 work = .task(handler, request)
             }
-            return .waiting(Pending(work: work, requestID: requestID, generation: generation))
+            return .waiting(Pending(work: work, requestID: requestID, lease: lease))
         }
     }
 
-    /// Finishes what ``begin(method:target:fields:body:client:)`` left waiting.
-    func complete(_ pending: Pending) async -> (ProxyResponse, closeConnection: Bool) {
-        defer { pending.generation.leave() }
+    /// Finishes what ``begin(method:target:fields:body:client:)`` left waiting; its lease
+    /// ends with it.
+    func complete(_ pending: consuming Pending) async -> (ProxyResponse, closeConnection: Bool) {
+        await complete(pending.handOver())
+    }
+
+    /// Finishes a request handed to a task, and ends its lease.
+    func complete(_ pending: Handed) async -> (ProxyResponse, closeConnection: Bool) {
+        defer { pending.lease.end() }
         switch pending.work {
         case .admin(let method, let path, let query, let fields, let body):
             let response = await admin.respond(method: method, path: path, query: query, headers: fields, body: body)
@@ -178,7 +201,7 @@ public struct ProxyEdge: Sendable {
     }
 
     /// The chain's answer, or the answer for the error it threw.
-    private func answer(_ pending: Pending, _ work: () async throws -> ProxyResponse) async -> ProxyResponse {
+    private func answer(_ pending: Handed, _ work: () async throws -> ProxyResponse) async -> ProxyResponse {
         do {
             return try await work()
         } catch {
@@ -188,19 +211,26 @@ public struct ProxyEdge: Sendable {
 
     /// Finishes a request left waiting without a task, if the plan says so and the chain
     /// starts it (``CallbackAnswering/startAnswer(_:then:)``): `delivery` gets what
-    /// ``complete(_:)`` would return, on this event loop, possibly before this returns.
-    /// False: nothing started, use ``complete(_:)``.
-    func completeWithoutTask(_ pending: Pending, to delivery: some AnswerDelivery) -> Bool {
-        guard case .callback(let handler, let request) = pending.work else { return false }
-        return handler.startAnswer(request) { [self] result in
+    /// ``complete(_:)`` would return, on this event loop, possibly before this returns, and
+    /// the result is nil. Otherwise nothing started, and the request comes back (with a lease
+    /// of its own) for ``complete(_:)``.
+    func completeWithoutTask(_ pending: consuming Pending, to delivery: some AnswerDelivery) -> Pending? {
+        guard case .callback(let handler, let request) = pending.work else { return pending }
+        let requestID = pending.requestID, work = pending.work
+        // The callback, called exactly once (CallbackAnswering's contract), ends the lease.
+        let lease = pending.lease.handOver()
+        let started = handler.startAnswer(request) { [self] result in
             let response: ProxyResponse
             switch result {
             case .success(let answer): response = finish(request, answer)
-            case .failure(let error): response = finish(request, Self.answer(for: error, pending.requestID, logger: logger))
+            case .failure(let error): response = finish(request, Self.answer(for: error, requestID, logger: logger))
             }
-            pending.generation.leave()
+            lease.end()
             delivery.deliver(response, closeConnection: false)
         }
+        // Declined: the callback never runs; the request goes on in a task, still holding
+        // the lease it had (the generation cannot drain in between).
+        return started ? nil : Pending(work: work, requestID: requestID, lease: GenerationLease(resuming: lease))
     }
 
     /// The answer for an error the chain threw: a ``ProxyError`` as it says, anything else `internal` (logged).
@@ -233,6 +263,25 @@ public struct ProxyEdge: Sendable {
     public static func printable(_ text: String) -> String {
         let cleaned = String(decoding: text.utf8.prefix(100).map { $0 >= 0x20 && $0 < 0x7F ? $0 : UInt8(ascii: "?") }, as: UTF8.self)
         return text.utf8.count > 100 ? cleaned + "..." : cleaned
+    }
+}
+
+extension ProxyEdge.Start {
+    /// The request left waiting, if it was (a `switch` does this where the type is not
+    /// imported: a noncopyable enum cannot be taken apart across modules).
+    consuming func waiting() -> ProxyEdge.Pending? {
+        switch consume self {
+        case .answered: return nil
+        case .waiting(let pending): return pending
+        }
+    }
+
+    /// The answer given without waiting, if it was.
+    var answered: (response: ProxyResponse, closeConnection: Bool)? {
+        switch self {
+        case .answered(let response, let close): return (response, close)
+        case .waiting: return nil
+        }
     }
 }
 

@@ -239,17 +239,18 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     /// Runs the chain without a task where it can, else in a task; its answer is written when
     /// it comes, then the queue goes on.
-    private func answerLater(_ pending: ProxyEdge.Pending, head: HTTP1RequestParser.Head, tooLarge: Bool, keepAlive: Bool,
+    private func answerLater(_ pending: consuming ProxyEdge.Pending, head: HTTP1RequestParser.Head, tooLarge: Bool, keepAlive: Bool,
                              context: ChannelHandlerContext) {
         let delivery = Delivery(loopBound: NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop),
                                 eventLoop: context.eventLoop, method: head.method, keepAlive: keepAlive && !tooLarge)
         // A chain planned to answer without a task (the upstream origin, maybe behind
         // latency_log) calls back on this loop: no task to create, suspend and resume.
         // Either way the answer may come (inside startNext's loop) before this returns.
-        guard !edge.completeWithoutTask(pending, to: delivery) else { return }
-        let edge = edge
+        guard let pending = edge.completeWithoutTask(pending, to: delivery) else { return }
+        let edge = edge, handed = pending.handOver()
+        // The task runs once and ends the request's lease as it completes it.
         Task.immediate(executorPreference: executor) {
-            let (response, refused) = await edge.complete(pending)
+            let (response, refused) = await edge.complete(handed)
             delivery.deliver(response, closeConnection: refused)
         }
     }

@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import PostgresNIO
+import ServiceLifecycle
 import Synchronization
 import VeneerCore
 
@@ -16,7 +17,12 @@ import VeneerCore
 /// When the database is down or slow, every operation fails fast (after at most
 /// ``operationTimeout``) instead of hanging, health says why, and a monitor reconnects
 /// with backoff; when it is back, subscribers get ``StoreChange/resync``.
-public final class PostgresStore: KeyValueStore {
+///
+/// A `Service`: its connections, the LISTEN loop and the probe run in ``run()`` (the
+/// runtime runs it from the moment a chain opens the store until no chain names it, or
+/// graceful shutdown), never in tasks of their own. Without ``run()`` every operation fails
+/// after a short wait for the first connection.
+public final class PostgresStore: KeyValueStore, Service {
     /// How long one operation may take.
     public static let operationTimeout: Duration = .seconds(2)
     static let channel = "veneer_kv"
@@ -26,9 +32,9 @@ public final class PostgresStore: KeyValueStore {
     public let description: String
     let client: PostgresClient
     let logger: Logger
-    private let clientTask: Task<Void, Never>
-    private let background: Mutex<[Task<Void, Never>]> = Mutex([])
     private let state = Mutex(State())
+    /// Opened when the first connection attempt has ended.
+    private let firstAttempt = Latch()
     private let onHealth: @Sendable (String?) -> Void
 
     /// What watches the database: the LISTEN connection and a periodic probe. The store is
@@ -48,14 +54,13 @@ public final class PostgresStore: KeyValueStore {
     /// Why the store is unavailable, if it is.
     public var problem: String? { state.withLock { $0.problem } }
 
-    /// Connects (in the background: an unreachable database at start is not fatal) and
-    /// keeps the schema up to date. `onHealth` hears nil when healthy, else a reason.
+    /// The store of `url`, not connected yet: ``run()`` connects (an unreachable database
+    /// is not fatal) and keeps the schema up to date. `onHealth` hears nil when healthy,
+    /// else a reason. Throws for a URL that is not usable.
     public static func open(url: String, password: Secret?, logger: Logger, onHealth: @escaping @Sendable (String?) -> Void = { _ in }) throws -> PostgresStore {
         let configuration = try PostgresConnectionURL.configuration(url, password: password?.reveal())
         let client = PostgresClient(configuration: configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, backgroundLogger: logger)
-        let store = PostgresStore(description: "postgres:" + PostgresURL.redacting(url), client: client, logger: logger, onHealth: onHealth)
-        store.startWatching()
-        return store
+        return PostgresStore(description: "postgres:" + PostgresURL.redacting(url), client: client, logger: logger, onHealth: onHealth)
     }
 
     private init(description: String, client: PostgresClient, logger: Logger, onHealth: @escaping @Sendable (String?) -> Void) {
@@ -63,59 +68,73 @@ public final class PostgresStore: KeyValueStore {
         self.client = client
         self.logger = logger
         self.onHealth = onHealth
-        // The pool must run before the first chain is built (which reads tokens and
-        // blocks), so it starts here and stops in close().
-        clientTask = Task { await client.run() }
+    }
+
+    /// Runs the connection pool, the LISTEN loop and the probe until graceful shutdown or
+    /// cancellation. Once only (the pool cannot run twice).
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.client.run() }
+                group.addTask { await self.listen() }
+                group.addTask { await self.probe() }
+            }
+        }
     }
 
     // MARK: Availability
 
-    private func startWatching() {
-        // LISTEN on one connection, for removals other instances announce. A lost connection
-        // ends the notification sequence with an error: reconnect with backoff.
-        let listener = Task { [self] in
-            var delay: Duration = .milliseconds(200)
-            var migrated = false
-            while !Task.isCancelled {
-                do {
-                    try await client.withConnection { connection in
-                        if !migrated {
-                            try await Self.migrate(connection, logger: logger)
-                            migrated = true
-                        }
-                        try await connection.listen(on: Self.channel) { notifications in
-                            self.report(.listener, problem: nil)
-                            delay = .milliseconds(200)
-                            for try await notification in notifications { self.dispatch(notification.payload) }
-                        }
+    /// LISTEN on one connection, for removals other instances announce. A lost connection
+    /// ends the notification sequence with an error: reconnect with backoff.
+    private func listen() async {
+        var delay: Duration = .milliseconds(200)
+        var migrated = false
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    if !migrated {
+                        try await Self.migrate(connection, logger: logger)
+                        migrated = true
                     }
-                } catch {
-                    if Task.isCancelled { return }
-                    report(.listener, problem: "database unreachable: \(Self.describe(error))")
+                    try await connection.listen(on: Self.channel) { notifications in
+                        self.report(.listener, problem: nil)
+                        delay = .milliseconds(200)
+                        for try await notification in notifications { self.dispatch(notification.payload) }
+                    }
                 }
-                try? await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(5))
-            }
-        }
-        // A silent network (no reset, no answer) never ends the LISTEN: a probe with a deadline
-        // notices it, and makes every operation fail fast until the database answers again.
-        let probe = Task { [self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: Self.probeInterval)
+            } catch {
                 if Task.isCancelled { return }
-                guard state.withLock({ $0.settled }) else { continue }
-                do {
-                    let client = self.client, logger = self.logger
-                    _ = try await withDeadline("probe") { try await client.query("SELECT 1", logger: logger) }
-                    report(.probe, problem: nil)
-                } catch let error as StoreError {
-                    report(.probe, problem: "database not answering: \(error.reason)")
-                } catch {
-                    report(.probe, problem: "database not answering: \(Self.describe(error))")
-                }
+                report(.listener, problem: "database unreachable: \(Self.describe(error))")
+            }
+            do {
+                try await Task.sleep(for: delay)
+            } catch {
+                return
+            }
+            delay = min(delay * 2, .seconds(5))
+        }
+    }
+
+    /// A silent network (no reset, no answer) never ends the LISTEN: a probe with a deadline
+    /// notices it, and makes every operation fail fast until the database answers again.
+    private func probe() async {
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: Self.probeInterval)
+            } catch {
+                return
+            }
+            guard state.withLock({ $0.settled }) else { continue }
+            do {
+                let client = self.client, logger = self.logger
+                _ = try await withDeadline("probe") { try await client.query("SELECT 1", logger: logger) }
+                report(.probe, problem: nil)
+            } catch let error as StoreError {
+                report(.probe, problem: "database not answering: \(error.reason)")
+            } catch {
+                report(.probe, problem: "database not answering: \(Self.describe(error))")
             }
         }
-        background.withLock { $0 = [listener, probe] }
     }
 
     static let probeInterval: Duration = .seconds(2)
@@ -129,6 +148,7 @@ public final class PostgresStore: KeyValueStore {
             state.settled = true
             return (before, state.problem, Array(state.subscribers.values))
         }
+        firstAttempt.open()
         guard before != after else { return }
         if let after {
             if before == nil || before == "connecting" {
@@ -163,12 +183,19 @@ public final class PostgresStore: KeyValueStore {
     /// moment for the first connection (so that `veneer unblock` or the first token read
     /// does not fail just because the pool is still connecting).
     private func checkAvailable() async throws {
-        let deadline = ContinuousClock.now + .seconds(3)
-        while !state.withLock({ $0.settled }), ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
+        if !state.withLock({ $0.settled }) {
+            await withTaskGroup(of: Void.self) { race in
+                race.addTask { await self.firstAttempt.wait() }
+                race.addTask { try? await Task.sleep(for: Self.firstConnectionWait) }
+                _ = await race.next()
+                race.cancelAll()
+            }
         }
         if let problem { throw StoreError(store: description, reason: problem) }
     }
+
+    /// How long an operation waits for the first connection attempt to end.
+    public static let firstConnectionWait: Duration = .seconds(3)
 
     /// Runs `operation`, returning at the deadline even when it does not: a query sent on a
     /// connection that went silent does not react to cancellation, so it is left to finish
@@ -179,16 +206,28 @@ public final class PostgresStore: KeyValueStore {
         let description = self.description
         return try await withCheckedThrowingContinuation { continuation in
             race.arm(continuation)
-            let work = Task {
+            // Unstructured on purpose: the caller must not wait for a query that does not end.
+            // The timer goes as soon as the work is done (no sleeping task per operation).
+            let work = Mutex<Task<Void, Never>?>(nil)
+            let timer = Task {
                 do {
-                    race.settle(.success(try await operation()))
+                    try await Task.sleep(for: timeout)
                 } catch {
-                    race.settle(.failure(error))
+                    return
+                }
+                if race.settle(.failure(StoreError(store: description, reason: "\(what) took longer than \(timeout)"))) {
+                    work.withLock { $0 }?.cancel()
                 }
             }
-            Task {
-                try? await Task.sleep(for: timeout)
-                if race.settle(.failure(StoreError(store: description, reason: "\(what) took longer than \(timeout)"))) { work.cancel() }
+            work.withLock { slot in
+                slot = Task {
+                    defer { timer.cancel() }
+                    do {
+                        race.settle(.success(try await operation()))
+                    } catch {
+                        race.settle(.failure(error))
+                    }
+                }
             }
         }
     }
@@ -430,9 +469,8 @@ public final class PostgresStore: KeyValueStore {
         }
     }
 
+    /// Ends the subscriptions. The connections close when ``run()`` ends.
     public func close() async {
-        for task in background.withLock({ $0 }) { task.cancel() }
-        clientTask.cancel()
         let subscribers = state.withLock { state in
             defer { state.subscribers = [:] }
             return Array(state.subscribers.values)

@@ -66,6 +66,11 @@ struct Run: AsyncParsableCommand {
         }
         let group = ServiceGroup(configuration: .init(
             services: [instance], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
+        do {
+            try await group.run()
+        } catch let error as ConfigError {
+            // Found while building the first chain (an unreadable secret, a bad store URL).
+            throw failWithConfigError(error, context: "veneer: cannot start environment '\(options.environmentName)' from \(path)")
+        }
     }
 }

@@ -85,4 +85,22 @@ struct CommandLineTests {
         #expect(result.status == 78)
         #expect(result.stderr.contains("seed file \(directory)/missing.json does not exist"))
     }
+
+    @Test("run exits 78 too on a problem found while building the first chain (a secret that cannot be read)")
+    func runBrokenWhileBuilding() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory + "/secret", withIntermediateDirectories: true)
+        try """
+            environments:
+              development:
+                origin: { mock: {} }
+                chain:
+                  - auth_refresh: { token_url: "http://127.0.0.1:9/token", client_id: x, client_secret_file: secret, refresh_token: r }
+            """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let result = try await VeneerProcess.run(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+        #expect(result.status == 78)
+        #expect(result.stderr.contains("chain[0].auth_refresh: secret file \(directory)/secret is not readable"))
+        #expect(!result.stderr.contains("veneer ready"))
+    }
 }

@@ -217,6 +217,45 @@ struct PooledHTTP1TransportTests {
         #expect(upstream.received.count == 6)
     }
 
+    /// Waits until `condition` holds (polling: the upstream's counters are not observable otherwise).
+    func waitUntil(_ condition: () -> Bool) async throws {
+        while !condition() { try await Task.sleep(for: .milliseconds(5)) }
+    }
+
+    @Test("a request in flight at shutdown fails at once instead of waiting for its answer")
+    func shutdownInFlight() async throws {
+        let upstream = try await ScriptedUpstream.start { _ in .replyAfter(.seconds(3), ScriptedUpstream.ok("{}")) }
+        defer { Task { await upstream.stop() } }
+        try await withTransport { transport in
+            let inFlight = Task { try await transport.send(request(upstream, timeout: .seconds(30))) }
+            try await waitUntil { upstream.received.count == 1 }
+            let start = ContinuousClock.now
+            await transport.shutdown()
+            await expectError(.upstreamUnavailable) { try await inFlight.value }
+            #expect(ContinuousClock.now - start < .seconds(2))
+        }
+    }
+
+    @Test("a cancelled caller's request fails, and its connection is not used again")
+    func cancelled() async throws {
+        let upstream = try await ScriptedUpstream.start { received in received.connection == 0 ? .silence : .reply(ScriptedUpstream.ok("{}")) }
+        defer { Task { await upstream.stop() } }
+        try await withTransport { transport in
+            let stuck = Task { try await transport.send(request(upstream, timeout: .seconds(30))) }
+            try await waitUntil { upstream.received.count == 1 }
+            stuck.cancel()
+            do {
+                _ = try await stuck.value
+                Issue.record("a cancelled request has no answer")
+            } catch let error as ProxyError {
+                #expect(error.code == .upstreamUnavailable && error.message.contains("cancelled"), "\(error.message)")
+            }
+            let next = try await transport.send(request(upstream))
+            #expect(next.status == .ok)
+        }
+        #expect(upstream.connections == 2)
+    }
+
     @Test("after shutdown requests fail instead of hanging")
     func afterShutdown() async throws {
         let upstream = try await ScriptedUpstream.start { _ in .reply(ScriptedUpstream.ok("{}")) }

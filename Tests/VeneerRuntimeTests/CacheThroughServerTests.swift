@@ -35,8 +35,8 @@ struct CacheThroughServerTests {
                                      observed.withLock { $0.append(request.record.entries) }
                                  })
             let fields: HTTPFields = [.xRequestID: "req-7"]
-            guard case .waiting(let pending) = edge.begin(method: .get, target: "/posts", fields: fields, body: .complete(ByteBuffer()),
-                                                          client: ClientAddress("127.0.0.1")) else {
+            guard let pending = edge.begin(method: .get, target: "/posts", fields: fields, body: .complete(ByteBuffer()),
+                                                          client: ClientAddress("127.0.0.1")).waiting() else {
                 Issue.record("a miss was answered at once")
                 return
             }
@@ -45,8 +45,8 @@ struct CacheThroughServerTests {
             #expect(missed.headers[.cacheStatus]?.contains("fwd=uri-miss") == true && missed.headers[.xRequestID] == "req-7")
             #expect(veneer.instance.chain.generation.requestsInFlight == 0)
 
-            guard case .answered(let hit, let close) = edge.begin(method: .get, target: "/posts", fields: fields, body: .complete(ByteBuffer()),
-                                                                  client: ClientAddress("127.0.0.1")) else {
+            guard let (hit, close) = edge.begin(method: .get, target: "/posts", fields: fields, body: .complete(ByteBuffer()),
+                                                                  client: ClientAddress("127.0.0.1")).answered else {
                 Issue.record("a fresh hit waited for a task")
                 return
             }

@@ -20,7 +20,8 @@ struct ChainPlanTests {
         defer { Task { await transports.shutdown() } }
         let context = BuildContext(logger: quietLogger(), clock: ManualClock(), metrics: NOOPMetricsHandler.instance, transports: transports,
                                    stateDirectory: "/tmp/veneer-plan-tests",
-                                   stores: StoreRegistry(specs: [:], carried: CarriedState(), health: HealthBoard(), logger: quietLogger()))
+                                   stores: StoreRegistry(specs: [:], carried: CarriedState(), health: HealthBoard(), logger: quietLogger(),
+                                                          runner: BackgroundRunner(logger: quietLogger())))
         let built = try await ChainBuilder.build(spec, context: context)
         let name = String(describing: type(of: built.plan.handler))
         #expect(String(describing: type(of: built.handler)) == name, "the plan answers through the chain's outermost handler")

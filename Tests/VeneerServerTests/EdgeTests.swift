@@ -73,16 +73,19 @@ struct EdgeTests {
         let counting = Counting(cache)
         let chain = FixedChain([counting, cache, origin])
         let edge = ProxyEdge.serving(chain)
-        guard case .waiting(let pending) = begin(edge) else {
+        guard let pending = begin(edge).waiting() else {
             Issue.record("a miss was answered without the origin")
             return
         }
-        #expect(!edge.completeWithoutTask(pending) { _, _ in Issue.record("an immediate plan started a callback") })
+        guard let pending = edge.completeWithoutTask(pending, then: { _, _ in Issue.record("an immediate plan started a callback") }) else {
+            Issue.record("an immediate plan started a callback")
+            return
+        }
         let (missed, _) = await edge.complete(pending)
         #expect(missed.headers[.cacheStatus] == "veneer; fwd=uri-miss; fwd-status=200; stored")
         #expect(counting.counts == (1, 0), "the chain was asked once, and not again through handle")
         #expect(origin.count == 1 && chain.current.requestsInFlight == 0)
-        guard case .answered(let hit, false) = begin(edge) else {
+        guard case (let hit, false)? = begin(edge).answered else {
             Issue.record("a fresh hit waited")
             return
         }
@@ -94,23 +97,28 @@ struct EdgeTests {
     func callbackAndTask() async throws {
         let answering = CallbackOrigin(declines: false)
         let edge = ProxyEdge.serving(FixedChain([answering]))
-        guard case .waiting(let pending) = begin(edge) else { throw CancellationError() }
+        guard let pending = begin(edge).waiting() else { throw CancellationError() }
         let answered = Mutex<ProxyResponse?>(nil)
-        #expect(edge.completeWithoutTask(pending) { response, _ in answered.withLock { $0 = response } })
+        let started = edge.completeWithoutTask(pending, then: { response, _ in answered.withLock { $0 = response } }) == nil
+        #expect(started)
         #expect(answered.withLock { $0 }?.headers[.xRequestID] == "req-1")
         #expect(answering.started.load(ordering: .relaxed) == 1 && answering.handled.load(ordering: .relaxed) == 0)
 
         let declining = CallbackOrigin(declines: true)
         let fallback = ProxyEdge.serving(FixedChain([declining]))
-        guard case .waiting(let declined) = begin(fallback) else { throw CancellationError() }
-        #expect(!fallback.completeWithoutTask(declined) { _, _ in Issue.record("a declined start answered") })
+        guard let declined = begin(fallback).waiting() else { throw CancellationError() }
+        guard let declined = fallback.completeWithoutTask(declined, then: { _, _ in Issue.record("a declined start answered") }) else {
+            throw CancellationError()
+        }
         #expect(await fallback.complete(declined).0.status == .ok)
         #expect(declining.started.load(ordering: .relaxed) == 1 && declining.handled.load(ordering: .relaxed) == 1)
 
         let plain = RecordingHandler()
         let task = ProxyEdge.serving(FixedChain([plain]))
-        guard case .waiting(let waiting) = begin(task) else { throw CancellationError() }
-        #expect(!task.completeWithoutTask(waiting) { _, _ in Issue.record("a task plan started a callback") })
+        guard let waiting = begin(task).waiting() else { throw CancellationError() }
+        guard let waiting = task.completeWithoutTask(waiting, then: { _, _ in Issue.record("a task plan started a callback") }) else {
+            throw CancellationError()
+        }
         #expect(await task.complete(waiting).0.status == .ok && plain.count == 1)
     }
 
@@ -126,7 +134,7 @@ struct EdgeTests {
             let entries = request.record.entries.map { "\($0.name)=\($0.detail)\($0.duration.map { " \($0)" } ?? "")" }
             seen.withLock { $0.append("\(response.headers[.xRequestID] ?? "-"): " + entries.joined(separator: ", ")) }
         }
-        guard case .waiting(let pending) = begin(edge) else { throw CancellationError() }
+        guard let pending = begin(edge).waiting() else { throw CancellationError() }
         _ = await edge.complete(pending)
         _ = begin(edge)
         _ = await edge.respond(method: .get, target: "/nothing", fields: [:], body: .complete(ByteBuffer()), client: nil)

@@ -18,30 +18,34 @@ struct PassThroughTests {
                 let observed = Mutex<[[RequestRecord.Entry]]>([])
                 let edge = ProxyEdge(chain: chain, admin: NoAdmin(), logger: quietLogger(), adminOnly: false, servesAdmin: true,
                                      observer: { request, _ in observed.withLock { $0.append(request.record.entries) } })
-                func begin() throws -> ProxyEdge.Pending {
-                    guard case .waiting(let pending) = edge.begin(method: .get, target: "/posts/1", fields: [.xRequestID: "req-9"],
-                                                                  body: .complete(ByteBuffer()), client: ClientAddress("127.0.0.1")) else {
+                @Sendable func begin() throws -> ProxyEdge.Pending {
+                    guard let pending = edge.begin(method: .get, target: "/posts/1", fields: [.xRequestID: "req-9"],
+                                                                  body: .complete(ByteBuffer()), client: ClientAddress("127.0.0.1")).waiting() else {
                         throw CancellationError()
                     }
                     return pending
                 }
 
                 // Off any event loop nothing starts and nothing changes: the task path follows.
-                let offLoop = try begin()
-                #expect(!edge.completeWithoutTask(offLoop) { _, _ in Issue.record("answered off the loop") })
+                guard let offLoop = edge.completeWithoutTask(try begin(), then: { _, _ in Issue.record("answered off the loop") }) else {
+                    throw CancellationError()
+                }
                 #expect(chain.generation.requestsInFlight == 1)
                 let (byTask, _) = await edge.complete(offLoop)
                 #expect(byTask.status == .ok && chain.generation.requestsInFlight == 0)
 
                 let loop = veneer.instance.configuration.eventLoopGroup.next()
-                let pending = try begin()
                 let (response, close): (ProxyResponse, Bool) = try await withCheckedThrowingContinuation { continuation in
                     loop.execute {
-                        let started = edge.completeWithoutTask(pending) { response, close in
-                            #expect(loop.inEventLoop)
-                            continuation.resume(returning: (response, close))
+                        do {
+                            let declined = edge.completeWithoutTask(try begin()) { response, close in
+                                #expect(loop.inEventLoop)
+                                continuation.resume(returning: (response, close))
+                            }
+                            if declined != nil { continuation.resume(throwing: CancellationError()) }
+                        } catch {
+                            continuation.resume(throwing: error)
                         }
-                        if !started { continuation.resume(throwing: CancellationError()) }
                     }
                 }
                 #expect(!close && response.status == .ok && String(buffer: response.body) == #"{"id":1}"#)

@@ -13,9 +13,8 @@ final class FixedChain: ChainSource {
         current = ServingChain(plan: ChainPlan(outermostFirst: handlers), resources: resources, requestBodyLimit: bodyLimit)
     }
 
-    func enter() -> ServingChain {
-        current.enter()
-        return current
+    func lease() -> GenerationLease {
+        GenerationLease(entering: current)
     }
 }
 
@@ -43,7 +42,7 @@ struct ClosureDelivery: AnswerDelivery {
 }
 
 extension ProxyEdge {
-    func completeWithoutTask(_ pending: Pending, then done: @escaping @Sendable (ProxyResponse, Bool) -> Void) -> Bool {
+    func completeWithoutTask(_ pending: consuming Pending, then done: @escaping @Sendable (ProxyResponse, Bool) -> Void) -> Pending? {
         completeWithoutTask(pending, to: ClosureDelivery(done: done))
     }
 }

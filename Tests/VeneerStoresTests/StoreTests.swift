@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Logging
+import ServiceLifecycle
 import Testing
 import VeneerCore
 import VeneerStores
@@ -104,25 +105,27 @@ struct PostgresStoreTests {
         let store = try PostgresStore.open(url: server.url, password: .file(server.passwordFile), logger: quietLogger())
         let other = try PostgresStore.open(url: server.url, password: .value(server.password), logger: quietLogger())
         do {
-            for _ in 0..<250 where store.problem != nil || other.problem != nil { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(store.problem == nil && other.problem == nil)
-            let changes = try #require(other.changes("cache"))
-            try await exercise(store)
-            try await store.put("cache", "I /posts/1 ", StoredValue(bytes: [1]), durable: false)
-            #expect(try await other.get("cache", "I /posts/1 ", now: Date())?.bytes == [1], "shared by both")
-            _ = try await store.delete("cache", prefix: "I /posts/1 ")
-            var iterator = changes.makeAsyncIterator()
-            #expect(await iterator.next() == .removed(prefix: "I /posts/1 "))
-            let order = Mutex<[String]>([])
-            async let first: Void = store.withLock("refresh") {
-                order.withLock { $0.append("first in") }
-                try await Task.sleep(for: .milliseconds(300))
-                order.withLock { $0.append("first out") }
+            try await whileRunning([store, other]) {
+                for _ in 0..<250 where store.problem != nil || other.problem != nil { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(store.problem == nil && other.problem == nil)
+                let changes = try #require(other.changes("cache"))
+                try await exercise(store)
+                try await store.put("cache", "I /posts/1 ", StoredValue(bytes: [1]), durable: false)
+                #expect(try await other.get("cache", "I /posts/1 ", now: Date())?.bytes == [1], "shared by both")
+                _ = try await store.delete("cache", prefix: "I /posts/1 ")
+                var iterator = changes.makeAsyncIterator()
+                #expect(await iterator.next() == .removed(prefix: "I /posts/1 "))
+                let order = Mutex<[String]>([])
+                async let first: Void = store.withLock("refresh") {
+                    order.withLock { $0.append("first in") }
+                    try await Task.sleep(for: .milliseconds(300))
+                    order.withLock { $0.append("first out") }
+                }
+                try await Task.sleep(for: .milliseconds(100))
+                try await other.withLock("refresh") { order.withLock { $0.append("second") } }
+                try await first
+                #expect(order.withLock { $0 } == ["first in", "first out", "second"], "the advisory lock excludes the other instance")
             }
-            try await Task.sleep(for: .milliseconds(100))
-            try await other.withLock("refresh") { order.withLock { $0.append("second") } }
-            try await first
-            #expect(order.withLock { $0 } == ["first in", "first out", "second"], "the advisory lock excludes the other instance")
         } catch {
             Issue.record(error)
         }
@@ -136,30 +139,32 @@ struct PostgresStoreTests {
         let server = try await TestPostgres.start()
         let store = try PostgresStore.open(url: server.url, password: .value(server.password), logger: quietLogger())
         do {
-            for _ in 0..<250 where store.problem != nil { try await Task.sleep(for: .milliseconds(20)) }
-            try #require(store.problem == nil)
-            try await store.put("blocks", "a", StoredValue(bytes: [1]), durable: true)
+            try await whileRunning([store]) {
+                for _ in 0..<250 where store.problem != nil { try await Task.sleep(for: .milliseconds(20)) }
+                try #require(store.problem == nil)
+                try await store.put("blocks", "a", StoredValue(bytes: [1]), durable: true)
 
-            try server.freeze(true)
-            // A generous bound: the point is that nothing waits for the database to come back.
-            let bound = PostgresStore.operationTimeout + .seconds(3)
-            var started = ContinuousClock.now
-            await #expect(throws: StoreError.self) { _ = try await store.get("blocks", "a", now: Date()) }
-            #expect(ContinuousClock.now - started < bound)
-            started = ContinuousClock.now
-            await #expect(throws: StoreError.self) { try await store.withLock("refresh") { Issue.record("the body ran without the lock") } }
-            #expect(ContinuousClock.now - started < bound)
-            for _ in 0..<500 where store.problem == nil { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(store.problem?.contains("not answering") == true, "\(store.problem ?? "available")")
-            // Known to be down: fail fast.
-            started = ContinuousClock.now
-            await #expect(throws: StoreError.self) { _ = try await store.get("blocks", "a", now: Date()) }
-            #expect(ContinuousClock.now - started < .milliseconds(500))
+                try server.freeze(true)
+                // A generous bound: the point is that nothing waits for the database to come back.
+                let bound = PostgresStore.operationTimeout + .seconds(3)
+                var started = ContinuousClock.now
+                await #expect(throws: StoreError.self) { _ = try await store.get("blocks", "a", now: Date()) }
+                #expect(ContinuousClock.now - started < bound)
+                started = ContinuousClock.now
+                await #expect(throws: StoreError.self) { try await store.withLock("refresh") { Issue.record("the body ran without the lock") } }
+                #expect(ContinuousClock.now - started < bound)
+                for _ in 0..<500 where store.problem == nil { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(store.problem?.contains("not answering") == true, "\(store.problem ?? "available")")
+                // Known to be down: fail fast.
+                started = ContinuousClock.now
+                await #expect(throws: StoreError.self) { _ = try await store.get("blocks", "a", now: Date()) }
+                #expect(ContinuousClock.now - started < .milliseconds(500))
 
-            try server.freeze(false)
-            for _ in 0..<750 where store.problem != nil { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(store.problem == nil)
-            #expect(try await store.get("blocks", "a", now: Date())?.bytes == [1])
+                try server.freeze(false)
+                for _ in 0..<750 where store.problem != nil { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(store.problem == nil)
+                #expect(try await store.get("blocks", "a", now: Date())?.bytes == [1])
+            }
         } catch {
             Issue.record(error)
         }
@@ -173,17 +178,38 @@ struct PostgresStoreTests {
         let server = try await TestPostgres.start()
         let store = try PostgresStore.open(url: server.url, password: .value(server.password), logger: quietLogger())
         do {
-            for _ in 0..<250 where store.problem != nil { try await Task.sleep(for: .milliseconds(20)) }
-            let changes = try #require(store.changes("cache"))
-            let key = "I /comments/" + String(repeating: "x", count: 9000)
-            try await store.put("cache", key, StoredValue(bytes: [1]), durable: false)
-            #expect(try await store.delete("cache", key))
-            #expect(try await store.get("cache", key, now: Date()) == nil)
-            var iterator = changes.makeAsyncIterator()
-            guard case .removed(let prefix) = await iterator.next() else { Issue.record("no removal announced"); return }
-            #expect(key.hasPrefix(prefix) && prefix.count > 1000, "a shorter prefix: a superset of the key is dropped")
+            try await whileRunning([store]) {
+                for _ in 0..<250 where store.problem != nil { try await Task.sleep(for: .milliseconds(20)) }
+                let changes = try #require(store.changes("cache"))
+                let key = "I /comments/" + String(repeating: "x", count: 9000)
+                try await store.put("cache", key, StoredValue(bytes: [1]), durable: false)
+                #expect(try await store.delete("cache", key))
+                #expect(try await store.get("cache", key, now: Date()) == nil)
+                var iterator = changes.makeAsyncIterator()
+                guard case .removed(let prefix) = await iterator.next() else { Issue.record("no removal announced"); return }
+                #expect(key.hasPrefix(prefix) && prefix.count > 1000, "a shorter prefix: a superset of the key is dropped")
+            }
         } catch {
             Issue.record(error)
+        }
+        await store.close()
+        await server.destroy()
+    }
+
+    @Test("nothing runs until run(): unrun, an operation fails after the first-connection wait; run as a service, it serves and stops at graceful shutdown")
+    func runsAsAService() async throws {
+        let server = try await TestPostgres.start()
+        let store = try PostgresStore.open(url: server.url, password: .value(server.password), logger: quietLogger())
+        let started = ContinuousClock.now
+        await #expect(throws: StoreError.self) { _ = try await store.get("blocks", "a", now: Date()) }
+        #expect(ContinuousClock.now - started >= PostgresStore.firstConnectionWait, "nobody connected behind its back")
+        let group = ServiceGroup(configuration: .init(services: [store], logger: quietLogger()))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await store.put("blocks", "a", StoredValue(bytes: [1]), durable: true)
+            #expect(try await store.get("blocks", "a", now: Date())?.bytes == [1])
+            await group.triggerGracefulShutdown()
+            try await tasks.next()  // returns: the pool, the LISTEN loop and the probe have all ended
         }
         await store.close()
         await server.destroy()

@@ -81,3 +81,15 @@ public enum HarnessError: Error {
     /// The instance stopped without an error before it was listening.
     case stoppedBeforeReady
 }
+
+/// Runs `services` (a store with connections of its own) while `body` runs, then cancels
+/// them and waits for them to end.
+public func whileRunning<T>(_ services: [any Service], _ body: () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for service in services {
+            group.addTask { try await service.run() }
+        }
+        defer { group.cancelAll() }
+        return try await body()
+    }
+}

@@ -84,6 +84,14 @@ public final class RawConnection: Sendable {
         channel.close(promise: nil)
     }
 
+    /// Resets the connection (RST, not FIN): to the server it is gone at once, mid-request or not.
+    public func reset() async throws {
+        if let socket = channel as? any SocketOptionProvider {
+            try await socket.setSoLinger(linger(l_onoff: 1, l_linger: 0)).get()
+        }
+        try await channel.close().get()
+    }
+
     /// The whole responses in `bytes`, in order.
     public static func parse(_ bytes: [UInt8]) -> [RawResponse] {
         var parser = HTTP1ResponseParser(maxBodySize: 16 << 20)

@@ -19,19 +19,25 @@ extension AuthRefreshDecorator {
             } catch {
                 throw ConfigError([ConfigDiagnostic(mark: nil, path: "", message: String(describing: error))])
             }
+            // One manager per token endpoint, client id and store, whatever the other options:
+            // a reload keeps it, its token and a refresh it has under way. The store object,
+            // not only its name: a store redefined under the same name gets a manager over
+            // the new store (the old one is closed once its chain has drained).
             let store: any RefreshTokenStore
+            let key: CarriedKey
             if let name = options.store {
-                store = KeyValueRefreshTokenStore(store: try await context.stores.store(named: name), key: options.stateName)
+                let named = try await context.stores.store(named: name)
+                store = KeyValueRefreshTokenStore(store: named, key: options.stateName)
+                key = .shared("auth_refresh.token", options.tokenEndpoint, options.clientID, name, ObjectIdentifier(named as AnyObject))
             } else {
-                store = FileRefreshTokenStore(path: context.stateDirectory + "/auth_refresh/\(options.stateName).json")
+                let path = context.stateDirectory + "/auth_refresh/\(options.stateName).json"
+                store = FileRefreshTokenStore(path: path)
+                key = .shared("auth_refresh.token", options.tokenEndpoint, options.clientID, "file", path)
             }
             let endpoint = TokenEndpoint(options: options, transport: context.transports.transport(TransportOptions()),
                                          clientSecret: clientSecret)
-            // One manager per token endpoint, client id and store, whatever the other options:
-            // a reload keeps it, its token and a refresh it has under way, and applies the new
-            // options to it.
             var made = false
-            let manager = context.carried.value(for: options.managerKey) {
+            let manager = context.carried.value(for: key) {
                 made = true
                 return TokenManager(options: options, initialToken: initialToken, endpoint: endpoint, store: store, clock: context.clock,
                                     health: context.health, logger: context.logger)

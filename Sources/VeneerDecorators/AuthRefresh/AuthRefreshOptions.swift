@@ -104,11 +104,6 @@ public struct AuthRefreshOptions: Sendable, Hashable {
         self.refreshToken = refreshToken
     }
 
-    /// What identifies this client's token manager across reloads: the token endpoint, the
-    /// client id and the store; every other option may change and the manager (and a refresh
-    /// it has in flight) stays.
-    var managerKey: String { "auth_refresh:\(tokenEndpoint)|\(clientID)|\(store.map { "store:" + $0 } ?? "file")" }
-
     /// A stable name for this client's state: the token endpoint and client id.
     var stateName: String {
         let text = "\(tokenEndpoint)|\(clientID)"

@@ -14,8 +14,9 @@ extension BlockListDecorator {
         decode: BlockListOptions.decode,
         make: { (options: BlockListOptions, inner: any Handler, context: BuildContext) in
             let store = try await context.stores.store(named: options.store ?? "memory")
-            // The blocks belong to the store, not to the rules: editing rules keeps them.
-            let book = context.carried.value(for: "block_list:\(store.description)") {
+            // The blocks belong to the store, not to the rules: editing rules keeps them. The
+            // store object, not its name: a redefined store is a new book over the new store.
+            let book = context.carried.value(for: .shared("block_list", store.description, ObjectIdentifier(store as AnyObject))) {
                 BlockBook(store: store, clock: context.clock, logger: context.logger)
             }
             await book.refresh()

@@ -13,8 +13,10 @@ extension CacheDecorator {
         make: { options, inner, context in
             var persistent: (any KeyValueStore)?
             if let name = options.store { persistent = try await context.stores.store(named: name) }
-            // The same options (and position) find the same storage after a reload: the cache stays warm.
-            let storage = context.carried.value(for: "cache:\(options)") {
+            // The same entry (name, options, rank among identical entries) finds the same
+            // storage after a reload: the cache stays warm wherever other decorators come and
+            // go. A store that was redefined is a new object: then the storage starts afresh.
+            let storage = context.carried.value(for: context.entryKey(persistent.map { ObjectIdentifier($0 as AnyObject) })) {
                 CacheStorage(maxEntries: options.maxEntries, maxBytes: options.maxBytes, persistent: persistent, clock: context.clock,
                              metrics: CacheMetrics(label: options.store ?? "memory", factory: context.metrics),
                              logger: context.logger)

@@ -13,7 +13,7 @@ extension LatencyLogDecorator {
             if let path = options.file {
                 // One file object per path, shared by every latency_log writing there and
                 // reopened at each (re)build: that is what makes SIGHUP log rotation work.
-                let file = try context.carried.value(for: "latency_log.file:\(path)") { try AppendingFileSink(path: path) }
+                let file = try context.carried.value(for: .shared("latency_log.file", path)) { try AppendingFileSink(path: path) }
                 try file.reopen()
                 sink = file
             } else {

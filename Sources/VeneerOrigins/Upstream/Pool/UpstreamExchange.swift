@@ -1,0 +1,75 @@
+import HTTPTypes
+import VeneerCore
+
+/// One request on its way through a loop's pool: what to send, and who waits for the outcome.
+///
+/// `@unchecked Sendable`, the one such boundary of the pooled transport: an exchange is made
+/// on the caller's thread and handed to its pool's event loop (by `execute`, which orders the
+/// hand-off), and a cancel reaches it through the same loop; its only mutable part, `state`,
+/// is read and written on that loop alone.
+final class UpstreamExchange: @unchecked Sendable {
+    /// Who waits: a task (``PooledHTTP1Transport/send(_:)``), or a callback
+    /// (``PooledHTTP1Transport/start(_:then:)``), called on the loop.
+    enum Waiter {
+        case task(UnsafeContinuation<ProxyResponse, any Error>)
+        case callback(@Sendable (Result<ProxyResponse, ProxyError>) -> Void)
+    }
+
+    let request: OutboundRequest
+    private var state = UpstreamExchangeStateMachine<Waiter>()
+
+    init(request: OutboundRequest) {
+        self.request = request
+    }
+
+    /// Whether it may be sent twice (RFC 9110 §9.2.2).
+    var isIdempotent: Bool {
+        switch request.method {
+        case .get, .head, .put, .delete, .options, .trace: true
+        default: false
+        }
+    }
+
+    /// On the loop: whether to submit it to the pool (else it was cancelled on the way and
+    /// its waiter has been told).
+    func start(_ waiter: Waiter) -> Bool {
+        switch state.start(waiter) {
+        case .submit:
+            return true
+        case .failCancelled(let waiter):
+            Self.resume(waiter, .failure(UpstreamFailure.cancelled.error(for: request).neverSent))
+            return false
+        }
+    }
+
+    /// On the loop: whether the pool must be told (it holds the exchange).
+    func cancel() -> Bool {
+        state.cancel() == .cancelInPool
+    }
+
+    /// On the loop: gives the waiter its outcome (the first time only).
+    func finish(_ result: Result<ProxyResponse, ProxyError>) {
+        guard let waiter = state.finish() else { return }
+        Self.resume(waiter, result)
+    }
+
+    /// On the loop: fails the waiter with `failure`, marked ``ProxyError/requestNeverSent``
+    /// when the pool says no byte of it can have been written.
+    func fail(_ failure: UpstreamFailure, neverSent: Bool) {
+        guard let waiter = state.finish() else { return }
+        let error = failure.error(for: request)
+        Self.resume(waiter, .failure(neverSent ? error.neverSent : error))
+    }
+
+    private static func resume(_ waiter: Waiter, _ result: Result<ProxyResponse, ProxyError>) {
+        switch waiter {
+        case .callback(let done):
+            done(result)
+        case .task(let continuation):
+            switch result {
+            case .success(let response): continuation.resume(returning: response)
+            case .failure(let error): continuation.resume(throwing: error)
+            }
+        }
+    }
+}

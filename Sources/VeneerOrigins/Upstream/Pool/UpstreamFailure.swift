@@ -1,0 +1,43 @@
+import VeneerCore
+
+/// Why a request to a plain-HTTP upstream failed, as the state machines decide it; made into
+/// the caller's ``ProxyError`` (with the upstream's name) in one place, ``error(for:)``.
+enum UpstreamFailure: Equatable, Sendable {
+    /// The transport was shut down.
+    case shuttingDown
+    /// The caller's task was cancelled.
+    case cancelled
+    /// No connection could be established within the connect timeout.
+    case connectTimedOut
+    /// The connection was refused or failed.
+    case unreachable
+    /// The request's own deadline passed (waiting, connecting or awaiting the answer).
+    case timedOut
+    /// The connection closed before a byte of the response, and the request could not be retried.
+    case closedWithoutAnswer
+    /// The connection closed in the middle of a response.
+    case closedMidResponse
+    /// The connection failed (a reset, an error) in the middle of a response.
+    case failedMidResponse
+    /// The response was not valid HTTP/1.1 (the parser's reason).
+    case malformed(String)
+    /// The response was over the size limit (the parser's reason).
+    case tooLarge(String)
+
+    /// `upstream_timeout` for the timeouts, `upstream_unavailable` for everything else.
+    func error(for request: OutboundRequest) -> ProxyError {
+        let target = request.endpoint.authority
+        switch self {
+        case .shuttingDown: return .upstreamUnavailable("Veneer is shutting down.")
+        case .cancelled: return .upstreamUnavailable("The request to the upstream \(target) was cancelled.")
+        case .connectTimedOut: return .upstreamTimeout("Connecting to the upstream \(target) timed out.")
+        case .unreachable: return .upstreamUnavailable("The upstream \(target) is unreachable.")
+        case .timedOut: return .upstreamTimeout("The upstream \(target) did not answer within \(request.timeout).")
+        case .closedWithoutAnswer: return .upstreamUnavailable("The upstream \(target) closed the connection without answering.")
+        case .closedMidResponse: return .upstreamUnavailable("The upstream \(target) closed the connection mid-response.")
+        case .failedMidResponse: return .upstreamUnavailable("The upstream \(target) failed mid-response.")
+        case .malformed(let reason): return .upstreamUnavailable("The upstream \(target) sent a malformed response: \(reason)")
+        case .tooLarge(let reason): return .upstreamUnavailable(reason)
+        }
+    }
+}

@@ -1,0 +1,173 @@
+import NIOCore
+import NIOPosix
+import VeneerCore
+
+/// The NIO side of one event loop's upstream connections: feeds an
+/// ``UpstreamPoolStateMachine`` the requests, the connections' outcomes and the sweeps'
+/// ticks, and does what it says: opens and closes connections, sends requests on them,
+/// answers callers, runs the sweeps.
+///
+/// Confined to its event loop (the transport reaches it through a `NIOLoopBoundBox`), so it
+/// needs no lock. Deadlines are checked by one sweep every ``deadlineSweepInterval`` while
+/// requests are held, rather than a timer per request: a timeout fires up to that much late,
+/// and a request costs no timer to schedule and cancel. Idle connections are closed by a
+/// slower sweep once they outstay the idle timeout.
+final class UpstreamLoopPool {
+    typealias StateMachine = UpstreamPoolStateMachine<UpstreamExchange, UpstreamConnectionHandler>
+
+    static let deadlineSweepInterval = TimeAmount.milliseconds(25)
+    static let idleSweepInterval = TimeAmount.seconds(5)
+
+    let eventLoop: any EventLoop
+    private let connectTimeout: TimeAmount
+    private var state: StateMachine
+    private var deadlineSweep: Scheduled<Void>?
+    private var idleSweep: Scheduled<Void>?
+
+    /// `limit` connections per peer; idle ones close after about `idleTimeout` (rounded up to
+    /// the idle sweep's interval).
+    init(eventLoop: any EventLoop, limit: Int, connectTimeout: TimeAmount, idleTimeout: TimeAmount) {
+        self.eventLoop = eventLoop
+        self.connectTimeout = connectTimeout
+        let ticks = (idleTimeout.nanoseconds + Self.idleSweepInterval.nanoseconds - 1) / Self.idleSweepInterval.nanoseconds
+        state = StateMachine(limit: limit, idleTicksBeforeClose: UInt64(max(1, ticks)))
+    }
+
+    // MARK: - From the transport
+
+    /// Starts `exchange` for `waiter`: on an idle connection, a new one, or in the queue.
+    func start(_ exchange: UpstreamExchange, _ waiter: UpstreamExchange.Waiter) {
+        guard exchange.start(waiter) else { return }
+        let request = exchange.request
+        perform(state.execute(exchange, host: request.endpoint.host, port: request.endpoint.port,
+                              deadline: .now() + TimeAmount(request.timeout), retryable: exchange.isIdempotent))
+    }
+
+    /// The caller's task was cancelled.
+    func cancel(_ exchange: UpstreamExchange) {
+        guard exchange.cancel() else { return }
+        perform(state.cancel(exchange))
+    }
+
+    /// Fails what is held and closes every connection; completes when the open ones have closed.
+    func shutdown() -> EventLoopFuture<Void> {
+        deadlineSweep?.cancel()
+        deadlineSweep = nil
+        idleSweep?.cancel()
+        idleSweep = nil
+        let sweep = state.shutdown()
+        var closing: [EventLoopFuture<Void>] = []
+        for connection in sweep.close {
+            if let closed = connection.closeFuture { closing.append(closed) }
+            connection.close()
+        }
+        for (exchange, failure, neverSent) in sweep.failed { exchange.fail(failure, neverSent: neverSent) }
+        return EventLoopFuture.andAllComplete(closing, on: eventLoop)
+    }
+
+    // MARK: - From the connections
+
+    func responseReceived(on id: StateMachine.ConnectionID, _ response: ProxyResponse, keepAlive: Bool) {
+        perform(state.responseReceived(on: id, keepAlive: keepAlive), answer: response)
+    }
+
+    func requestFailed(on id: StateMachine.ConnectionID, _ failure: UpstreamFailure) {
+        perform(state.requestFailed(on: id, failure))
+    }
+
+    func closedBeforeResponse(on id: StateMachine.ConnectionID, requestSent: Bool) {
+        perform(state.closedBeforeResponse(on: id, requestSent: requestSent))
+    }
+
+    // MARK: - Actions
+
+    /// Timer, then connection, then request (see ``UpstreamPoolStateMachine/Action``).
+    private func perform(_ action: StateMachine.Action, answer: ProxyResponse? = nil) {
+        switch action.timer {
+        case .none: break
+        case .startDeadlineSweep: scheduleDeadlineSweep()
+        case .startIdleSweep: scheduleIdleSweep()
+        }
+        switch action.connection {
+        case .none:
+            break
+        case .run(let exchange, let connection):
+            connection.start(exchange.request)
+        case .create(let id, let host, let port, let deadline):
+            connect(id, host: host, port: port, deadline: deadline)
+        case .close(let connection):
+            connection.close()
+        }
+        switch action.request {
+        case .none:
+            break
+        case .succeed(let exchange):
+            guard let answer else { preconditionFailure("A request succeeds only with the response that arrived.") }
+            exchange.finish(.success(answer))
+        case .fail(let exchange, let failure, let neverSent):
+            exchange.fail(failure, neverSent: neverSent)
+        }
+    }
+
+    private func connect(_ id: StateMachine.ConnectionID, host: String, port: Int, deadline: NIODeadline) {
+        let timeout = min(connectTimeout, max(deadline - .now(), .milliseconds(1)))
+        ClientBootstrap(group: eventLoop)
+            .connectTimeout(timeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(UpstreamConnectionHandler(id: id, eventLoop: channel.eventLoop))
+                }
+            }
+            .connect(host: host, port: port)
+            .assumeIsolated()
+            .whenComplete { result in self.connected(id, result) }
+    }
+
+    private func connected(_ id: StateMachine.ConnectionID, _ result: Result<any Channel, any Error>) {
+        switch result {
+        case .success(let channel):
+            guard let connection = try? channel.pipeline.syncOperations.handler(type: UpstreamConnectionHandler.self) else {
+                channel.close(promise: nil)
+                perform(state.connectionFailed(id, timedOut: false))
+                return
+            }
+            connection.attach(to: self)
+            channel.closeFuture.assumeIsolated().whenComplete { _ in
+                self.perform(self.state.connectionClosed(id))
+            }
+            perform(state.connectionEstablished(id, connection))
+        case .failure(let error):
+            var timedOut = false
+            if case ChannelError.connectTimeout? = error as? ChannelError { timedOut = true }
+            perform(state.connectionFailed(id, timedOut: timedOut))
+        }
+    }
+
+    // MARK: - Sweeps
+
+    private func scheduleDeadlineSweep() {
+        deadlineSweep = eventLoop.assumeIsolated().scheduleTask(in: Self.deadlineSweepInterval) {
+            self.sweepDeadlines()
+        }
+    }
+
+    private func sweepDeadlines() {
+        let sweep = state.deadlineTick(now: .now())
+        for connection in sweep.close { connection.close() }
+        for (exchange, failure, neverSent) in sweep.failed { exchange.fail(failure, neverSent: neverSent) }
+        if sweep.keepTicking { scheduleDeadlineSweep() } else { deadlineSweep = nil }
+    }
+
+    private func scheduleIdleSweep() {
+        idleSweep = eventLoop.assumeIsolated().scheduleTask(in: Self.idleSweepInterval) {
+            self.sweepIdle()
+        }
+    }
+
+    private func sweepIdle() {
+        let sweep = state.idleTick()
+        for connection in sweep.close { connection.close() }
+        if sweep.keepTicking { scheduleIdleSweep() } else { idleSweep = nil }
+    }
+}
