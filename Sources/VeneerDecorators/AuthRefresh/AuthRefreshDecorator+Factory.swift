@@ -49,7 +49,9 @@ extension AuthRefreshDecorator {
                     throw ConfigError([ConfigDiagnostic(mark: nil, path: "store", message: "the token store cannot be written: \(reason)")])
                 }
             } else {
-                await manager.reconfigure(options, endpoint: endpoint)
+                // The running chain shares the manager: a reload whose build fails later
+                // (another entry's error) must leave its options as they are.
+                context.carried.whenCommitted { await manager.reconfigure(options, endpoint: endpoint) }
             }
             return AuthRefreshDecorator(inner: inner, manager: manager, callerAuthorization: options.callerAuthorization)
         },
