@@ -12,6 +12,8 @@ public struct ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
         case methodNotAllowed = "method_not_allowed"
         case payloadTooLarge = "payload_too_large"
         case requestTimeout = "request_timeout"
+        case misdirectedRequest = "misdirected_request"
+        case crossSiteRefused = "cross_site_refused"
         case accountBlocked = "account_blocked"
         case clientBlocked = "client_blocked"
         case unauthorized = "unauthorized"
@@ -27,6 +29,8 @@ public struct ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
             case .methodNotAllowed: return .methodNotAllowed
             case .payloadTooLarge: return .contentTooLarge
             case .requestTimeout: return .requestTimeout
+            case .misdirectedRequest: return .misdirectedRequest
+            case .crossSiteRefused: return .forbidden
             case .accountBlocked, .clientBlocked: return .forbidden
             case .unauthorized: return .unauthorized
             case .upstreamUnavailable: return .badGateway

@@ -62,7 +62,12 @@ public struct InstanceConfiguration: Sendable {
     public func loadSpec() throws(ConfigError) -> EnvironmentSpec {
         let document = try ConfigDocument(source: try readSource())
         var spec = try document.environment(environment, registry: registry, variables: variables, workingDirectory: workingDirectory)
-        if let listenOverride { spec.listen = listenOverride }
+        if let listenOverride {
+            spec.listen = listenOverride
+            if let problem = EnvironmentSpec.listenProblem(listenOverride, allowedHosts: spec.allowedHosts) {
+                throw ConfigError([ConfigDiagnostic(mark: nil, path: "--listen", message: problem)])
+            }
+        }
         return spec
     }
 }
