@@ -133,6 +133,15 @@ extension ConfigDocument {
 
         let resources = decodeResources(environment["resources"])
         let (allowedHosts, allowedOrigins) = decodeAccess(environment)
+        var passed: [String] = []
+        for item in environment["pass_forwarding_headers"]?.list() ?? [] {
+            guard let text = item.string() else { continue }
+            if ForwardingHeaders.stripped.contains(text.lowercased()) {
+                passed.append(text)
+            } else {
+                item.error("\(quoted(text)) is not a forwarding header Veneer strips (\(ForwardingHeaders.stripped.joined(separator: ", ")))")
+            }
+        }
 
         var limits = Limits()
         let limitKeys = ["request_body", "request_headers", "response_body", "header_timeout", "body_timeout", "output_buffer",
@@ -169,7 +178,7 @@ extension ConfigDocument {
         return EnvironmentSpec(
             name: name, configFile: source.file, listen: listen, adminListen: adminListen, resources: resources,
             limits: limits, drainTimeout: drainTimeout, idleTimeout: idleTimeout, stateDirectory: stateDirectory, stores: stores,
-            origin: origin, chain: chain, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins)
+            origin: origin, chain: chain, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins, passForwardingHeaders: passed)
     }
 
     /// `allowed_hosts` (`name`, `name:port`, `[v6]:port`) and `allowed_origins`

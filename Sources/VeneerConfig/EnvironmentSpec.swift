@@ -160,6 +160,8 @@ public struct EnvironmentSpec: Sendable {
     public var allowedHosts: [EdgeAccess.HostPattern] = []
     /// `allowed_origins`: web origins whose pages may call the posts API (with CORS).
     public var allowedOrigins: [String] = []
+    /// `pass_forwarding_headers`: forwarding headers passed on from callers (and keyed by the cache).
+    public var passForwardingHeaders: [String] = []
 
     /// What the edge checks of Host and Origin.
     public var access: EdgeAccess {
@@ -199,6 +201,7 @@ public struct EnvironmentSpec: Sendable {
             ])),
             ("allowed_hosts", .array(allowedHosts.map { .string($0.description) })),
             ("allowed_origins", .array(allowedOrigins.map { .string($0) })),
+            ("pass_forwarding_headers", .array(passForwardingHeaders.map { .string($0) })),
             ("drain_timeout", .string(Units.format(drainTimeout))),
             ("idle_timeout", .string(Units.format(idleTimeout))),
             ("state_dir", .string(stateDirectory)),

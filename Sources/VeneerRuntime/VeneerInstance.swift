@@ -131,11 +131,13 @@ public final class VeneerInstance: Service, Sendable {
             .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
             .seconds(5), .seconds(10),
         ]
-        return BuildContext(
+        var context = BuildContext(
             logger: configuration.logger, clock: configuration.clock, metrics: factory, transports: transports,
             stateDirectory: spec.stateDirectory, resources: spec.resources,
             limits: BuildLimits(responseBody: spec.limits.responseBody), carried: carried, health: health,
             stores: StoreRegistry(specs: spec.stores, carried: carried, health: health, logger: configuration.logger, runner: storeRunner))
+        context.passedForwardingHeaders = ForwardingHeaders(passing: spec.passForwardingHeaders).passed
+        return context
     }
 
     /// What bounds the listeners' connections; fixed when they start (a reload warns of changes).

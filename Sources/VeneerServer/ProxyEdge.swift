@@ -169,6 +169,7 @@ public struct ProxyEdge: Sendable {
             }
             var headers = fields
             HopByHop.strip(&headers)
+            generation.forwarding.strip(&headers)
             headers.setOrAppend(.xRequestID, requestID)
             let request = ProxyRequest(method: method, route: route, query: query, headers: headers,
                                        body: bytes, client: client, requestID: requestID)

@@ -228,3 +228,41 @@ struct EdgeSecurityProcessTests {
         }
     }
 }
+
+extension EdgeSecurityProcessTests {
+    @Test("forwarding headers from callers are stripped (an origin that reflects them cannot poison the cache); one passed on by name keys the cache")
+    func forwardingHeaders() async throws {
+        let spoofed = [("X-Forwarded-Host", "evil.example"), ("X-Original-URL", "/admin"), ("X-Rewrite-URL", "/admin"),
+                       ("X-Forwarded-Proto", "gopher"), ("Forwarded", "host=evil.example;proto=https"), ("X-HTTP-Method-Override", "DELETE")]
+        try await withTestUpstream({ request in
+            // An origin that builds links from what it is told.
+            let host = request.header("x-forwarded-host") ?? "api.example"
+            let proto = request.header("x-forwarded-proto") ?? "http"
+            return .json(#"{"id":1,"title":"t","body":"b","link":"\#(proto)://\#(host)/posts/1"}"#, headers: [("Cache-Control", "max-age=60")])
+        }) { (upstream: TestUpstream) async throws in
+            try await withProcess(yaml: upstreamYAML(upstream)) { (_: VeneerProcess, port: Int) async throws in
+                let host = "127.0.0.1:\(port)"
+                let attacker = try await send(port, "/posts/1", host: host, headers: spoofed)
+                #expect(attacker.text.contains("http://api.example/posts/1"))
+                let forwarded = try #require(upstream.requests.first)
+                for (name, _) in spoofed { #expect(forwarded.header(name) == nil, "\(name) reached the upstream") }
+                #expect(forwarded.header("X-Forwarded-For") != nil, "Veneer sets its own")
+                let victim = try await send(port, "/posts/1", host: host)
+                #expect(victim.text.contains("http://api.example/posts/1") && victim.header("Cache-Status")?.contains("hit") == true)
+            }
+            upstream.reset()
+            let yaml = upstreamYAML(upstream, "    pass_forwarding_headers: [X-Forwarded-Proto]")
+            try await withProcess(yaml: yaml) { (_: VeneerProcess, port: Int) async throws in
+                let host = "127.0.0.1:\(port)"
+                let https = try await send(port, "/posts/1", host: host, headers: spoofed)
+                #expect(https.text.contains("gopher://api.example/posts/1"), "passed on by name")
+                #expect(upstream.requests.first?.header("X-Forwarded-Host") == nil, "the others are still stripped")
+                let plain = try await send(port, "/posts/1", host: host)
+                #expect(plain.text.contains("http://api.example/posts/1"), "another X-Forwarded-Proto is another cache entry")
+                let again = try await send(port, "/posts/1", host: host, headers: [("X-Forwarded-Proto", "gopher")])
+                #expect(again.text.contains("gopher://") && again.header("Cache-Status")?.contains("hit") == true)
+                #expect(upstream.count == 2)
+            }
+        }
+    }
+}

@@ -101,3 +101,20 @@ struct EdgeAccessTests {
         for bad in ["*", "null", "localhost:3000", "ftp://x", "http://", "http://a/b", "http://a:b"] { #expect(!EdgeAccess.isOrigin(bad), "\(bad)") }
     }
 }
+
+@Suite("ForwardingHeaders: what callers may not tell an origin")
+struct ForwardingHeadersTests {
+    @Test("stripped unless passed by name; other fields kept in order")
+    func strip() {
+        var fields: HTTPFields = [.accept: "a", HTTPField.Name("X-Forwarded-Host")!: "evil", HTTPField.Name("forwarded")!: "for=x",
+                                  HTTPField.Name("X-Forwarded-Proto")!: "https", .authorization: "b", HTTPField.Name("X-Original-URL")!: "/x"]
+        var passing = fields
+        ForwardingHeaders().strip(&fields)
+        #expect(fields.map(\.name.canonicalName) == ["accept", "authorization"])
+        ForwardingHeaders(passing: ["x-forwarded-PROTO"]).strip(&passing)
+        #expect(passing.map(\.name.canonicalName) == ["accept", "x-forwarded-proto", "authorization"])
+        var untouched: HTTPFields = [.accept: "a", HTTPField.Name("X-Request-Id")!: "r"]
+        ForwardingHeaders().strip(&untouched)
+        #expect(untouched.count == 2)
+    }
+}

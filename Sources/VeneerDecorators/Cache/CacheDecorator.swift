@@ -16,12 +16,16 @@ public struct CacheDecorator: ImmediateAnswering {
     let options: CacheOptions
     let storage: CacheStorage
     let clock: any VeneerClock
+    /// Request headers a caller may set that the edge passes on (`pass_forwarding_headers`):
+    /// an origin may reflect them, so they are part of the key.
+    let keyedHeaders: [HTTPField.Name]
 
-    init(inner: any Handler, options: CacheOptions, storage: CacheStorage) {
+    init(inner: any Handler, options: CacheOptions, storage: CacheStorage, keyedHeaders: [HTTPField.Name] = []) {
         self.inner = inner
         self.options = options
         self.storage = storage
         self.clock = storage.clock
+        self.keyedHeaders = keyedHeaders
     }
 
     /// A cache answers fresh hits by itself.
@@ -31,7 +35,7 @@ public struct CacheDecorator: ImmediateAnswering {
     /// a write) as the rest of the work, which carries the key and what the lookup found.
     public func answerImmediately(_ request: ProxyRequest) -> ImmediateAnswer {
         guard request.isRead else { return .later(Deferred { try await self.write(request) }) }
-        let key = Self.key(for: request)
+        let key = Self.key(for: request, keyedHeaders: keyedHeaders)
         guard let (stored, varyMiss) = storage.memoryLookup(key, request: request.headers) else {
             return .later(Deferred {
                 let (stored, varyMiss) = await self.storage.persistentLookup(key, request: request.headers)
@@ -236,7 +240,7 @@ public struct CacheDecorator: ImmediateAnswering {
             itemRequest.route = .item(resource, id)
             if let entry = CachePolicy.entry(status: .ok, headers: response.headers.fields, body: response.body, request: itemRequest,
                                              requestTime: now, responseTime: now, options: options, writeThrough: true) {
-                storage.store(Self.key(for: itemRequest), entry)
+                storage.store(Self.key(for: itemRequest, keyedHeaders: keyedHeaders), entry)
                 return finish(response, request, status: "fwd=request; stored")
             }
         }
@@ -265,7 +269,7 @@ public struct CacheDecorator: ImmediateAnswering {
     /// `I /posts/13 q=1 ` or `L /posts a=1&b=2 `: kind, path, sorted query, then the
     /// credentials partition (if any). Lists and items are told apart, and the path ends
     /// with a space, so that a write can drop an item (with any query) and every list by prefix.
-    static func key(for request: ProxyRequest) -> String {
+    static func key(for request: ProxyRequest, keyedHeaders: [HTTPField.Name] = []) -> String {
         // Built in one string: this runs for every read.
         let name = request.route.resource.name
         let query = sortedQuery(request.query)
@@ -276,6 +280,11 @@ public struct CacheDecorator: ImmediateAnswering {
         key += query
         key += " "
         key += partition
+        for name in keyedHeaders {
+            let values = request.headers[values: name]
+            guard !values.isEmpty else { continue }
+            key += " " + name.canonicalName + "=" + JSONText.quoted(values.joined(separator: "\n"))
+        }
         return key
     }
 
