@@ -46,12 +46,16 @@ public struct ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
     /// Extra response headers, such as `Allow` for 405 or `Retry-After`.
     public var headers: HTTPFields
+    /// What only the daemon log may say (the upstream's address, a parser's words): the edge
+    /// logs it with the request id; it never goes to the caller.
+    public var detail: String?
 
     /// Creates an error.
-    public init(_ code: Code, _ message: String, headers: HTTPFields = [:]) {
+    public init(_ code: Code, _ message: String, headers: HTTPFields = [:], detail: String? = nil) {
         self.code = code
         self.message = message
         self.headers = headers
+        self.detail = detail
     }
 
     /// The status the error is answered with.
@@ -64,10 +68,14 @@ public struct ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
     public static func badRequest(_ message: String) -> ProxyError { ProxyError(.badRequest, message) }
     /// A 404 `not_found`.
     public static func notFound(_ message: String = "No such resource.") -> ProxyError { ProxyError(.notFound, message) }
-    /// A 502 `upstream_unavailable`.
-    public static func upstreamUnavailable(_ message: String) -> ProxyError { ProxyError(.upstreamUnavailable, message) }
-    /// A 504 `upstream_timeout`.
-    public static func upstreamTimeout(_ message: String) -> ProxyError { ProxyError(.upstreamTimeout, message) }
+    /// A 502 `upstream_unavailable`; `detail` for the log only.
+    public static func upstreamUnavailable(_ message: String, detail: String? = nil) -> ProxyError {
+        ProxyError(.upstreamUnavailable, message, detail: detail)
+    }
+    /// A 504 `upstream_timeout`; `detail` for the log only.
+    public static func upstreamTimeout(_ message: String, detail: String? = nil) -> ProxyError {
+        ProxyError(.upstreamTimeout, message, detail: detail)
+    }
     /// A 500 `internal`, with a message that leaks nothing.
     public static let `internal` = ProxyError(.internal, "Veneer failed to handle the request.")
 }

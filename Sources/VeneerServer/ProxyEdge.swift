@@ -258,9 +258,19 @@ public struct ProxyEdge: Sendable {
         return started ? nil : Pending(work: work, requestID: requestID, lease: GenerationLease(resuming: lease))
     }
 
-    /// The answer for an error the chain threw: a ``ProxyError`` as it says, anything else `internal` (logged).
+    /// The answer for an error the chain threw: a ``ProxyError`` as it says (its detail
+    /// logged with the request id, never sent; a 502 or 504 names the request id in its body
+    /// too), anything else `internal` (logged).
     private static func answer(for error: any Error, _ requestID: String, logger: Logger) -> ProxyResponse {
-        if let error = error as? ProxyError { return error.response }
+        if let error = error as? ProxyError {
+            if let detail = error.detail {
+                logger.warning("\(error.message) (\(detail))", metadata: ["request_id": .string(requestID), "error": .string(error.code.rawValue)])
+            }
+            switch error.code {
+            case .upstreamUnavailable, .upstreamTimeout: return error.response(requestID: requestID)
+            default: return error.response
+            }
+        }
         logger.error("request failed inside the chain", metadata: [
             "request_id": .string(requestID), "error_type": .string(String(describing: type(of: error))),
         ])

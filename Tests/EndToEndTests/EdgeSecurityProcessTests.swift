@@ -266,3 +266,26 @@ extension EdgeSecurityProcessTests {
         }
     }
 }
+
+extension EdgeSecurityProcessTests {
+    @Test("a 502 says what failed and the request id, never the upstream's host:port or a parser's words; the daemon log has them, by request id")
+    func quietFailures() async throws {
+        let upstream = try await ScriptedUpstream.start { _ in .replyAndClose("HTTP/1.1 2x0 Bogus-Status-Text\r\nContent-Length: 2\r\n\r\n{}") }
+        try await withRefusingPort { (refusing: Int) async throws in
+            let malformed: (String, [String]) = ("http://127.0.0.1:\(upstream.port)", ["127.0.0.1:\(upstream.port)", "\(upstream.port)", "status"])
+            let unreachable: (String, [String]) = ("http://127.0.0.1:\(refusing)", ["127.0.0.1:\(refusing)", "\(refusing)", "refused"])
+            for (url, internals) in [malformed, unreachable] {
+                let yaml = "environments: {development: {origin: {upstream: {url: \"\(url)\"}}}}"
+                try await withProcess(yaml: yaml) { (process: VeneerProcess, port: Int) async throws in
+                    let answer = try await send(port, "/posts/1", host: "127.0.0.1:\(port)", headers: [("X-Request-Id", "quiet-1")])
+                    #expect(answer.status == 502 && answer.errorCode == "upstream_unavailable")
+                    #expect(answer.json?["request_id"] as? String == "quiet-1", "\(answer.text)")
+                    for leak in internals { #expect(!answer.text.lowercased().contains(leak.lowercased()), "\(leak) in \(answer.text)") }
+                    try await ProcessProbe.waitUntil { process.stderr.contains("quiet-1") }
+                    let logged = process.stderr.split(separator: "\n").first { $0.contains("quiet-1") } ?? ""
+                    #expect(logged.contains(internals[0]), "the log has the detail: \(logged)")
+                }
+            }
+        }
+    }
+}
