@@ -23,7 +23,9 @@ public struct ForwardingHeaders: Sendable, Hashable {
         removed = Set(Self.stripped).subtracting(self.passed.map(\.canonicalName))
     }
 
-    /// Removes from `fields` the forwarding headers not passed.
+    /// Removes from `fields` the forwarding headers not passed, and every field whose name
+    /// has `_` (as nginx does): a `Transfer_Encoding` or `X_Forwarded_Host` may be read as its
+    /// `-` twin by a server behind, where no rule of Veneer's looked at it.
     public func strip(_ fields: inout HTTPFields) {
         // One pass that finds nothing, the usual case, and changes nothing.
         guard fields.contains(where: removes) else { return }
@@ -33,6 +35,7 @@ public struct ForwardingHeaders: Sendable, Hashable {
     @inline(__always)
     private func removes(_ field: HTTPField) -> Bool {
         let name = field.name.canonicalName.utf8
+        if name.contains(UInt8(ascii: "_")) { return true }
         // Every stripped name begins with 'x' or 'f': no set lookup for the others.
         guard let first = name.first, first == UInt8(ascii: "x") || first == UInt8(ascii: "f") else { return false }
         return removed.contains(field.name.canonicalName)

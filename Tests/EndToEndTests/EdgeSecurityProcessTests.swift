@@ -289,3 +289,41 @@ extension EdgeSecurityProcessTests {
         }
     }
 }
+
+extension EdgeSecurityProcessTests {
+    @Test("header names with '_' never reach the upstream; UTF-8 values arrive byte for byte and key the cache apart; bytes that are not UTF-8 get 400")
+    func headerBytes() async throws {
+        try await withTestUpstream({ request in
+            let body: [String: Any] = ["id": 1, "title": "t", "body": "b", "seen": request.header("authorization") ?? ""]
+            return .json(String(decoding: try JSONSerialization.data(withJSONObject: body), as: UTF8.self),
+                         headers: [("Cache-Control", "public, max-age=60")])
+        }) { (upstream: TestUpstream) async throws in
+            try await withProcess(yaml: upstreamYAML(upstream)) { (_: VeneerProcess, port: Int) async throws in
+                func raw(_ fields: [UInt8]) async throws -> RawResponse {
+                    try await RawHTTP.send(port: port, Array("GET /posts/1 HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n".utf8)
+                        + fields + Array("\r\n".utf8))
+                }
+                let underscored = try await raw(Array("Transfer_Encoding: chunked\r\nX_Forwarded_Host: evil.example\r\nX-Name: café\r\n".utf8))
+                #expect(underscored.status == 200)
+                let forwarded = try #require(upstream.requests.last)
+                #expect(!forwarded.headers.contains { $0.name.contains("_") }, "\(forwarded.headers)")
+                #expect(forwarded.header("X-Name") == "café", "UTF-8 arrives as it was sent")
+
+                // Two callers whose credentials differ only in bytes that are not UTF-8 would share one cache entry
+                // once both became U+FFFD: refused, never forwarded, never stored.
+                let before = upstream.count
+                for bytes: [UInt8] in [[0xE9], [0xE8], [0xFF, 0xFE]] {
+                    let refused = try await raw(Array("Authorization: Bearer ".utf8) + bytes + Array("\r\n".utf8))
+                    #expect(refused.status == 400 && refused.errorCode == "bad_request")
+                }
+                #expect(upstream.count == before)
+                // UTF-8 credentials that differ are different entries, each with its own answer.
+                let first = try await raw(Array("Authorization: Bearer é\r\n".utf8))
+                let second = try await raw(Array("Authorization: Bearer è\r\n".utf8))
+                #expect(first.json?["seen"] as? String == "Bearer é" && second.json?["seen"] as? String == "Bearer è")
+                let again = try await raw(Array("Authorization: Bearer é\r\n".utf8))
+                #expect(again.json?["seen"] as? String == "Bearer é" && again.header("Cache-Status")?.contains("hit") == true)
+            }
+        }
+    }
+}

@@ -113,6 +113,10 @@ struct ForwardingHeadersTests {
         #expect(fields.map(\.name.canonicalName) == ["accept", "authorization"])
         ForwardingHeaders(passing: ["x-forwarded-PROTO"]).strip(&passing)
         #expect(passing.map(\.name.canonicalName) == ["accept", "x-forwarded-proto", "authorization"])
+        var underscores: HTTPFields = [HTTPField.Name("Transfer_Encoding")!: "chunked", .accept: "a", HTTPField.Name("X_Forwarded_Host")!: "e",
+                                       HTTPField.Name("x-account_id")!: "666"]
+        ForwardingHeaders(passing: ["X-Forwarded-Host"]).strip(&underscores)
+        #expect(underscores.map(\.name.canonicalName) == ["accept"], "names with '_' are dropped, as nginx does")
         var untouched: HTTPFields = [.accept: "a", HTTPField.Name("X-Request-Id")!: "r"]
         ForwardingHeaders().strip(&untouched)
         #expect(untouched.count == 2)
