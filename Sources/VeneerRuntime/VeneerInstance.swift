@@ -209,7 +209,8 @@ public final class VeneerInstance: Service, Sendable {
     /// The services that serve `chain`, in the order they start: SIGHUP, the listeners, and
     /// the STOPPING notice (first to go at shutdown).
     private func serving(_ chain: ActiveChain, spec: EnvironmentSpec, addressFile: AdminAddressFile) -> [any Service] {
-        let admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus)
+        let admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus,
+                             configPath: ConfigIdentity.canonicalPath(spec.configFile, workingDirectory: configuration.workingDirectory))
         let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2) { [onReady, logger, notifier, chain] info in
             // Where the admin API really listens (port 0 picks one): `veneer unblock` reads it.
             let host = spec.adminListen?.host ?? spec.listen.host
