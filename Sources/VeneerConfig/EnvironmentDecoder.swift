@@ -132,6 +132,16 @@ extension ConfigDocument {
         }
 
         let resources = decodeResources(environment["resources"])
+        let (allowedHosts, allowedOrigins) = decodeAccess(environment)
+        var passed: [String] = []
+        for item in environment["pass_forwarding_headers"]?.list() ?? [] {
+            guard let text = item.string() else { continue }
+            if ForwardingHeaders.stripped.contains(text.lowercased()) {
+                passed.append(text)
+            } else {
+                item.error("\(quoted(text)) is not a forwarding header Veneer strips (\(ForwardingHeaders.stripped.joined(separator: ", ")))")
+            }
+        }
 
         var limits = Limits()
         let limitKeys = ["request_body", "request_headers", "response_body", "header_timeout", "body_timeout", "output_buffer",
@@ -161,10 +171,38 @@ extension ConfigDocument {
         let referenced = context.stores?.referenced ?? []
         let stores = decodeStores(context, stateDirectory: stateDirectory, only: referenced)
         guard let origin, let chain else { return nil }
+        for (key, address) in [("listen", listen), ("admin", adminListen)] {
+            guard let address, let problem = EnvironmentSpec.listenProblem(address, allowedHosts: allowedHosts) else { continue }
+            (environment[key] ?? environment.value).error(problem)
+        }
         return EnvironmentSpec(
             name: name, configFile: source.file, listen: listen, adminListen: adminListen, resources: resources,
             limits: limits, drainTimeout: drainTimeout, idleTimeout: idleTimeout, stateDirectory: stateDirectory, stores: stores,
-            origin: origin, chain: chain)
+            origin: origin, chain: chain, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins, passForwardingHeaders: passed)
+    }
+
+    /// `allowed_hosts` (`name`, `name:port`, `[v6]:port`) and `allowed_origins`
+    /// (`scheme://host[:port]`, no path): what the edge answers for besides its own names.
+    func decodeAccess(_ environment: ConfigMapping) -> ([EdgeAccess.HostPattern], [String]) {
+        var hosts: [EdgeAccess.HostPattern] = []
+        for item in environment["allowed_hosts"]?.list() ?? [] {
+            guard let text = item.string() else { continue }
+            if let pattern = EdgeAccess.HostPattern(text), !["0.0.0.0", "[::]"].contains(pattern.host) {
+                hosts.append(pattern)
+            } else {
+                item.error("\(quoted(text)) is not a host name (use e.g. veneer.example.lan or veneer.example.lan:8080; no wildcards)")
+            }
+        }
+        var origins: [String] = []
+        for item in environment["allowed_origins"]?.list() ?? [] {
+            guard let text = item.string() else { continue }
+            if EdgeAccess.isOrigin(text) {
+                origins.append(text)
+            } else {
+                item.error("\(quoted(text)) is not an origin (use e.g. http://localhost:3000: scheme, host and port, no path; no wildcards)")
+            }
+        }
+        return (hosts, origins)
     }
 
     func decodeResources(_ value: ConfigValue?) -> [Resource] {

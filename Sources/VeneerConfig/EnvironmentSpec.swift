@@ -156,6 +156,30 @@ public struct EnvironmentSpec: Sendable {
     public let origin: OriginSpec
     /// The decorators, outermost first.
     public let chain: [DecoratorSpec]
+    /// `allowed_hosts`: Host names answered for besides the listener's own.
+    public var allowedHosts: [EdgeAccess.HostPattern] = []
+    /// `allowed_origins`: web origins whose pages may call the posts API (with CORS).
+    public var allowedOrigins: [String] = []
+    /// `pass_forwarding_headers`: forwarding headers passed on from callers (and keyed by the cache).
+    public var passForwardingHeaders: [String] = []
+
+    /// What the edge checks of Host and Origin.
+    public var access: EdgeAccess {
+        EdgeAccess(listenHost: listen.host, adminListenHost: adminListen?.host, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins)
+    }
+
+    /// Why the listen addresses cannot serve as they are (see ``listenProblem(_:allowedHosts:)``).
+    public var listenProblems: [String] {
+        [listen, adminListen].compactMap { $0 }.compactMap { Self.listenProblem($0, allowedHosts: allowedHosts) }
+    }
+
+    /// Why `address` cannot serve without `allowed_hosts`: a wildcard or a non-loopback address
+    /// is reached by names only the operator knows, and a Host Veneer does not know gets 421.
+    public static func listenProblem(_ address: ListenAddress, allowedHosts: [EdgeAccess.HostPattern]) -> String? {
+        guard allowedHosts.isEmpty, EdgeAccess.needsAllowedHosts(address.host) else { return nil }
+        return "\(address) is reached by names Veneer cannot know (a wildcard or a non-loopback address): list them in "
+            + "allowed_hosts (e.g. allowed_hosts: [veneer.example.lan]); requests naming any other Host get 421"
+    }
 
     /// The resolved environment as JSON (secrets redacted): what `veneer chain --json` prints.
     public var summary: JSONValue {
@@ -175,6 +199,9 @@ public struct EnvironmentSpec: Sendable {
                 ("pipeline_depth", .int(limits.pipelineDepth)),
                 ("connections", .int(limits.connections)),
             ])),
+            ("allowed_hosts", .array(allowedHosts.map { .string($0.description) })),
+            ("allowed_origins", .array(allowedOrigins.map { .string($0) })),
+            ("pass_forwarding_headers", .array(passForwardingHeaders.map { .string($0) })),
             ("drain_timeout", .string(Units.format(drainTimeout))),
             ("idle_timeout", .string(Units.format(idleTimeout))),
             ("state_dir", .string(stateDirectory)),

@@ -1,4 +1,5 @@
 import CoreMetrics
+import HTTPTypes
 import Logging
 
 /// Everything a factory may use to build an origin or a decorator. Nothing global: the
@@ -26,6 +27,9 @@ public struct BuildContext: Sendable {
     public var stores: any StoreProvider
     /// Admin routes the chain's decorators add under `/-/`.
     public var admin: AdminRoutes
+    /// Forwarding headers the edge passes on from callers (`pass_forwarding_headers`; every
+    /// other is stripped): an origin may reflect them, so a cache keys on them.
+    public var passedForwardingHeaders: [HTTPField.Name] = []
     /// The chain entry being built (set by the chain builder for each factory it calls): the
     /// owner of the state ``entryKey(_:)`` names.
     public var entry: ChainEntryIdentity = .unplaced

@@ -2,12 +2,20 @@ import NIOCore
 
 extension ProxyError {
     /// The error as the response the edge sends: JSON body, `Content-Type`, extra headers.
-    public var response: ProxyResponse {
+    public var response: ProxyResponse { response(requestID: nil) }
+
+    /// ``response`` with the request id in the body too (`"request_id"`): what a caller quotes
+    /// to an operator, who finds the detail in the daemon log by it.
+    public func response(requestID: String?) -> ProxyResponse {
         var body = ByteBuffer()
         body.writeStaticString("{\"error\":\"")
         body.writeString(code.rawValue)
         body.writeStaticString("\",\"message\":")
         JSONText.writeQuoted(message, into: &body)
+        if let requestID {
+            body.writeStaticString(",\"request_id\":")
+            JSONText.writeQuoted(requestID, into: &body)
+        }
         body.writeStaticString("}\n")
         return .json(status, body, headers: ProxyHeaders(headers))
     }

@@ -12,6 +12,8 @@ public struct ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
         case methodNotAllowed = "method_not_allowed"
         case payloadTooLarge = "payload_too_large"
         case requestTimeout = "request_timeout"
+        case misdirectedRequest = "misdirected_request"
+        case crossSiteRefused = "cross_site_refused"
         case accountBlocked = "account_blocked"
         case clientBlocked = "client_blocked"
         case unauthorized = "unauthorized"
@@ -27,6 +29,8 @@ public struct ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
             case .methodNotAllowed: return .methodNotAllowed
             case .payloadTooLarge: return .contentTooLarge
             case .requestTimeout: return .requestTimeout
+            case .misdirectedRequest: return .misdirectedRequest
+            case .crossSiteRefused: return .forbidden
             case .accountBlocked, .clientBlocked: return .forbidden
             case .unauthorized: return .unauthorized
             case .upstreamUnavailable: return .badGateway
@@ -47,12 +51,16 @@ public struct ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
     /// left the queue), so that even a request that must not be repeated once received (a
     /// refresh token grant) may be sent again. False when any of it may have been written.
     public var requestNeverSent = false
+    /// What only the daemon log may say (the upstream's address, a parser's words): the edge
+    /// logs it with the request id; it never goes to the caller.
+    public var detail: String?
 
     /// Creates an error.
-    public init(_ code: Code, _ message: String, headers: HTTPFields = [:]) {
+    public init(_ code: Code, _ message: String, headers: HTTPFields = [:], detail: String? = nil) {
         self.code = code
         self.message = message
         self.headers = headers
+        self.detail = detail
     }
 
     /// The status the error is answered with.
@@ -72,10 +80,14 @@ public struct ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
     public static func badRequest(_ message: String) -> ProxyError { ProxyError(.badRequest, message) }
     /// A 404 `not_found`.
     public static func notFound(_ message: String = "No such resource.") -> ProxyError { ProxyError(.notFound, message) }
-    /// A 502 `upstream_unavailable`.
-    public static func upstreamUnavailable(_ message: String) -> ProxyError { ProxyError(.upstreamUnavailable, message) }
-    /// A 504 `upstream_timeout`.
-    public static func upstreamTimeout(_ message: String) -> ProxyError { ProxyError(.upstreamTimeout, message) }
+    /// A 502 `upstream_unavailable`; `detail` for the log only.
+    public static func upstreamUnavailable(_ message: String, detail: String? = nil) -> ProxyError {
+        ProxyError(.upstreamUnavailable, message, detail: detail)
+    }
+    /// A 504 `upstream_timeout`; `detail` for the log only.
+    public static func upstreamTimeout(_ message: String, detail: String? = nil) -> ProxyError {
+        ProxyError(.upstreamTimeout, message, detail: detail)
+    }
     /// A 500 `internal`, with a message that leaks nothing.
     public static let `internal` = ProxyError(.internal, "Veneer failed to handle the request.")
 }

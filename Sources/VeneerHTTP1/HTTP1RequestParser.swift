@@ -8,6 +8,8 @@ import VeneerCore
 /// Framing follows RFC 9112 §6 and refuses what request smuggling relies on: a
 /// `Transfer-Encoding` together with `Content-Length`, a `Transfer-Encoding` in HTTP/1.0 or
 /// without `chunked` last, conflicting lengths, a missing or repeated `Host` in HTTP/1.1.
+/// A field value must be UTF-8 (ASCII, or obs-text that forms UTF-8): it is then kept byte for
+/// byte; other bytes would have to be altered to become a `String`, so the request is refused.
 /// A body over ``bodyLimit`` (declared or actual) stops the parser: nothing after it can be
 /// read, and the connection should close after the answer.
 public struct HTTP1RequestParser {
@@ -241,7 +243,7 @@ public struct HTTP1RequestParser {
         fields.reserveCapacity(16)
         var framing = HTTP1Framing()
         // Host goes to the authority, as HTTPRequest keeps it.
-        try HTTP1Syntax.readFields(bytes, from: lineEnd + 2, to: end - 2, maxFields: maxFields, keepFraming: true, dropHost: true,
+        try HTTP1Syntax.readFields(bytes, from: lineEnd + 2, to: end - 2, maxFields: maxFields, keepFraming: true, dropHost: true, exactValues: true,
                                    into: &fields, framing: &framing)
         guard framing.hostCount <= 1 else { throw HTTP1ParseError("The request has more than one Host field.") }
         guard framing.hostCount == 1 || minorVersion == 0 else { throw HTTP1ParseError("An HTTP/1.1 request needs a Host field.") }

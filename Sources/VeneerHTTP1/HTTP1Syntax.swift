@@ -160,6 +160,8 @@ enum HTTP1Syntax {
         var lineEnd: Int
         /// No control character but tab in the value: the raw line prints as its `HTTPField` would.
         var clean: Bool
+        /// Every byte of the value is ASCII (no obs-text).
+        var ascii: Bool
     }
 
     /// The field line starting at `lineStart`, checked strictly: CRLF, no obsolete folding, a
@@ -179,29 +181,38 @@ enum HTTP1Syntax {
         while valueStart < valueEnd, bytes[valueStart] == space || bytes[valueStart] == tab { valueStart += 1 }
         while valueEnd > valueStart, bytes[valueEnd - 1] == space || bytes[valueEnd - 1] == tab { valueEnd -= 1 }
         var clean = true
+        var seen: UInt8 = 0
         for index in valueStart..<valueEnd {
             let byte = bytes[index]
+            seen |= byte
             if byte < 0x20 || byte == 0x7F {
                 if byte == 0 { throw HTTP1ParseError("A field value contains NUL.") }
                 // A control character: HTTPField turns it into a space, the raw line would not.
                 if byte != tab { clean = false }
             }
         }
-        return FieldLine(name: lineStart..<colonIndex, value: valueStart..<valueEnd, lineEnd: lineEnd, clean: clean)
+        return FieldLine(name: lineStart..<colonIndex, value: valueStart..<valueEnd, lineEnd: lineEnd, clean: clean, ascii: seen < 0x80)
     }
 
     static let notAToken = HTTP1ParseError("A field name is not a token (no spaces before the colon).")
 
     /// Reads the field lines in `start..<end` (each ending in CRLF, the empty line excluded).
-    /// `keepFraming` says whether hop-by-hop and framing fields stay in `fields`.
+    /// `keepFraming` says whether hop-by-hop and framing fields stay in `fields`;
+    /// `exactValues` refuses a value that is not UTF-8 (see ``HTTP1RequestParser``).
     static func readFields(
         _ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int, maxFields: Int, keepFraming: Bool, dropHost: Bool = false,
+        exactValues: Bool = false,
         keepContentLength: Bool = false, into fields: inout HTTPFields, framing: inout HTTP1Framing, lines: UnsafeMutablePointer<RawLines>? = nil
     ) throws(HTTP1ParseError) {
         try forEachFieldLine(bytes, from: start, to: end, maxFields: maxFields) { line, whole throws(HTTP1ParseError) in
             guard let name = fieldName(UnsafeRawBufferPointer(rebasing: bytes[line.name])) else { throw notAToken }
             let valueBytes = UnsafeRawBufferPointer(rebasing: bytes[line.value])
             let value = String(decoding: valueBytes, as: UTF8.self)
+            // Decoding would turn bytes that are not UTF-8 into U+FFFD: the value would change
+            // on its way on, and two different values would become one (in a cache key, a rule).
+            if exactValues, !line.ascii, !value.utf8.elementsEqual(valueBytes) {
+                throw HTTP1ParseError("A header value has bytes that are not UTF-8.")
+            }
             let keep = try note(name, valueBytes, framing: &framing)
                 || (keepContentLength && name == .contentLength)
             if (keep || keepFraming), !(dropHost && name == .hostField) {

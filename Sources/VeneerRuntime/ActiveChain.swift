@@ -24,7 +24,8 @@ public final class ChainGeneration: Sendable {
 
     init(chain: BuiltChain, spec: EnvironmentSpec, loadedAt: Date, number: Int, carried: CarriedState, adminRoutes: AdminRoutes) {
         handler = chain.handler
-        serving = ServingChain(plan: chain.plan, resources: spec.resources, requestBodyLimit: spec.limits.requestBody)
+        serving = ServingChain(plan: chain.plan, resources: spec.resources, requestBodyLimit: spec.limits.requestBody, access: spec.access,
+                               forwarding: ForwardingHeaders(passing: spec.passForwardingHeaders))
         self.spec = spec
         self.loadedAt = loadedAt
         self.number = number

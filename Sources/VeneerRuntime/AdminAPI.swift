@@ -14,6 +14,9 @@ struct AdminAPI: AdminResponder {
     let health: HealthBoard
     let metrics: PrometheusCollectorRegistry
     let reloadStatus: ReloadStatus
+    /// The configuration file as a canonical path (see ``ConfigIdentity``): `veneer unblock`
+    /// checks that it reached the instance of its own file.
+    var configPath: String = ConfigIdentity.builtIn
 
     func respond(method: HTTPRequest.Method, path: String, query: String?, headers: HTTPFields, body: ByteBuffer) async -> ProxyResponse {
         let readOnly = ["health", "chain", "metrics"]
@@ -54,6 +57,7 @@ struct AdminAPI: AdminResponder {
             ("status", .string(problems.isEmpty ? "ok" : "degraded")),
             ("environment", .string(generation.spec.name)),
             ("config", .string(generation.spec.configFile)),
+            ("config_path", .string(configPath)),
             ("config_loaded_at", .string(Timestamp.iso8601(generation.loadedAt))),
             ("chain_generation", .int(generation.number)),
         ]

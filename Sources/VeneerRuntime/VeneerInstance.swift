@@ -62,7 +62,12 @@ public struct InstanceConfiguration: Sendable {
     public func loadSpec() throws(ConfigError) -> EnvironmentSpec {
         let document = try ConfigDocument(source: try readSource())
         var spec = try document.environment(environment, registry: registry, variables: variables, workingDirectory: workingDirectory)
-        if let listenOverride { spec.listen = listenOverride }
+        if let listenOverride {
+            spec.listen = listenOverride
+            if let problem = EnvironmentSpec.listenProblem(listenOverride, allowedHosts: spec.allowedHosts) {
+                throw ConfigError([ConfigDiagnostic(mark: nil, path: "--listen", message: problem)])
+            }
+        }
         return spec
     }
 }
@@ -126,11 +131,13 @@ public final class VeneerInstance: Service, Sendable {
             .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
             .seconds(5), .seconds(10),
         ]
-        return BuildContext(
+        var context = BuildContext(
             logger: configuration.logger, clock: configuration.clock, metrics: factory, transports: transports,
             stateDirectory: spec.stateDirectory, resources: spec.resources,
             limits: BuildLimits(responseBody: spec.limits.responseBody), carried: carried, health: health,
             stores: StoreRegistry(specs: spec.stores, carried: carried, health: health, logger: configuration.logger, runner: storeRunner))
+        context.passedForwardingHeaders = ForwardingHeaders(passing: spec.passForwardingHeaders).passed
+        return context
     }
 
     /// What bounds the listeners' connections; fixed when they start (a reload warns of changes).
@@ -203,7 +210,8 @@ public final class VeneerInstance: Service, Sendable {
     /// The services that serve `chain`, in the order they start: SIGHUP, the listeners, and
     /// the STOPPING notice (first to go at shutdown).
     private func serving(_ chain: ActiveChain, spec: EnvironmentSpec, addressFile: AdminAddressFile) -> [any Service] {
-        let admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus)
+        let admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus,
+                             configPath: ConfigIdentity.canonicalPath(spec.configFile, workingDirectory: configuration.workingDirectory))
         let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2) { [onReady, logger, notifier, chain] info in
             // Where the admin API really listens (port 0 picks one): `veneer unblock` reads it.
             let host = spec.adminListen?.host ?? spec.listen.host

@@ -27,7 +27,8 @@ struct ProxyConnection: ServerChildChannel {
             let high = max(limits.outputBuffer, 2)
             try channel.syncOptions?.setOption(.writeBufferWaterMark, value: .init(low: high / 2, high: high))
             try channel.pipeline.syncOperations.addHandler(
-                ProxyRequestHandler(edge: edge, dates: dates, client: ClientAddress(channel.remoteAddress), limits: limits,
+                ProxyRequestHandler(edge: edge, dates: dates, client: ClientAddress(channel.remoteAddress),
+                                    localPort: channel.localAddress?.port ?? 0, limits: limits,
                                     eventLoop: channel.eventLoop, logger: logger))
             return Value(channel: channel)
         }

@@ -37,8 +37,8 @@ public struct ProxyEdge: Sendable {
     /// Answers one request; never throws (failures become JSON error responses). Every
     /// answer carries the request id: the client's `X-Request-Id`, or a generated one.
     func respond(method: HTTPRequest.Method, target: String, fields: HTTPFields, body: IncomingBody,
-                 client: ClientAddress?) async -> (ProxyResponse, closeConnection: Bool) {
-        switch begin(method: method, target: target, fields: fields, body: body, client: client) {
+                 client: ClientAddress?, authority: String? = nil, localPort: Int? = nil) async -> (ProxyResponse, closeConnection: Bool) {
+        switch begin(method: method, target: target, fields: fields, body: body, client: client, authority: authority, localPort: localPort) {
         case .answered(let response, let close): return (response, close)
         case .waiting(let pending): return await complete(pending)
         }
@@ -93,12 +93,13 @@ public struct ProxyEdge: Sendable {
         let lease: LeaseHandOver
     }
 
-    /// The part of answering that needs no `await`: the request id, the checks of the path,
-    /// method and body, and the chain's answer if it has one at once. A connection handler
-    /// answers what comes back `.answered` without starting a task.
+    /// The part of answering that needs no `await`: the request id, the checks of the Host,
+    /// the Origin, the path, method and body, and the chain's answer if it has one at once. A
+    /// connection handler answers what comes back `.answered` without starting a task.
+    /// `authority` is the request's Host (nil without one), `localPort` the port it came to.
     @inline(__always)
     func begin(method: HTTPRequest.Method, target rawTarget: String, fields: HTTPFields, body: IncomingBody,
-               client: ClientAddress?) -> Start {
+               client: ClientAddress?, authority: String? = nil, localPort: Int? = nil) -> Start {
         let requestID: String
         if let given = fields[.xRequestID], RequestID.isAcceptable(given) {
             requestID = given
@@ -108,10 +109,31 @@ public struct ProxyEdge: Sendable {
         // The request stays on the generation it entered, even if a reload swaps the chain.
         let lease = chain.lease()
         let generation = lease.chain
-        func answered(_ response: ProxyResponse, close: Bool = false) -> Start {
-            .answered(Self.stamped(response, requestID), closeConnection: close)
-        }
         let target = RequestTarget.parse(rawTarget, resources: adminOnly ? [] : generation.resources)
+        // Before anything else: a Host it does not answer for (DNS rebinding), an Origin it
+        // does not allow (a web page), and the admin API's own rules. A body not read whole
+        // is still on the wire: the connection cannot go on after a refusal.
+        var corsOrigin: String?
+        if generation.access.enforced {
+            var admin = adminOnly
+            if case .admin = target { admin = true }
+            switch generation.access.verdict(method: method, authority: authority, fields: fields, port: localPort ?? 0, admin: admin) {
+            case .pass(let origin):
+                corsOrigin = origin
+            case .misdirected:
+                return .answered(Self.stamped(ProxyError(.misdirectedRequest, "Veneer does not answer for this Host (allowed_hosts).").response,
+                                              requestID), closeConnection: body.isTooLarge)
+            case .crossSite(let why):
+                return .answered(Self.stamped(ProxyError(.crossSiteRefused, why).response, requestID), closeConnection: body.isTooLarge)
+            case .preflight(let origin):
+                return .answered(Self.stamped(EdgeAccess.preflightAnswer(origin: origin, fields: fields), requestID),
+                                 closeConnection: body.isTooLarge)
+            }
+        }
+        func answered(_ response: ProxyResponse, close: Bool = false) -> Start {
+            let response = Self.stamped(response, requestID)
+            return .answered(corsOrigin.map { EdgeAccess.withCORS(response, origin: $0) } ?? response, closeConnection: close)
+        }
         switch target {
         case .admin(let path, let query):
             guard servesAdmin else { return answered(ProxyError.notFound().response) }
@@ -147,6 +169,7 @@ public struct ProxyEdge: Sendable {
             }
             var headers = fields
             HopByHop.strip(&headers)
+            generation.forwarding.strip(&headers)
             headers.setOrAppend(.xRequestID, requestID)
             let request = ProxyRequest(method: method, route: route, query: query, headers: headers,
                                        body: bytes, client: client, requestID: requestID)
@@ -193,9 +216,11 @@ public struct ProxyEdge: Sendable {
         }
     }
 
-    /// The chain's answer to `request` as it goes out: stamped, and shown to the observer.
+    /// The chain's answer to `request` as it goes out: stamped, with CORS headers for a page
+    /// of an allowed origin (the edge refused every other Origin), and shown to the observer.
     private func finish(_ request: ProxyRequest, _ response: ProxyResponse) -> ProxyResponse {
-        let response = Self.stamped(response, request.requestID)
+        var response = Self.stamped(response, request.requestID)
+        if let origin = request.headers[.origin] { response = EdgeAccess.withCORS(response, origin: origin) }
         observer?(request, response)
         return response
     }
@@ -233,9 +258,19 @@ public struct ProxyEdge: Sendable {
         return started ? nil : Pending(work: work, requestID: requestID, lease: GenerationLease(resuming: lease))
     }
 
-    /// The answer for an error the chain threw: a ``ProxyError`` as it says, anything else `internal` (logged).
+    /// The answer for an error the chain threw: a ``ProxyError`` as it says (its detail
+    /// logged with the request id, never sent; a 502 or 504 names the request id in its body
+    /// too), anything else `internal` (logged).
     private static func answer(for error: any Error, _ requestID: String, logger: Logger) -> ProxyResponse {
-        if let error = error as? ProxyError { return error.response }
+        if let error = error as? ProxyError {
+            if let detail = error.detail {
+                logger.warning("\(error.message) (\(detail))", metadata: ["request_id": .string(requestID), "error": .string(error.code.rawValue)])
+            }
+            switch error.code {
+            case .upstreamUnavailable, .upstreamTimeout: return error.response(requestID: requestID)
+            default: return error.response
+            }
+        }
         logger.error("request failed inside the chain", metadata: [
             "request_id": .string(requestID), "error_type": .string(String(describing: type(of: error))),
         ])

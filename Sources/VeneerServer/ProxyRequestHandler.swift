@@ -41,6 +41,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private let edge: ProxyEdge
     private let dates: HTTPDateCache
     private let client: ClientAddress?
+    /// The port the client connected to: the one its `Host` must name (port 0 in the configuration picks it).
+    private let localPort: Int
     private let logger: Logger
 
     private var machine: Machine
@@ -61,7 +63,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// Runs this loop's answering tasks.
     private let executor: EventLoopTaskExecutor
 
-    init(edge: ProxyEdge, dates: HTTPDateCache, client: ClientAddress?, limits: ConnectionLimits, eventLoop: any EventLoop, logger: Logger) {
+    init(edge: ProxyEdge, dates: HTTPDateCache, client: ClientAddress?, localPort: Int, limits: ConnectionLimits, eventLoop: any EventLoop,
+         logger: Logger) {
         flusher = TickFlusher.for(eventLoop)
         executor = EventLoopTaskExecutor.for(eventLoop)
         parser = HTTP1RequestParser(maxHeadSize: limits.requestHeaders, bodyLimit: edge.requestBodyLimit)
@@ -72,6 +75,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         self.edge = edge
         self.dates = dates
         self.client = client
+        self.localPort = localPort
         self.logger = logger
     }
 
@@ -269,7 +273,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     /// Hands one request to the edge; what next if it was answered at once.
     private func start(_ work: Work, context: ChannelHandlerContext) -> Machine.Action {
-        switch edge.begin(method: work.head.method, target: work.head.target, fields: work.head.fields, body: work.body, client: client) {
+        switch edge.begin(method: work.head.method, target: work.head.target, fields: work.head.fields, body: work.body, client: client,
+                          authority: work.head.authority, localPort: localPort) {
         case .answered(let response, let refused):
             // Refused by the edge or answered at once by the chain: no task needed.
             return written(response, method: work.head.method, closeConnection: refused, context: context)

@@ -15,16 +15,23 @@ public final class ServingChain: Sendable {
     public let resources: [Resource]
     /// The largest request body accepted.
     public let requestBodyLimit: Int
+    /// The Host names and Origins answered for.
+    public let access: EdgeAccess
+    /// The forwarding headers stripped from callers' requests.
+    public let forwarding: ForwardingHeaders
     /// Leases held, plus one while current.
     private let count = Atomic<Int>(1)
     private let retired = Atomic<Bool>(false)
     private let drain = Latch()
 
     /// A chain to serve.
-    public init(plan: ChainPlan, resources: [Resource], requestBodyLimit: Int) {
+    public init(plan: ChainPlan, resources: [Resource], requestBodyLimit: Int, access: EdgeAccess = .unchecked,
+                forwarding: ForwardingHeaders = ForwardingHeaders()) {
         self.plan = plan
         self.resources = resources
         self.requestBodyLimit = requestBodyLimit
+        self.access = access
+        self.forwarding = forwarding
     }
 
     /// Requests that hold a lease on this chain.

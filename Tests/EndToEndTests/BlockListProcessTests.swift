@@ -20,6 +20,71 @@ struct BlockListProcessTests {
         """
     }
 
+    @Test("list syntax does not slip past a rule: '666, 1', a second field, spaces, case; a learned block holds for a request naming it among others")
+    func listSyntax() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "deny header X-Account-Id 666\ndeny header X-Account-Id acct-a\n".write(toFile: directory + "/rules.txt", atomically: true, encoding: .utf8)
+        try await withTestUpstream({ request in
+            request.header("x-account-id") == "acct-13" ? .json(#"{"error":"account_blocked"}"#, status: 403) : .json(#"{"id":1}"#)
+        }) { (upstream: TestUpstream) async throws in
+            try config(directory, upstream: upstream.url).write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+            let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+            defer { process.terminate() }
+            let port = try await process.waitUntilReady()
+            for headers in [[("X-Account-Id", "666, 1")], [("X-Account-Id", "1,666")], [("X-Account-Id", "1"), ("X-Account-Id", "666")],
+                            [("X-Account-Id", ", 666 ,")], [("X-Account-Id", "ACCT-A")]] {
+                let refused = try await RawHTTP.request(port: port, "GET", "/posts/1", headers: headers)
+                #expect(refused.status == 403 && refused.errorCode == "client_blocked", "\(headers)")
+            }
+            #expect(upstream.count == 0)
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1", headers: [("X-Account-Id", "acct-13")]).status == 403)
+            #expect(upstream.count == 1, "the block is learned")
+            for headers in [[("X-Account-Id", "acct-13, 1")], [("X-Account-Id", "1"), ("X-Account-Id", "acct-13")]] {
+                let refused = try await RawHTTP.request(port: port, "GET", "/posts/1", headers: headers)
+                #expect(refused.status == 403 && refused.errorCode == "account_blocked", "\(headers)")
+            }
+            #expect(upstream.count == 1, "a learned block is not bypassed by naming the account twice or in a list")
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1", headers: [("X-Account-Id", "1, 2")]).status == 200)
+        }
+    }
+
+    @Test("veneer unblock acts on the store when the Veneer on its listen address serves another configuration (a make run dev proxy)")
+    func unblockChecksWhomItReaches() async throws {
+        let ours = try temporaryDirectory(), theirs = try temporaryDirectory()
+        defer {
+            try? FileManager.default.removeItem(atPath: ours)
+            try? FileManager.default.removeItem(atPath: theirs)
+        }
+        for directory in [ours, theirs] { try "".write(toFile: directory + "/rules.txt", atomically: true, encoding: .utf8) }
+        try await withTestUpstream({ request in
+            request.header("x-account-id") == "acct-13" ? .json(#"{"error":"account_blocked"}"#, status: 403) : .json(#"{"id":1}"#)
+        }) { (upstream: TestUpstream) async throws in
+            // Our instance learns a block, and stops.
+            try config(ours, upstream: upstream.url).write(toFile: ours + "/veneer.yaml", atomically: true, encoding: .utf8)
+            let first = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: ours)
+            let port = try await first.waitUntilReady()
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1", headers: [("X-Account-Id", "acct-13")]).status == 403)
+            first.signal(SIGTERM)
+            #expect(await first.wait() == 0)
+
+            // Another configuration's Veneer now serves the address ours is configured for.
+            try config(theirs, upstream: upstream.url).write(toFile: theirs + "/veneer.yaml", atomically: true, encoding: .utf8)
+            let other = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: theirs)
+            defer { other.terminate() }
+            let otherPort = try await other.waitUntilReady()
+            let moved = config(ours, upstream: upstream.url).replacingOccurrences(of: "    origin:", with: "    listen: 127.0.0.1:\(otherPort)\n    origin:")
+            try moved.write(toFile: ours + "/veneer.yaml", atomically: true, encoding: .utf8)
+
+            let unblock = try await VeneerProcess.run(["unblock", "acct-13", "--config", "veneer.yaml"], directory: ours)
+            #expect(unblock.status == 0, "\(unblock.stdout)\(unblock.stderr)")
+            #expect(unblock.stdout.contains("unblocked acct-13 (the store)"), "\(unblock.stdout)")
+            #expect(unblock.stderr.contains("serves \(theirs)") || unblock.stderr.contains("not this configuration"), "\(unblock.stderr)")
+            // Lifted: a second unblock finds nothing.
+            #expect(try await VeneerProcess.run(["unblock", "acct-13", "--config", "veneer.yaml"], directory: ours).status == 1)
+        }
+    }
+
     @Test("a learned block holds with zero upstream calls, survives a restart, and is lifted by veneer unblock")
     func learnedBlocks() async throws {
         let directory = try temporaryDirectory()

@@ -51,7 +51,25 @@ struct BlockListTests {
         var testDescription: String { "\(rules) \(request.method.rawValue) \(request.route) from \(request.client!)" }
     }
 
+    static let account = HTTPField.Name("X-Account-Id")!
+
+    /// `X-Account-Id` once per value.
+    static func accounts(_ values: String...) -> HTTPFields {
+        HTTPFields(values.map { HTTPField(name: account, value: $0) })
+    }
+
     static let cases: [Case] = [
+        // A header rule matches any element of any field: lists, repeats, spaces, empty elements, case.
+        Case(rules: "{deny: {headers: {X-Account-Id: ['666']}}}", request: request(headers: accounts("666, 1")), allowed: false),
+        Case(rules: "{deny: {headers: {X-Account-Id: ['666']}}}", request: request(headers: accounts("1,666")), allowed: false),
+        Case(rules: "{deny: {headers: {X-Account-Id: ['666']}}}", request: request(headers: accounts("1", "666")), allowed: false),
+        Case(rules: "{deny: {headers: {X-Account-Id: ['666']}}}", request: request(headers: accounts(",, \t666\t ,")), allowed: false),
+        Case(rules: "{deny: {headers: {X-Account-Id: [acct-a]}}}", request: request(headers: accounts("ACCT-A")), allowed: false),
+        Case(rules: "{deny: {headers: {X-Account-Id: ['666']}}}", request: request(headers: accounts("6666, 66")), allowed: true),
+        Case(rules: "{allow: {headers: {X-Account-Id: ['1']}}}", request: request(headers: accounts("1, 2")), allowed: false),
+        Case(rules: "{allow: {headers: {X-Account-Id: ['1']}}}", request: request(headers: accounts("1", "2")), allowed: false),
+        Case(rules: "{allow: {headers: {X-Account-Id: ['1']}}}", request: request(headers: accounts(" 1 ")), allowed: true),
+        Case(rules: "{allow: {headers: {X-Account-Id: ['1']}}}", request: request(headers: accounts(", ,")), allowed: false),
         Case(rules: "{deny: {clients: [10.0.0.0/8]}}", request: request(client: "10.20.30.40"), allowed: false),
         Case(rules: "{deny: {clients: [10.0.0.0/8]}}", request: request(client: "11.0.0.1"), allowed: true),
         Case(rules: "{deny: {clients: [10.0.0.0/8]}}", request: request(client: "::ffff:10.0.0.9"), allowed: false),
@@ -178,6 +196,26 @@ struct BlockListTests {
         clock.advance(by: .seconds(3601))
         _ = try await decorator.handle(request(headers: blocked))
         #expect(inner.count == 3, "the block expired")
+    }
+
+    @Test("a learned block holds for a request that names the account among others, in a list or a second field; several named, none is learned")
+    func learnedInLists() async throws {
+        let inner = RecordingHandler { request in
+            RuleSet.elements(of: Self.account, in: request).contains("acct-13")
+                ? .json(.forbidden, ByteBuffer(string: #"{"error":"account_blocked"}"#)) : .json(.ok, ByteBuffer(string: "{}"))
+        }
+        let decorator = try await blockList("{learn: {status: 403, json: {error: account_blocked}, account_header: X-Account-Id}}", inner: inner)
+        // Naming two accounts, the signal says nothing of which: neither is learned.
+        _ = try await decorator.handle(request(headers: Self.accounts("acct-2, acct-13")))
+        _ = try await decorator.handle(request(headers: Self.accounts("acct-2")))
+        #expect(inner.count == 2)
+        _ = try await decorator.handle(request(headers: Self.accounts("acct-13")))
+        #expect(inner.count == 3)
+        for fields in [Self.accounts("acct-13"), Self.accounts("1, acct-13"), Self.accounts("acct-13,1"), Self.accounts("1", "acct-13"),
+                       Self.accounts(" acct-13 ,")] {
+            await #expect(throws: ProxyError.self, "\(fields)") { _ = try await decorator.handle(request(headers: fields)) }
+        }
+        #expect(inner.count == 3, "no refused request reached the upstream")
     }
 
     @Test("the signal must match status, JSON fields and header; without account_header the account is Veneer's own")

@@ -39,6 +39,23 @@ struct HTTP1ParserTests {
         }
     }
 
+    @Test("a request header value is UTF-8 kept byte for byte, or refused: obs-text that is not UTF-8 is never rewritten to U+FFFD")
+    func obsText() throws {
+        func parse(_ value: [UInt8]) throws(HTTP1ParseError) -> HTTP1RequestParser.Head? {
+            var parser = HTTP1RequestParser(maxHeadSize: 8192, maxFields: 20, bodyLimit: 1 << 20)
+            parser.append(ByteBuffer(bytes: Array("GET /posts HTTP/1.1\r\nHost: h\r\nX-Name: ".utf8) + value + Array("\r\n\r\n".utf8)))
+            guard case .request(let head, _)? = try parser.next() else { return nil }
+            return head
+        }
+        let utf8 = Array("caf\u{E9} \u{1F600}".utf8)
+        let head = try #require(try parse(utf8))
+        let field = try #require(head.fields.first { $0.name.canonicalName == "x-name" })
+        field.withUnsafeBytesOfValue { #expect(Array($0) == utf8) }
+        for invalid: [UInt8] in [[0x63, 0x61, 0x66, 0xE9], [0xFF], [0xF0, 0x9F, 0x98], [0xC0, 0xAF], [0xED, 0xA0, 0x80]] {
+            #expect(throws: HTTP1ParseError.self, "\(invalid)") { _ = try parse(invalid) }
+        }
+    }
+
     @Test("a GET becomes method, target, fields without Host, and the authority")
     func simpleGet() throws {
         let requests = try Self.requests("GET /posts/1?x=2 HTTP/1.1\r\nHost: example.test:8080\r\nAccept: application/json\r\nX-Custom:  padded \t\r\n\r\n")

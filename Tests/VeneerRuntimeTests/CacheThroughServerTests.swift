@@ -78,9 +78,10 @@ struct CacheThroughServerTests {
                 // While /posts/2 waits for the upstream, the hits queue up behind it (none may
                 // overtake it); when it comes, they are answered one after the other.
                 let hits = 1000
-                try await connection.send("GET /posts/2 HTTP/1.1\r\nHost: x\r\n\r\n"
-                    + String(repeating: "GET /posts/1 HTTP/1.1\r\nHost: x\r\n\r\n", count: hits - 1)
-                    + "GET /posts/1 HTTP/1.1\r\nHost: x\r\nX-Request-Id: the-last-one\r\n\r\n")
+                let host = "Host: 127.0.0.1:\(veneer.port)\r\n"
+                try await connection.send("GET /posts/2 HTTP/1.1\r\n\(host)\r\n"
+                    + String(repeating: "GET /posts/1 HTTP/1.1\r\n\(host)\r\n", count: hits - 1)
+                    + "GET /posts/1 HTTP/1.1\r\n\(host)X-Request-Id: the-last-one\r\n\r\n")
                 _ = try await connection.wait(timeout: .seconds(60)) { bytes, closed in
                     closed || String(decoding: bytes.suffix(400), as: UTF8.self).contains("the-last-one")
                 }

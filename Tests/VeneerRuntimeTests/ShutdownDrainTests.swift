@@ -40,7 +40,7 @@ struct ShutdownDrainTests {
         guard let port = await ready.next()?.port else { throw CancellationError() }
 
         let connection = try await RawConnection.connect(port: port)
-        try await connection.send("GET /posts HTTP/1.1\r\nHost: x\r\n\r\n")
+        try await connection.send("GET /posts HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n")
         _ = await entered.next()
         // Gone, not half-closed: the listener has no connection left to wait for.
         try await connection.reset()

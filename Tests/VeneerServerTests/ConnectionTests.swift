@@ -21,10 +21,10 @@ struct ConnectionTests {
             defer { connection.close() }
             let body = #"{"title":"t","body":"b"}"#
             try await connection.send(
-                "POST /posts HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
-                + "GET /posts/1 HTTP/1.1\r\nHost: x\r\n\r\n"
-                + "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n"
-                + "DELETE /posts/1 HTTP/1.1\r\nHost: x\r\n\r\n")
+                "POST /posts HTTP/1.1\r\nHost: \(veneer.host)\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+                + "GET /posts/1 HTTP/1.1\r\nHost: \(veneer.host)\r\n\r\n"
+                + "GET /nothing HTTP/1.1\r\nHost: \(veneer.host)\r\n\r\n"
+                + "DELETE /posts/1 HTTP/1.1\r\nHost: \(veneer.host)\r\n\r\n")
             let responses = try await connection.responses(4)
             #expect(responses.map(\.status) == [201, 200, 404, 204])
             #expect(responses[1].json?["title"] as? String == "t")
@@ -38,7 +38,7 @@ struct ConnectionTests {
             let connection = try await RawConnection.connect(port: veneer.port)
             defer { connection.close() }
             let body = #"{"title":"t","body":"b"}"#
-            try await connection.send("POST /posts HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\n\r\n")
+            try await connection.send("POST /posts HTTP/1.1\r\nHost: \(veneer.host)\r\nExpect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\n\r\n")
             let interim = try await connection.wait { bytes, _ in String(decoding: bytes, as: UTF8.self).contains("\r\n\r\n") }
             #expect(String(decoding: interim, as: UTF8.self) == "HTTP/1.1 100 Continue\r\n\r\n")
             try await connection.send(body)
@@ -62,7 +62,7 @@ struct ConnectionTests {
         try await withVeneer(yaml: Self.yaml) { (veneer: RunningVeneer) async throws in
             let connection = try await RawConnection.connect(port: veneer.port)
             defer { connection.close() }
-            try await connection.send("GET /posts HTTP/1.1\r\nHost: x\r\n\r\n" + request + "GET /posts HTTP/1.1\r\nHost: x\r\n\r\n")
+            try await connection.send("GET /posts HTTP/1.1\r\nHost: \(veneer.host)\r\n\r\n" + request + "GET /posts HTTP/1.1\r\nHost: \(veneer.host)\r\n\r\n")
             try await connection.waitForClose()
             let responses = RawConnection.parse(connection.received)
             #expect(responses.map(\.status) == [200, 400])
@@ -97,7 +97,7 @@ struct ConnectionTests {
             let connection = try await RawConnection.connect(port: veneer.port)
             defer { connection.close() }
             let start = ContinuousClock.now
-            try await connection.send("POST /posts HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\n\r\n{\"title\":")
+            try await connection.send("POST /posts HTTP/1.1\r\nHost: \(veneer.host)\r\nContent-Length: 30\r\n\r\n{\"title\":")
             try await Task.sleep(for: .milliseconds(200))
             try await connection.send("\"t\",")
             try await connection.waitForClose()
@@ -115,7 +115,7 @@ struct ConnectionTests {
             // A length the server cannot refuse in advance (chunked), then far more than 1KB in
             // one go: most of it is still arriving when the 413 is written.
             let chunk = "4000\r\n" + String(repeating: "z", count: 0x4000) + "\r\n"
-            try await connection.send("POST /posts HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            try await connection.send("POST /posts HTTP/1.1\r\nHost: \(veneer.host)\r\nTransfer-Encoding: chunked\r\n\r\n"
                                       + String(repeating: chunk, count: 32))
             try await connection.waitForClose()
             let response = try #require(RawConnection.parse(connection.received).first)
@@ -137,7 +137,7 @@ struct ConnectionTests {
             var count = 0
             while !idle.isClosed, ContinuousClock.now - start < .seconds(5) {
                 count += 1
-                try await busy.send("GET /posts HTTP/1.1\r\nHost: x\r\n\r\n")
+                try await busy.send("GET /posts HTTP/1.1\r\nHost: \(veneer.host)\r\n\r\n")
                 _ = try await busy.responses(count)
             }
             #expect(idle.isClosed)
@@ -149,7 +149,7 @@ struct ConnectionTests {
     @Test("HTTP/1.0 without keep-alive gets Connection: close; Connection: close is honoured")
     func closeRequested() async throws {
         try await withVeneer(yaml: Self.yaml) { (veneer: RunningVeneer) async throws in
-            for request in ["GET /posts HTTP/1.0\r\n\r\n", "GET /posts HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n"] {
+            for request in ["GET /posts HTTP/1.0\r\n\r\n", "GET /posts HTTP/1.1\r\nHost: \(veneer.host)\r\nConnection: Close\r\n\r\n"] {
                 let connection = try await RawConnection.connect(port: veneer.port)
                 defer { connection.close() }
                 try await connection.send(request)
@@ -166,7 +166,7 @@ struct ConnectionTests {
         var connection: RawConnection?
         let start = try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws -> ContinuousClock.Instant in
             let open = try await RawConnection.connect(port: veneer.port)
-            try await open.send("GET /posts HTTP/1.1\r\nHost: x\r\n\r\n")
+            try await open.send("GET /posts HTTP/1.1\r\nHost: \(veneer.host)\r\n\r\n")
             _ = try await open.responses(1)
             connection = open
             return ContinuousClock.now

@@ -64,7 +64,7 @@ struct EdgeContractTests {
     func chunkedTooLarge() async throws {
         try await withVeneer(yaml: mockYAML) { (veneer: RunningVeneer) async throws in
             let chunk = String(repeating: "y", count: 600)
-            let raw = "POST /posts HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            let raw = "POST /posts HTTP/1.1\r\nHost: \(veneer.host)\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
                 + "258\r\n\(chunk)\r\n258\r\n\(chunk)\r\n0\r\n\r\n"
             let response = try await RawHTTP.send(port: veneer.port, Array(raw.utf8))
             #expect(response.status == 413)

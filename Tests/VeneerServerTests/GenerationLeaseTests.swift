@@ -138,7 +138,7 @@ struct GenerationLeaseTests {
                                            }))
         try await withVeneer(yaml: "environments: {development: {origin: {mock: {}}, chain: [hold]}}", registry: registry) { (veneer: RunningVeneer) async throws in
             let connection = try await RawConnection.connect(port: veneer.port)
-            try await connection.send("GET /posts HTTP/1.1\r\nHost: x\r\n\r\n")
+            try await connection.send("GET /posts HTTP/1.1\r\nHost: \(veneer.host)\r\n\r\n")
             _ = await entered.next()
             connection.close()
             let old = veneer.instance.chain.generation

@@ -75,7 +75,7 @@ struct PassThroughTests {
             let clients = [try await RawConnection.connect(port: veneer.port), try await RawConnection.connect(port: veneer.port)]
             defer { for client in clients { client.close() } }
             for client in clients {
-                try await client.send(String(repeating: "GET /posts/1 HTTP/1.1\r\nHost: x\r\n\r\n", count: 3))
+                try await client.send(String(repeating: "GET /posts/1 HTTP/1.1\r\nHost: \(veneer.host)\r\n\r\n", count: 3))
             }
             var seen: [Int] = []
             for client in clients {

@@ -61,7 +61,7 @@ func embeddedConnection(_ chain: [any Handler], limits: ConnectionLimits = Conne
     let loop = EmbeddedEventLoop()
     let channel = EmbeddedChannel(loop: loop)
     try channel.pipeline.syncOperations.addHandler(ProxyRequestHandler(
-        edge: .serving(FixedChain(chain)), dates: HTTPDateCache(), client: ClientAddress("127.0.0.1"), limits: limits,
+        edge: .serving(FixedChain(chain)), dates: HTTPDateCache(), client: ClientAddress("127.0.0.1"), localPort: 1, limits: limits,
         eventLoop: loop, logger: quietLogger()))
     try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1))
     return (channel, loop)

@@ -16,6 +16,9 @@ public struct RunningVeneer: Sendable {
     /// Its admin port, when separate.
     public let adminPort: Int?
 
+    /// What a request's `Host` says to reach it.
+    public var host: String { "127.0.0.1:\(port)" }
+
     /// Sends a request to it.
     public func request(_ method: String = "GET", _ target: String, headers: [(String, String)] = [], body: String? = nil) async throws -> RawResponse {
         try await RawHTTP.request(port: port, method, target, headers: headers, body: body)

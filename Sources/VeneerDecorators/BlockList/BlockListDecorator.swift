@@ -18,19 +18,21 @@ public struct BlockListDecorator: Handler {
             throw ProxyError(.clientBlocked, "This request is refused by a block rule (\(rule)).")
         }
         guard let learn = options.learn else { return try await inner.handle(request) }
-        let account: String?
+        // Every account the request names (a list, a repeated field): any one blocked refuses it.
+        let accounts: [String]
         if let header = learn.accountHeader {
-            account = HTTPField.Name(header).flatMap { request.headers[$0] }
+            accounts = HTTPField.Name(header).map { RuleSet.elements(of: $0, in: request).map(String.init) } ?? []
         } else {
-            account = BlockListOptions.credentialsAccount
+            accounts = [BlockListOptions.credentialsAccount]
         }
-        if let account, let block = book.block(of: account) {
+        if accounts.contains(where: { book.block(of: $0) != nil }) {
             accountDenied.increment()
-            _ = block
             throw ProxyError(.accountBlocked, "The account is blocked by the upstream; an operator can lift the block (veneer unblock).")
         }
         let response = try await inner.handle(request)
-        if let account, learn.matches(response) {
+        // Learned only for a request that names one account: which of several the upstream
+        // meant is not known, and a caller must not get another's account blocked.
+        if Set(accounts).count == 1, let account = accounts.first, learn.matches(response) {
             await book.learn(account, reason: "the upstream answered \(response.status.code) with the blocked signal",
                              blockFor: learn.blockFor, requestID: request.requestID)
         }

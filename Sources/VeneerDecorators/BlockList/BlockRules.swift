@@ -110,11 +110,15 @@ public struct RuleSet: Hashable, Sendable {
         routes += other.routes
     }
 
-    /// A deny list: the first kind of rule the request matches, if any.
+    /// A deny list: the first kind of rule the request matches, if any. A header rule matches
+    /// when any element of any field of that name is listed, compared without case: a caller
+    /// cannot slip a denied value past it in a list (`666, 1`), a second field or other case.
     func firstMatch(_ request: ProxyRequest) -> String? {
         if let client = request.client, let network = clients.first(where: { $0.contains(client) }) { return "client \(network)" }
         for (name, values) in headers {
-            if let fieldName = HTTPField.Name(name), request.headers[values: fieldName].contains(where: values.contains) {
+            guard let fieldName = HTTPField.Name(name) else { continue }
+            let elements = Self.elements(of: fieldName, in: request)
+            if elements.contains(where: { element in values.contains { $0.lowercased() == element.lowercased() } }) {
                 return "header \(name)"
             }
         }
@@ -130,13 +134,23 @@ public struct RuleSet: Hashable, Sendable {
             guard let client = request.client, clients.contains(where: { $0.contains(client) }) else { return "client not allowed" }
         }
         for (name, values) in headers {
-            guard let fieldName = HTTPField.Name(name), request.headers[values: fieldName].contains(where: values.contains) else {
+            // Every element named must be listed (exactly): one allowed value does not carry others in.
+            guard let fieldName = HTTPField.Name(name), case let elements = Self.elements(of: fieldName, in: request), !elements.isEmpty,
+                  elements.allSatisfy({ values.contains(String($0)) }) else {
                 return "header \(name) not allowed"
             }
         }
         if !methods.isEmpty, !methods.contains(request.method.rawValue) { return "method not allowed" }
         if !routes.isEmpty, !routes.contains(where: { $0.matches(request.route) }) { return "route not allowed" }
         return nil
+    }
+
+    /// The elements of every field named `name` (RFC 9110 §5.6.1 lists): split at commas,
+    /// spaces and tabs around them trimmed, empty ones left out.
+    static func elements(of name: HTTPField.Name, in request: ProxyRequest) -> [Substring] {
+        request.headers[values: name].flatMap { value in
+            value.split(separator: ",", omittingEmptySubsequences: true).map(\.trimmingSpaces).filter { !$0.isEmpty }
+        }
     }
 }
 

@@ -21,7 +21,7 @@ extension CacheDecorator {
                              metrics: CacheMetrics(label: options.store ?? "memory", factory: context.metrics),
                              logger: context.logger)
             }
-            return CacheDecorator(inner: inner, options: options, storage: storage)
+            return CacheDecorator(inner: inner, options: options, storage: storage, keyedHeaders: context.passedForwardingHeaders)
         }
     )
 

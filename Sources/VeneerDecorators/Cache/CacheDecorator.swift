@@ -16,12 +16,16 @@ public struct CacheDecorator: ImmediateAnswering {
     let options: CacheOptions
     let storage: CacheStorage
     let clock: any VeneerClock
+    /// Request headers a caller may set that the edge passes on (`pass_forwarding_headers`):
+    /// an origin may reflect them, so they are part of the key.
+    let keyedHeaders: [HTTPField.Name]
 
-    init(inner: any Handler, options: CacheOptions, storage: CacheStorage) {
+    init(inner: any Handler, options: CacheOptions, storage: CacheStorage, keyedHeaders: [HTTPField.Name] = []) {
         self.inner = inner
         self.options = options
         self.storage = storage
         self.clock = storage.clock
+        self.keyedHeaders = keyedHeaders
     }
 
     /// A cache answers fresh hits by itself.
@@ -33,7 +37,7 @@ public struct CacheDecorator: ImmediateAnswering {
         guard request.isRead else { return .later(Deferred { try await self.write(request) }) }
         // A body is no part of the key: a GET or HEAD that has one is not the cache's to answer.
         guard request.body.readableBytes == 0 else { return .later(Deferred { try await self.bypass(request) }) }
-        let key = CacheKey.make(request)
+        let key = CacheKey.make(request, keyedHeaders: keyedHeaders)
         let range = Self.range(of: request)
         guard let selection = storage.memoryLookup(key, request: request.headers, range: range) else {
             return .later(Deferred {
@@ -331,7 +335,7 @@ public struct CacheDecorator: ImmediateAnswering {
         itemRequest.route = .item(resource, writtenID)
         itemRequest.query = nil
         itemRequest.body = ByteBuffer()
-        let itemKey = CacheKey.make(itemRequest)
+        let itemKey = CacheKey.make(itemRequest, keyedHeaders: keyedHeaders)
         // A create never replaces what is stored for the id it names: that is only dropped.
         let keepOut = request.method == .post ? await storage.holds(itemKey) : false
         await storage.invalidate(prefixes: prefixes)

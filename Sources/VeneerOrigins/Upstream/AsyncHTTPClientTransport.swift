@@ -52,7 +52,8 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         do {
             body = try await response.body.collect(upTo: request.maxResponseBodySize)
         } catch is NIOTooManyBytesError {
-            throw ProxyError.upstreamUnavailable("The upstream response is larger than \(request.maxResponseBodySize) bytes.")
+            throw ProxyError.upstreamUnavailable("The upstream's response is larger than allowed.",
+                                                 detail: "\(request.endpoint.authority): the response is larger than \(request.maxResponseBodySize) bytes")
         } catch {
             throw Self.map(error, request)
         }
@@ -97,17 +98,17 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         if let error = error as? HTTPClientError {
             switch error {
             case .deadlineExceeded, .readTimeout, .writeTimeout:
-                return .upstreamTimeout("The upstream \(target) did not answer within \(request.timeout).")
+                return .upstreamTimeout("The upstream did not answer in time.", detail: "\(target) did not answer within \(request.timeout)")
             case .connectTimeout:
-                return .upstreamTimeout("Connecting to the upstream \(target) timed out.")
+                return .upstreamTimeout("Connecting to the upstream timed out.", detail: "connecting to \(target) timed out")
             default:
-                return .upstreamUnavailable("The upstream \(target) failed: \(error.shortDescription).")
+                return .upstreamUnavailable("The upstream failed.", detail: "\(target) failed: \(error.shortDescription)")
             }
         }
         if error is CancellationError {
-            return .upstreamUnavailable("The request to the upstream \(target) was cancelled.")
+            return .upstreamUnavailable("The request to the upstream was cancelled.", detail: "the request to \(target) was cancelled")
         }
-        return .upstreamUnavailable("The upstream \(target) is unreachable.")
+        return .upstreamUnavailable("The upstream is unreachable.", detail: "\(target) is unreachable: \(error)")
     }
 
     /// Closes every connection.

@@ -24,20 +24,31 @@ enum UpstreamFailure: Equatable, Sendable {
     /// The response was over the size limit (the parser's reason).
     case tooLarge(String)
 
-    /// `upstream_timeout` for the timeouts, `upstream_unavailable` for everything else.
+    /// `upstream_timeout` for the timeouts, `upstream_unavailable` for everything else: the
+    /// message says what failed; the upstream's address and a parser's words are the detail,
+    /// for the daemon log only.
     func error(for request: OutboundRequest) -> ProxyError {
         let target = request.endpoint.authority
         switch self {
         case .shuttingDown: return .upstreamUnavailable("Veneer is shutting down.")
-        case .cancelled: return .upstreamUnavailable("The request to the upstream \(target) was cancelled.")
-        case .connectTimedOut: return .upstreamTimeout("Connecting to the upstream \(target) timed out.")
-        case .unreachable: return .upstreamUnavailable("The upstream \(target) is unreachable.")
-        case .timedOut: return .upstreamTimeout("The upstream \(target) did not answer within \(request.timeout).")
-        case .closedWithoutAnswer: return .upstreamUnavailable("The upstream \(target) closed the connection without answering.")
-        case .closedMidResponse: return .upstreamUnavailable("The upstream \(target) closed the connection mid-response.")
-        case .failedMidResponse: return .upstreamUnavailable("The upstream \(target) failed mid-response.")
-        case .malformed(let reason): return .upstreamUnavailable("The upstream \(target) sent a malformed response: \(reason)")
-        case .tooLarge(let reason): return .upstreamUnavailable(reason)
+        case .cancelled:
+            return .upstreamUnavailable("The request to the upstream was cancelled.", detail: "the request to \(target) was cancelled")
+        case .connectTimedOut:
+            return .upstreamTimeout("Connecting to the upstream timed out.", detail: "connecting to \(target) timed out")
+        case .unreachable: return .upstreamUnavailable("The upstream is unreachable.", detail: "\(target) is unreachable")
+        case .timedOut:
+            return .upstreamTimeout("The upstream did not answer in time.", detail: "\(target) did not answer within \(request.timeout)")
+        case .closedWithoutAnswer:
+            return .upstreamUnavailable("The upstream closed the connection without answering.",
+                                        detail: "\(target) closed the connection without answering")
+        case .closedMidResponse:
+            return .upstreamUnavailable("The upstream closed the connection mid-response.", detail: "\(target) closed the connection mid-response")
+        case .failedMidResponse:
+            return .upstreamUnavailable("The upstream failed mid-response.", detail: "\(target) failed mid-response")
+        case .malformed(let reason):
+            return .upstreamUnavailable("The upstream sent a malformed response.", detail: "\(target) sent a malformed response: \(reason)")
+        case .tooLarge(let reason):
+            return .upstreamUnavailable("The upstream's response is larger than allowed.", detail: "\(target): \(reason)")
         }
     }
 }

@@ -1,0 +1,242 @@
+import HTTPTypes
+import NIOCore
+
+/// Which `Host` names and `Origin`s a listener answers for: what the edge checks before
+/// anything else, so that no web page (DNS rebinding, a cross-site form or `fetch`) can
+/// act with the credentials Veneer holds.
+///
+/// Pure and immutable: built from the environment once per chain generation, read by every
+/// request. A listener answers for its own address as written, `localhost`, `127.0.0.1` and
+/// `[::1]` (each with the port it listens on), and for `allowed_hosts`; its own origins are
+/// `http://H:PORT` for each of those. Other origins must be listed in `allowed_origins`,
+/// and never open the admin API.
+public struct EdgeAccess: Sendable, Hashable {
+    /// A name of `allowed_hosts`: a host with a port, or any port when none is written.
+    public struct HostPattern: Sendable, Hashable, CustomStringConvertible {
+        /// Lower-case; IPv6 in brackets.
+        public let host: String
+        /// nil: any port.
+        public let port: Int?
+
+        /// Parses `name`, `name:port`, `[v6]` or `[v6]:port`; nil when it is not one.
+        public init?(_ text: String) {
+            guard let (host, port) = EdgeAccess.split(authority: text), Self.isHostName(host) else { return nil }
+            self.host = host
+            self.port = port
+        }
+
+        public var description: String { port.map { "\(host):\($0)" } ?? host }
+
+        /// A DNS name or an IPv4 address (letters, digits, `-`, `.`), or an IPv6 address in brackets.
+        static func isHostName(_ host: String) -> Bool {
+            if host.hasPrefix("[") { return host.hasSuffix("]") && ClientAddress(host.dropFirst().dropLast()) != nil }
+            return !host.isEmpty && host.utf8.allSatisfy { byte in
+                (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+            }
+        }
+    }
+
+    /// What the edge does with a request, by its `Host`, `Origin` and `Sec-Fetch-Site`.
+    public enum Verdict: Sendable, Equatable {
+        /// Served; `corsOrigin` is a listed origin whose answers get CORS headers.
+        case pass(corsOrigin: String?)
+        /// A CORS preflight (`OPTIONS` with `Access-Control-Request-Method`) of an allowed
+        /// origin: answered by the edge.
+        case preflight(origin: String)
+        /// 421 `misdirected_request`: a Host Veneer does not answer for.
+        case misdirected
+        /// 403 `cross_site_refused`, and why.
+        case crossSite(String)
+    }
+
+    /// Whether anything is checked (false only for edges that tests build by hand).
+    public let enforced: Bool
+    /// The main listener's host as written (lower-case, IPv6 in brackets).
+    public let listenHost: String
+    /// The separate admin listener's host, if there is one.
+    public let adminListenHost: String?
+    /// `allowed_hosts`.
+    public let allowedHosts: [HostPattern]
+    /// `allowed_origins`, as `scheme://host:port` in lower case.
+    public let allowedOrigins: Set<String>
+
+    /// The checks of an environment.
+    public init(listenHost: String, adminListenHost: String? = nil, allowedHosts: [HostPattern] = [], allowedOrigins: [String] = []) {
+        enforced = true
+        self.listenHost = Self.bracketed(listenHost)
+        self.adminListenHost = adminListenHost.map(Self.bracketed)
+        self.allowedHosts = allowedHosts
+        self.allowedOrigins = Set(allowedOrigins.compactMap(Self.normalizedOrigin))
+    }
+
+    private init() {
+        enforced = false
+        listenHost = ""
+        adminListenHost = nil
+        allowedHosts = []
+        allowedOrigins = []
+    }
+
+    /// No checks at all: for edges built without an environment (tests of other concerns).
+    public static let unchecked = EdgeAccess()
+
+    /// Whether a `listen` host needs `allowed_hosts` (a wildcard, or not loopback): the
+    /// names such a listener is reached by are the operator's to list.
+    public static func needsAllowedHosts(_ host: String) -> Bool {
+        if host.lowercased() == "localhost" { return false }
+        guard let address = ClientAddress(host) else { return true }
+        return !address.isLoopback
+    }
+
+    // MARK: Checking a request
+
+    /// The verdict on a request to the admin API (`admin`) or the posts API, that came with
+    /// `authority` (its Host; nil for an HTTP/1.0 request without one) to local port `port`.
+    public func verdict(method: HTTPRequest.Method, authority: String?, fields: HTTPFields, port: Int, admin: Bool) -> Verdict {
+        guard enforced else { return .pass(corsOrigin: nil) }
+        if let authority, !accepts(authority: authority, port: port, admin: admin) { return .misdirected }
+        let origins = fields[values: .origin]
+        let fetchSite = fields[.secFetchSite]
+        if origins.isEmpty {
+            // Programs send neither header; a browser that names no Origin may still say where it came from.
+            if let fetchSite, !method.isSafe, fetchSite == "cross-site" || fetchSite == "same-site" {
+                return .crossSite("A \(fetchSite) \(method.rawValue) without an allowed Origin is refused.")
+            }
+            if admin, !method.isSafe, let fetchSite, fetchSite != "same-origin", fetchSite != "none" {
+                return .crossSite("The admin API takes changes only from programs or its own pages.")
+            }
+            return .pass(corsOrigin: nil)
+        }
+        guard origins.count == 1, let origin = Self.normalizedOrigin(origins[0]) else {
+            return .crossSite("The Origin is not allowed.")
+        }
+        let own = isOwn(origin: origin, port: port, admin: admin)
+        if admin {
+            // allowed_origins never opens the admin API; its own pages change things only same-origin.
+            guard own else { return .crossSite("The admin API does not answer other origins.") }
+            if !method.isSafe, fetchSite != "same-origin" {
+                return .crossSite("The admin API takes changes only from programs or its own pages (Sec-Fetch-Site: same-origin).")
+            }
+            return .pass(corsOrigin: nil)
+        }
+        let listed = allowedOrigins.contains(origin)
+        guard own || listed else { return .crossSite("The Origin \(origin) is not allowed (allowed_origins).") }
+        if method == .options, fields[.accessControlRequestMethod] != nil { return .preflight(origin: origins[0]) }
+        return .pass(corsOrigin: origins[0])
+    }
+
+    /// Whether `authority` (`host[:port]`) names this listener: one of its own names with
+    /// its port, or an `allowed_hosts` entry.
+    public func accepts(authority: String, port: Int, admin: Bool) -> Bool {
+        guard let (host, given) = Self.split(authority: authority) else { return false }
+        let hostPort = given ?? 80
+        if hostPort == port, ownNames(admin: admin).contains(host) { return true }
+        return allowedHosts.contains { $0.host == host && ($0.port == nil || $0.port == hostPort) }
+    }
+
+    /// Whether `origin` (normalized) is `http://H:PORT` of a Host this listener accepts.
+    func isOwn(origin: String, port: Int, admin: Bool) -> Bool {
+        guard origin.hasPrefix("http://") else { return false }
+        let authority = String(origin.dropFirst("http://".count))
+        return accepts(authority: authority, port: port, admin: admin)
+    }
+
+    /// The listener's own names, wildcards left out (`0.0.0.0` is no name to be reached by).
+    func ownNames(admin: Bool) -> [String] {
+        let address = admin ? (adminListenHost ?? listenHost) : listenHost
+        var names = ["localhost", "127.0.0.1", "[::1]"]
+        if address != "0.0.0.0", address != "[::]", !names.contains(address) { names.append(address) }
+        return names
+    }
+
+    // MARK: Answers
+
+    /// The answer to a preflight of `origin`: what the browser may send, for ten minutes.
+    public static func preflightAnswer(origin: String, fields: HTTPFields) -> ProxyResponse {
+        var headers: HTTPFields = [
+            .accessControlAllowOrigin: origin,
+            .accessControlAllowMethods: "GET, HEAD, POST, PUT, PATCH, DELETE",
+            .accessControlMaxAge: "600",
+            .vary: "Origin, Access-Control-Request-Method, Access-Control-Request-Headers",
+        ]
+        // The headers asked for, if they are a list of field names (anything else is not echoed).
+        if let asked = fields[.accessControlRequestHeaders],
+           asked.split(separator: ",").allSatisfy({ HTTPField.Name(String($0.trimmingSpaces)) != nil }) {
+            headers[.accessControlAllowHeaders] = asked
+        }
+        return ProxyResponse(status: .noContent, headers: ProxyHeaders(headers), body: .init())
+    }
+
+    /// `response` as a listed origin reads it: `Access-Control-Allow-Origin` and `Vary: Origin`
+    /// added on the way out (never stored: the cache is inside the edge).
+    public static func withCORS(_ response: ProxyResponse, origin: String) -> ProxyResponse {
+        var response = response
+        response.headers[.accessControlAllowOrigin] = origin
+        response.headers.append(HTTPField(name: .accessControlExposeHeaders, value: "X-Request-Id, Cache-Status, Age, ETag, Location"))
+        if let vary = response.headers[.vary] {
+            if !vary.lowercased().contains("origin") { response.headers[.vary] = vary + ", Origin" }
+        } else {
+            response.headers.append(HTTPField(name: .vary, value: "Origin"))
+        }
+        return response
+    }
+
+    // MARK: Syntax
+
+    /// Whether `text` is an origin as `allowed_origins` lists it: `scheme://host[:port]`,
+    /// http or https, no path, no wildcard.
+    public static func isOrigin(_ text: String) -> Bool { normalizedOrigin(text) != nil }
+
+    /// `host[:port]` → (lower-case host, IPv6 in brackets; port); nil when malformed.
+    static func split(authority: String) -> (String, Int?)? {
+        let text = authority.lowercased()
+        var host = Substring(text)
+        var portText: Substring?
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            host = text[...close]
+            let rest = text[text.index(after: close)...]
+            if !rest.isEmpty {
+                guard rest.hasPrefix(":") else { return nil }
+                portText = rest.dropFirst()
+            }
+        } else if let colon = text.firstIndex(of: ":") {
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+        }
+        guard !host.isEmpty else { return nil }
+        guard let portText else { return (String(host), nil) }
+        // Digits only, without leading zeros: one spelling per port.
+        guard !portText.isEmpty, portText.count <= 5, portText.allSatisfy(\.isASCIIDigit), portText == "0" || !portText.hasPrefix("0"),
+              let port = Int(portText), port <= 65535 else {
+            return nil
+        }
+        return (String(host), port)
+    }
+
+    /// `scheme://host:port` in lower case (the default port written out); nil when it is not an origin.
+    static func normalizedOrigin(_ text: String) -> String? {
+        let lower = text.lowercased()
+        let scheme: String
+        if lower.hasPrefix("http://") { scheme = "http" } else if lower.hasPrefix("https://") { scheme = "https" } else { return nil }
+        let rest = String(lower.dropFirst(scheme.count + 3))
+        guard let (host, port) = split(authority: rest), HostPattern.isHostName(host) else { return nil }
+        // The port always written, so that `http://localhost` and `http://localhost:80` are one origin.
+        return "\(scheme)://\(host):\(port ?? (scheme == "http" ? 80 : 443))"
+    }
+
+    static func bracketed(_ host: String) -> String {
+        host.contains(":") && !host.hasPrefix("[") ? "[\(host.lowercased())]" : host.lowercased()
+    }
+}
+
+extension HTTPRequest.Method {
+    /// GET, HEAD, OPTIONS and TRACE: what a page may send without a preflight and what must change nothing.
+    public var isSafe: Bool { self == .get || self == .head || self == .options || self == .trace }
+}
+
+extension HTTPField.Name {
+    /// `Sec-Fetch-Site` (Fetch Metadata): where a browser's request came from.
+    public static let secFetchSite = HTTPField.Name("Sec-Fetch-Site")!
+}

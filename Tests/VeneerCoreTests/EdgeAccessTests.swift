@@ -1,0 +1,124 @@
+import HTTPTypes
+import Testing
+import VeneerCore
+
+@Suite("EdgeAccess: which Host and Origin a listener answers for")
+struct EdgeAccessTests {
+    let access = EdgeAccess(listenHost: "127.0.0.1", adminListenHost: "::1",
+                            allowedHosts: [EdgeAccess.HostPattern("veneer.test")!, EdgeAccess.HostPattern("other.test:8443")!],
+                            allowedOrigins: ["http://localhost:3000", "HTTPS://App.Example"])
+
+    @Test("Host names: its own with its port, allowed_hosts with theirs or any; nothing else", arguments: [
+        ("127.0.0.1:8080", false, true), ("localhost:8080", false, true), ("LocalHost:8080", false, true), ("[::1]:8080", false, true),
+        ("127.0.0.1:8081", false, false), ("127.0.0.1", false, false), ("localhost.:8080", false, false), ("0.0.0.0:8080", false, false),
+        ("rebind.attacker.example", false, false), ("127.0.0.1:8080:1", false, false), ("127.0.0.1:+80", false, false),
+        ("127.0.0.1:08080", false, false), ("[::1:8080", false, false), ("[::1]x", false, false), ("", false, false), (":8080", false, false),
+        ("veneer.test", false, true), ("veneer.test:1", false, true), ("other.test:8443", false, true), ("other.test:8080", false, false),
+        ("other.test", false, false), ("[::1]:8080", true, true), ("127.0.0.1:8080", true, true),
+    ])
+    func hosts(_ authority: String, _ admin: Bool, _ accepted: Bool) {
+        #expect(access.accepts(authority: authority, port: 8080, admin: admin) == accepted, "\(authority)")
+    }
+
+    @Test("a wildcard listen is no name of its own; a named listen address is")
+    func ownNames() {
+        let wildcard = EdgeAccess(listenHost: "0.0.0.0")
+        #expect(!wildcard.accepts(authority: "0.0.0.0:80", port: 80, admin: false))
+        #expect(wildcard.accepts(authority: "localhost", port: 80, admin: false))
+        #expect(!EdgeAccess(listenHost: "::").accepts(authority: "[::]:80", port: 80, admin: false))
+        #expect(EdgeAccess(listenHost: "Veneer.Lan").accepts(authority: "veneer.lan:80", port: 80, admin: false))
+        #expect(EdgeAccess.needsAllowedHosts("0.0.0.0") && EdgeAccess.needsAllowedHosts("::") && EdgeAccess.needsAllowedHosts("192.0.2.1")
+            && EdgeAccess.needsAllowedHosts("veneer.lan"))
+        #expect(!EdgeAccess.needsAllowedHosts("127.0.0.1") && !EdgeAccess.needsAllowedHosts("::1") && !EdgeAccess.needsAllowedHosts("localhost"))
+    }
+
+    func verdict(_ fields: HTTPFields, _ method: HTTPRequest.Method = .post, admin: Bool = false, host: String? = "127.0.0.1:8080")
+        -> EdgeAccess.Verdict {
+        access.verdict(method: method, authority: host, fields: fields, port: 8080, admin: admin)
+    }
+
+    @Test("Origin and Sec-Fetch-Site on the posts API")
+    func origins() {
+        #expect(verdict([:]) == .pass(corsOrigin: nil))
+        #expect(verdict([:], host: "evil.example") == .misdirected)
+        #expect(verdict([:], host: nil) == .pass(corsOrigin: nil))
+        #expect(verdict([.origin: "http://localhost:3000"]) == .pass(corsOrigin: "http://localhost:3000"))
+        #expect(verdict([.origin: "https://app.example:443"]) == .pass(corsOrigin: "https://app.example:443"))
+        #expect(verdict([.origin: "http://localhost:8080"]) == .pass(corsOrigin: "http://localhost:8080"))
+        #expect(verdict([.origin: "http://veneer.test:9"]) == .pass(corsOrigin: "http://veneer.test:9"))
+        for refused in ["https://evil.example", "null", "http://localhost:3001", "https://localhost:8080", "http://localhost:3000/x",
+                        "http://app.example", "localhost:3000", ""] {
+            guard case .crossSite = verdict([.origin: refused], .get) else {
+                Issue.record("\(refused) was not refused")
+                continue
+            }
+        }
+        if case .crossSite = verdict([.secFetchSite: "cross-site"]) {} else { Issue.record("cross-site POST passed") }
+        if case .crossSite = verdict([.secFetchSite: "same-site"], .delete) {} else { Issue.record("same-site DELETE passed") }
+        #expect(verdict([.secFetchSite: "cross-site"], .get) == .pass(corsOrigin: nil))
+        #expect(verdict([.secFetchSite: "same-origin"]) == .pass(corsOrigin: nil))
+        #expect(verdict([.secFetchSite: "cross-site", .origin: "http://localhost:3000"]) == .pass(corsOrigin: "http://localhost:3000"))
+        var two = HTTPFields()
+        two.append(HTTPField(name: .origin, value: "http://localhost:3000"))
+        two.append(HTTPField(name: .origin, value: "https://evil.example"))
+        if case .crossSite = verdict(two, .get) {} else { Issue.record("two Origins passed") }
+        #expect(verdict([.origin: "http://localhost:3000", .accessControlRequestMethod: "PUT"], .options) == .preflight(origin: "http://localhost:3000"))
+    }
+
+    @Test("the admin API: allowed_origins never opens it; changes only without Origin or from its own page same-origin")
+    func admin() {
+        if case .crossSite = verdict([.origin: "http://localhost:3000"], .get, admin: true) {} else { Issue.record("a listed origin read admin") }
+        if case .crossSite = verdict([.origin: "http://localhost:8080"], .delete, admin: true) {} else { Issue.record("own origin without same-origin") }
+        if case .crossSite = verdict([.secFetchSite: "same-site"], .delete, admin: true) {} else { Issue.record("same-site without Origin") }
+        #expect(verdict([:], .delete, admin: true) == .pass(corsOrigin: nil))
+        #expect(verdict([.origin: "http://localhost:8080", .secFetchSite: "same-origin"], .delete, admin: true) == .pass(corsOrigin: nil))
+        #expect(verdict([.origin: "http://127.0.0.1:8080"], .get, admin: true) == .pass(corsOrigin: nil))
+        guard case .crossSite = verdict([.origin: "http://localhost:3000", .accessControlRequestMethod: "DELETE"], .options, admin: true) else {
+            Issue.record("a preflight of the admin API was answered")
+            return
+        }
+    }
+
+    @Test("answers for a listed origin: the preflight, and CORS added to what goes out")
+    func answers() {
+        let preflight = EdgeAccess.preflightAnswer(origin: "http://localhost:3000", fields: [.accessControlRequestHeaders: "content-type, x-a"])
+        #expect(preflight.status == .noContent)
+        #expect(preflight.headers[.accessControlAllowHeaders] == "content-type, x-a")
+        #expect(EdgeAccess.preflightAnswer(origin: "o", fields: [.accessControlRequestHeaders: "a b"]).headers[.accessControlAllowHeaders] == nil)
+        let varied = EdgeAccess.withCORS(ProxyResponse(status: .ok, headers: [.vary: "Accept"]), origin: "http://localhost:3000")
+        #expect(varied.headers[.vary] == "Accept, Origin")
+        #expect(varied.headers[.accessControlAllowOrigin] == "http://localhost:3000")
+        #expect(EdgeAccess.withCORS(ProxyResponse(status: .ok), origin: "o").headers[.vary] == "Origin")
+    }
+
+    @Test("allowed_hosts and allowed_origins syntax")
+    func syntax() {
+        for good in ["veneer.test", "veneer.test:8080", "[::1]:80", "10.0.0.1", "[2001:db8::1]"] { #expect(EdgeAccess.HostPattern(good) != nil, "\(good)") }
+        for bad in ["*.example", "", "a b", "veneer.test:", "veneer.test:99999", "[::1", "[zz]", "host/path", "user@host"] {
+            #expect(EdgeAccess.HostPattern(bad) == nil, "\(bad)")
+        }
+        for good in ["http://localhost:3000", "https://app.example", "HTTP://[::1]:1"] { #expect(EdgeAccess.isOrigin(good), "\(good)") }
+        for bad in ["*", "null", "localhost:3000", "ftp://x", "http://", "http://a/b", "http://a:b"] { #expect(!EdgeAccess.isOrigin(bad), "\(bad)") }
+    }
+}
+
+@Suite("ForwardingHeaders: what callers may not tell an origin")
+struct ForwardingHeadersTests {
+    @Test("stripped unless passed by name; other fields kept in order")
+    func strip() {
+        var fields: HTTPFields = [.accept: "a", HTTPField.Name("X-Forwarded-Host")!: "evil", HTTPField.Name("forwarded")!: "for=x",
+                                  HTTPField.Name("X-Forwarded-Proto")!: "https", .authorization: "b", HTTPField.Name("X-Original-URL")!: "/x"]
+        var passing = fields
+        ForwardingHeaders().strip(&fields)
+        #expect(fields.map(\.name.canonicalName) == ["accept", "authorization"])
+        ForwardingHeaders(passing: ["x-forwarded-PROTO"]).strip(&passing)
+        #expect(passing.map(\.name.canonicalName) == ["accept", "x-forwarded-proto", "authorization"])
+        var underscores: HTTPFields = [HTTPField.Name("Transfer_Encoding")!: "chunked", .accept: "a", HTTPField.Name("X_Forwarded_Host")!: "e",
+                                       HTTPField.Name("x-account_id")!: "666"]
+        ForwardingHeaders(passing: ["X-Forwarded-Host"]).strip(&underscores)
+        #expect(underscores.map(\.name.canonicalName) == ["accept"], "names with '_' are dropped, as nginx does")
+        var untouched: HTTPFields = [.accept: "a", HTTPField.Name("X-Request-Id")!: "r"]
+        ForwardingHeaders().strip(&untouched)
+        #expect(untouched.count == 2)
+    }
+}
