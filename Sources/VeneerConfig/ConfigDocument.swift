@@ -33,7 +33,8 @@ public struct ConfigDocument: Sendable {
     /// The top-level keys.
     public static let topLevelKeys = ["version", "state_dir", "stores", "environments"]
     /// The keys of an environment.
-    public static let environmentKeys = ["extends", "listen", "admin", "resources", "limits", "origin", "chain", "drain_timeout", "idle_timeout"]
+    public static let environmentKeys = ["extends", "listen", "admin", "resources", "limits", "origin", "chain", "drain_timeout", "idle_timeout",
+                                          "access_log"]
 
     /// Where it came from.
     public let source: ConfigSource

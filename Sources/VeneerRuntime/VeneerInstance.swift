@@ -90,6 +90,8 @@ public final class VeneerInstance: Service, Sendable {
     let logger: Logger
     /// The environment as read at start; ``run()`` builds the first chain from it.
     let firstSpec: EnvironmentSpec
+    /// The environment's access log (`access_log:`), opened at start, reopened on SIGHUP.
+    public let accessLog: AccessLog?
     private let active = Mutex<ActiveChain?>(nil)
 
     /// Reads and checks the configuration, and starts nothing: ``run()`` builds the first
@@ -102,6 +104,16 @@ public final class VeneerInstance: Service, Sendable {
         self.logger = configuration.logger
         self.notifier = SystemdNotifier(variables: configuration.variables)
         firstSpec = try configuration.loadSpec()
+        do throws(AccessLogError) {
+            accessLog = try firstSpec.accessLog.map { destination throws(AccessLogError) in
+                switch destination {
+                case .standardOutput: return try AccessLog(output: .standardOutput)
+                case .file(let path): return try AccessLog(output: .file(path))
+                }
+            }
+        } catch {
+            throw ConfigError([ConfigDiagnostic(mark: nil, path: "access_log", message: error.description)])
+        }
         metrics = PrometheusCollectorRegistry()
         health = HealthBoard()
         transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup)
@@ -151,6 +163,7 @@ public final class VeneerInstance: Service, Sendable {
         // What every chain needs, started first and shut down last, in reverse: the chain
         // drains, background loops end (flushing caches), the stores close, the HTTP clients last.
         var groupConfiguration = ServiceGroupConfiguration(services: [
+            AccessLogService(log: accessLog),
             WatchdogService(notifier: notifier, eventLoopGroup: configuration.eventLoopGroup, logger: logger),
             TransportShutdown(transports: transports), storeRunner, background, DrainOnShutdown(instance: self),
         ], logger: logger)
@@ -218,13 +231,14 @@ public final class VeneerInstance: Service, Sendable {
         var services: [any Service] = [ReloadOnHangup(instance: self)]
         services.append(Listener.make(
             host: spec.listen.host, port: spec.listen.port,
-            edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil),
+            edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil,
+                            accessLog: accessLog),
             limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
             onBound: { port in await readiness.bound(main: port) }))
         if let adminListen = spec.adminListen {
             services.append(Listener.make(
                 host: adminListen.host, port: adminListen.port,
-                edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: true, servesAdmin: true),
+                edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: true, servesAdmin: true, accessLog: accessLog),
                 limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
                 onBound: { port in await readiness.bound(admin: port) }))
         }
@@ -284,6 +298,9 @@ public final class VeneerInstance: Service, Sendable {
                 ("idle_timeout", limits.idleTimeout != oldLimits.idleTimeout),
             ] where changed {
                 warnings.append("\(name) changes on restart only")
+            }
+            if spec.accessLog != old.spec.accessLog {
+                warnings.append("access_log changes on restart only (still \(old.spec.accessLog?.description ?? "off"))")
             }
             let carried = old.carried.next()
             let context = context(spec: spec, carried: carried)
@@ -398,12 +415,28 @@ struct DrainOnShutdown: Service {
     }
 }
 
+/// Runs the access log's writer; at shutdown, after the listeners (it is started first),
+/// writes what is queued and closes it.
+struct AccessLogService: Service {
+    let log: AccessLog?
+
+    func run() async throws {
+        // Runs until shutdown even without a log: a service that returns ends the group.
+        log?.start()
+        try? await gracefulShutdown()
+        await log?.close()
+    }
+}
+
 /// SIGHUP: reload the configuration.
 struct ReloadOnHangup: Service {
     let instance: VeneerInstance
     func run() async throws {
         let signals = await UnixSignalsSequence(trapping: .sighup)
         for await _ in signals.cancelOnGracefulShutdown() {
+            // Log rotation moved the file (logrotate's postrotate sends SIGHUP): whatever the
+            // reload makes of the configuration, the access log goes to a new file.
+            instance.accessLog?.reopen()
             await instance.reload()
         }
     }

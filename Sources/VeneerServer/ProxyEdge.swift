@@ -18,17 +18,20 @@ public struct ProxyEdge: Sendable {
     /// Called with each request the chain answered and its answer as it goes out, the
     /// request's ``RequestRecord`` complete: where an access log or `Server-Timing` reads it.
     var observer: (@Sendable (ProxyRequest, ProxyResponse) -> Void)?
+    /// Where the connections write one line per request they answered, refusals included.
+    let accessLog: AccessLog?
 
     /// An edge answering through `chain`, with `admin` under `/-/` when `servesAdmin` (and
     /// nothing else when `adminOnly`, the separate admin listener).
     public init(chain: any ChainSource, admin: any AdminResponder, logger: Logger, adminOnly: Bool, servesAdmin: Bool,
-                observer: (@Sendable (ProxyRequest, ProxyResponse) -> Void)? = nil) {
+                observer: (@Sendable (ProxyRequest, ProxyResponse) -> Void)? = nil, accessLog: AccessLog? = nil) {
         self.chain = chain
         self.admin = admin
         self.logger = logger
         self.adminOnly = adminOnly
         self.servesAdmin = servesAdmin
         self.observer = observer
+        self.accessLog = accessLog
     }
 
     /// The body limit of the chain serving new requests.
@@ -37,8 +40,8 @@ public struct ProxyEdge: Sendable {
     /// Answers one request; never throws (failures become JSON error responses). Every
     /// answer carries the request id: the client's `X-Request-Id`, or a generated one.
     func respond(method: HTTPRequest.Method, target: String, fields: HTTPFields, body: IncomingBody,
-                 client: ClientAddress?) async -> (ProxyResponse, closeConnection: Bool) {
-        switch begin(method: method, target: target, fields: fields, body: body, client: client) {
+                 client: ClientAddress?, record: RequestRecord? = nil) async -> (ProxyResponse, closeConnection: Bool) {
+        switch begin(method: method, target: target, fields: fields, body: body, client: client, record: record) {
         case .answered(let response, let close): return (response, close)
         case .waiting(let pending): return await complete(pending)
         }
@@ -95,10 +98,11 @@ public struct ProxyEdge: Sendable {
 
     /// The part of answering that needs no `await`: the request id, the checks of the path,
     /// method and body, and the chain's answer if it has one at once. A connection handler
-    /// answers what comes back `.answered` without starting a task.
+    /// answers what comes back `.answered` without starting a task. A connection that
+    /// observes its requests passes their `record` (the route is noted in it).
     @inline(__always)
     func begin(method: HTTPRequest.Method, target rawTarget: String, fields: HTTPFields, body: IncomingBody,
-               client: ClientAddress?) -> Start {
+               client: ClientAddress?, record: RequestRecord? = nil) -> Start {
         let requestID: String
         if let given = fields[.xRequestID], RequestID.isAcceptable(given) {
             requestID = given
@@ -129,6 +133,7 @@ public struct ProxyEdge: Sendable {
             let expected = resource.hasIntegerIDs ? "a positive integer" : "letters, digits, '-', '_', '.', '~'"
             return answered(ProxyError.badRequest("The id is not valid for \(resource.name) (expected \(expected)).").response)
         case .route(let route, let query):
+            record?.noteRoute(route.template)
             guard route.allows(method) else {
                 var error = ProxyError(.methodNotAllowed, "\(method.rawValue) is not allowed on \(route.template).")
                 error.headers[.allow] = route.allowedMethods.joined(separator: ", ")
@@ -149,7 +154,7 @@ public struct ProxyEdge: Sendable {
             HopByHop.strip(&headers)
             headers.setOrAppend(.xRequestID, requestID)
             let request = ProxyRequest(method: method, route: route, query: query, headers: headers,
-                                       body: bytes, client: client, requestID: requestID)
+                                       body: bytes, client: client, requestID: requestID, record: record ?? RequestRecord())
             // The one place a request meets the chain: the path its plan says, asked once.
             let work: Pending.Work
             switch generation.plan {
