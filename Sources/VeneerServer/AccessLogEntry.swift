@@ -1,4 +1,6 @@
-import Foundation
+#if canImport(Glibc)
+@preconcurrency import Glibc
+#endif
 import HTTPTypes
 import NIOCore
 import VeneerCore
@@ -75,7 +77,7 @@ public struct AccessLogEntry: Sendable {
     /// Appends the line (with its newline) to `buffer`.
     public func writeJSON(into buffer: inout ByteBuffer) {
         buffer.writeStaticString("{\"time\":\"")
-        buffer.writeString(Timestamp.iso8601(Date(timeIntervalSince1970: Double(time / 1_000_000) / 1000)))
+        Self.writeTime(time, into: &buffer)
         buffer.writeStaticString("\"")
         if let requestID {
             buffer.writeStaticString(",\"request_id\":")
@@ -105,17 +107,17 @@ public struct AccessLogEntry: Sendable {
             buffer.writeStaticString("\"")
         }
         buffer.writeStaticString(",\"http.response.status_code\":")
-        buffer.writeString(String(status))
+        Self.writeDecimal(status, into: &buffer)
         buffer.writeStaticString(",\"http.request.size\":")
-        buffer.writeString(String(bytesIn))
+        Self.writeDecimal(bytesIn, into: &buffer)
         buffer.writeStaticString(",\"http.response.size\":")
-        buffer.writeString(String(bytesOut))
+        Self.writeDecimal(bytesOut, into: &buffer)
         buffer.writeStaticString(",\"duration_ms\":")
-        buffer.writeString(Timestamp.milliseconds(duration))
+        Self.writeMilliseconds(duration, into: &buffer)
         if let record {
             if let originTime = record.originTime {
                 buffer.writeStaticString(",\"origin_ms\":")
-                buffer.writeString(Timestamp.milliseconds(originTime))
+                Self.writeMilliseconds(originTime, into: &buffer)
             }
             if let cacheStatus = record.cacheStatus {
                 buffer.writeStaticString(",\"cache_status\":")
@@ -127,6 +129,66 @@ public struct AccessLogEntry: Sendable {
             JSONText.writeQuoted(Self.trimmed(userAgent, to: Self.maxUserAgent), into: &buffer)
         }
         buffer.writeStaticString("}\n")
+    }
+
+    // The writer formats hundreds of thousands of lines a second under load: digits are
+    // written straight into the buffer, without the strings Timestamp's functions build.
+
+    /// `2026-11-23T22:51:07.412Z` (UTC, milliseconds) for `nanoseconds` since 1970.
+    static func writeTime(_ nanoseconds: Int64, into buffer: inout ByteBuffer) {
+        let millis = Int(max(0, nanoseconds) / 1_000_000)
+        let days = millis / 86_400_000
+        let msOfDay = millis % 86_400_000
+        // Days to the civil date (Howard Hinnant's algorithm, for days since 1970-01-01).
+        let z = days + 719_468
+        let era = z / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        writeDecimal(year, width: 4, into: &buffer)
+        buffer.writeInteger(UInt8(ascii: "-"))
+        writeDecimal(month, width: 2, into: &buffer)
+        buffer.writeInteger(UInt8(ascii: "-"))
+        writeDecimal(day, width: 2, into: &buffer)
+        buffer.writeInteger(UInt8(ascii: "T"))
+        writeDecimal(msOfDay / 3_600_000, width: 2, into: &buffer)
+        buffer.writeInteger(UInt8(ascii: ":"))
+        writeDecimal(msOfDay / 60_000 % 60, width: 2, into: &buffer)
+        buffer.writeInteger(UInt8(ascii: ":"))
+        writeDecimal(msOfDay / 1000 % 60, width: 2, into: &buffer)
+        buffer.writeInteger(UInt8(ascii: "."))
+        writeDecimal(msOfDay % 1000, width: 3, into: &buffer)
+        buffer.writeInteger(UInt8(ascii: "Z"))
+    }
+
+    /// Milliseconds with three decimals: `12.345`.
+    static func writeMilliseconds(_ duration: Duration, into buffer: inout ByteBuffer) {
+        let parts = duration.components
+        let micros = max(0, Int(parts.seconds) * 1_000_000 + Int(parts.attoseconds / 1_000_000_000_000))
+        writeDecimal(micros / 1000, into: &buffer)
+        buffer.writeInteger(UInt8(ascii: "."))
+        writeDecimal(micros % 1000, width: 3, into: &buffer)
+    }
+
+    /// `value` (not negative) in decimal, with leading zeros up to `width` digits.
+    static func writeDecimal(_ value: Int, width: Int = 1, into buffer: inout ByteBuffer) {
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &digits) { bytes in
+            var rest = max(0, value)
+            var count = 0
+            repeat {
+                bytes[19 - count] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+                count += 1
+            } while rest > 0 || count < width
+            buffer.writeBytes(UnsafeRawBufferPointer(rebasing: bytes[(20 - count)...]))
+        }
     }
 
     /// At most `limit` bytes of `text`, cut on a character boundary, with `...` when cut.

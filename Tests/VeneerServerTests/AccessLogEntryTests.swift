@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import Testing
 import VeneerCore
@@ -48,5 +49,21 @@ struct AccessLogEntryTests {
         let text = line(entry)
         #expect(text.contains(#""request_id":"r\"1""#))
         #expect(text.contains("\"user_agent.original\":\"" + String(repeating: "a", count: 255) + "...\""))
+    }
+}
+
+@Suite("Access log times")
+struct AccessLogTimeTests {
+    @Test("the time written by hand is the one Timestamp formats, across leap days, years and centuries")
+    func sameAsTimestamp() {
+        let seconds: [Int64] = [0, 59, 86_399, 951_782_400, 951_868_799, 1_709_164_800, 1_735_689_599, 4_107_542_400, 4_102_444_799]
+        for second in seconds {
+            for millis: Int64 in [0, 1, 999] {
+                var buffer = ByteBuffer()
+                AccessLogEntry.writeTime((second * 1000 + millis) * 1_000_000, into: &buffer)
+                let date = Date(timeIntervalSince1970: Double(second) + Double(millis) / 1000 + 0.0001)
+                #expect(String(buffer: buffer) == Timestamp.iso8601(date), "\(second).\(millis)")
+            }
+        }
     }
 }
