@@ -92,6 +92,11 @@ public final class VeneerInstance: Service, Sendable {
     let firstSpec: EnvironmentSpec
     /// The environment's access log (`access_log:`), opened at start, reopened on SIGHUP.
     public let accessLog: AccessLog?
+    /// What the listeners count.
+    let edgeMetrics: EdgeMetrics
+    /// `veneer_config_last_reload_successful` and `..._success_timestamp_seconds`.
+    let reloadSuccessful: Prometheus.Gauge
+    let reloadSuccessTime: Prometheus.Gauge
     private let active = Mutex<ActiveChain?>(nil)
 
     /// Reads and checks the configuration, and starts nothing: ``run()`` builds the first
@@ -104,19 +109,26 @@ public final class VeneerInstance: Service, Sendable {
         self.logger = configuration.logger
         self.notifier = SystemdNotifier(variables: configuration.variables)
         firstSpec = try configuration.loadSpec()
+        metrics = PrometheusCollectorRegistry()
+        let factory = DescribedMetricsFactory(registry: metrics)
         do throws(AccessLogError) {
+            let dropped = Counter(label: "veneer_access_log_dropped_lines_total", factory: factory)
             accessLog = try firstSpec.accessLog.map { destination throws(AccessLogError) in
                 switch destination {
-                case .standardOutput: return try AccessLog(output: .standardOutput)
-                case .file(let path): return try AccessLog(output: .file(path))
+                case .standardOutput: return try AccessLog(output: .standardOutput, dropped: dropped)
+                case .file(let path): return try AccessLog(output: .file(path), dropped: dropped)
                 }
             }
         } catch {
             throw ConfigError([ConfigDiagnostic(mark: nil, path: "access_log", message: error.description)])
         }
-        metrics = PrometheusCollectorRegistry()
+        edgeMetrics = EdgeMetrics(factory: factory)
+        metrics.makeGauge(descriptor: DescribedMetricsFactory.descriptor("veneer_build_info"), labels: [("version", VeneerVersion.text)])
+            .set(to: 1)
+        reloadSuccessful = metrics.makeGauge(descriptor: DescribedMetricsFactory.descriptor("veneer_config_last_reload_successful"))
+        reloadSuccessTime = metrics.makeGauge(descriptor: DescribedMetricsFactory.descriptor("veneer_config_last_reload_success_timestamp_seconds"))
         health = HealthBoard()
-        transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup)
+        transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup, metrics: UpstreamMetrics(factory: factory))
         background = BackgroundRunner(logger: configuration.logger)
         storeRunner = BackgroundRunner(logger: configuration.logger)
     }
@@ -132,12 +144,7 @@ public final class VeneerInstance: Service, Sendable {
     }
 
     func context(spec: EnvironmentSpec, carried: CarriedState) -> BuildContext {
-        var factory = PrometheusMetricsFactory(registry: metrics)
-        factory.durationHistogramBuckets["veneer_request_duration_seconds"] = [
-            .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
-            .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
-            .seconds(5), .seconds(10),
-        ]
+        let factory = DescribedMetricsFactory(registry: metrics)
         return BuildContext(
             logger: configuration.logger, clock: configuration.clock, metrics: factory, transports: transports,
             stateDirectory: spec.stateDirectory, resources: spec.resources,
@@ -205,6 +212,7 @@ public final class VeneerInstance: Service, Sendable {
                                                     adminRoutes: context.admin))
             adopt(carried)
             active.withLock { $0 = chain }
+            noteLoad(succeeded: true)
             return .success(chain)
         } catch {
             await release(carried.fresh())
@@ -232,13 +240,14 @@ public final class VeneerInstance: Service, Sendable {
         services.append(Listener.make(
             host: spec.listen.host, port: spec.listen.port,
             edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil,
-                            accessLog: accessLog),
+                            accessLog: accessLog, metrics: edgeMetrics),
             limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
             onBound: { port in await readiness.bound(main: port) }))
         if let adminListen = spec.adminListen {
             services.append(Listener.make(
                 host: adminListen.host, port: adminListen.port,
-                edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: true, servesAdmin: true, accessLog: accessLog),
+                edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: true, servesAdmin: true, accessLog: accessLog,
+                            metrics: edgeMetrics),
                 limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
                 onBound: { port in await readiness.bound(admin: port) }))
         }
@@ -319,6 +328,7 @@ public final class VeneerInstance: Service, Sendable {
             // No new request enters the old generation: it drains as its last ones finish.
             old.serving.retire()
             reloadStatus.set(nil)
+            noteLoad(succeeded: true)
             notifier.ready(status: Self.statusLine(next))
             for warning in warnings { logger.warning("\(warning)") }
             logger.info("configuration reloaded", metadata: [
@@ -337,11 +347,18 @@ public final class VeneerInstance: Service, Sendable {
             return .success(next)
         } catch {
             reloadStatus.set("\(error.diagnostics.count) problem(s): " + error.diagnostics.map(\.description).joined(separator: "; "))
+            noteLoad(succeeded: false)
             for diagnostic in error.diagnostics { logger.error("\(diagnostic)") }
             logger.error("reload failed; the previous configuration keeps serving", metadata: ["problems": .stringConvertible(error.diagnostics.count)])
             notifier.ready(status: "reload failed (\(error.diagnostics.count) problem\(error.diagnostics.count == 1 ? "" : "s"): \(error.diagnostics.first.map(\.description) ?? "")); " + Self.statusLine(old))
             return .failure(error)
         }
+    }
+
+    /// The reload gauges, as Prometheus names its own: whether the last load succeeded, and when one last did.
+    private func noteLoad(succeeded: Bool) {
+        reloadSuccessful.set(to: succeeded ? 1 : 0)
+        if succeeded { reloadSuccessTime.set(to: configuration.clock.now().timeIntervalSince1970) }
     }
 
     /// `serving production: latency_log -> cache -> upstream (generation 2)`.

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Dispatch
 import NIOCore
 import NIOPosix
@@ -27,10 +28,15 @@ public final class AccessLog: Sendable {
 
     /// How many lines may wait for the writer before new ones are dropped.
     public static let maxQueued = 65_536
+    /// How long the writer lets lines gather once one arrives: under load the loops wake it
+    /// (and it writes) about once per interval instead of once per request, which cost more
+    /// than the line itself. A line waits this long at most.
+    static let gatherInterval: UInt32 = 10_000  // microseconds
 
     private struct Queue {
         var entries: [AccessLogEntry] = []
-        var reopen = false
+        /// Asked to reopen when this many lines were queued: they go to the old file, later ones to the new.
+        var reopenAt: Int?
         var stopping = false
         var dropped = 0
     }
@@ -43,11 +49,13 @@ public final class AccessLog: Sendable {
     private let pool = NIOThreadPool(numberOfThreads: 1)
     private let stopped = Latch()
     private let started = Atomic<Bool>(false)
+    private let dropCounter: Counter?
 
     /// Opens `output` (a file is opened now, so that a path that cannot be written is an
-    /// error at start); ``start()`` starts the writer.
-    public init(output: Output) throws(AccessLogError) {
+    /// error at start); ``start()`` starts the writer. Dropped lines are counted in `dropped` too.
+    public init(output: Output, dropped: Counter? = nil) throws(AccessLogError) {
         self.output = output
+        dropCounter = dropped
         switch output {
         case .standardOutput:
             descriptor.store(1, ordering: .relaxed)
@@ -76,14 +84,18 @@ public final class AccessLog: Sendable {
             queue.entries.append(entry)
             return queue.entries.count == 1
         }
-        if wasEmpty == true { wake.signal() }
+        switch wasEmpty {
+        case true?: wake.signal()
+        case false?: break
+        case nil: dropCounter?.increment()
+        }
     }
 
     /// Asks the writer to reopen the file (after log rotation moved it: SIGHUP); lines
-    /// queued before are written to the old file.
+    /// queued before are written to the old file, lines queued after to the new one.
     public func reopen() {
         guard case .file = output else { return }
-        queue.withLock { $0.reopen = true }
+        queue.withLock { $0.reopenAt = $0.reopenAt ?? $0.entries.count }
         wake.signal()
     }
 
@@ -116,38 +128,34 @@ public final class AccessLog: Sendable {
         var line = ByteBuffer()
         while true {
             wake.wait()
-            while true {
-                let (reopen, stopping) = queue.withLock { queue in
-                    swap(&batch, &queue.entries)
-                    defer { queue.reopen = false }
-                    return (queue.reopen, queue.stopping)
-                }
-                write(batch, out: &out, line: &line)
-                batch.removeAll(keepingCapacity: true)
-                if reopen, case .file(let path) = output {
-                    // A file that cannot be opened again keeps the old one: no line is lost.
-                    if let fd = try? Self.open(path) {
-                        let old = descriptor.exchange(fd, ordering: .relaxed)
-                        if old >= 0 { Glibc.close(old) }
-                    }
-                }
-                if stopping {
-                    // Whatever came in meanwhile was counted as dropped; what was queued is written.
-                    let rest = queue.withLock { queue in
-                        defer { queue.entries = [] }
-                        return queue.entries
-                    }
-                    write(rest, out: &out, line: &line)
-                    return
-                }
-                if queue.withLock({ $0.entries.isEmpty && !$0.reopen }) { break }
+            if !queue.withLock({ $0.stopping }) { usleep(Self.gatherInterval) }
+            // One pass per wake-up: a line queued after this swap finds the queue empty and
+            // signals again.
+            let (reopenAt, stopping) = queue.withLock { queue in
+                swap(&batch, &queue.entries)
+                defer { queue.reopenAt = nil }
+                return (queue.reopenAt, queue.stopping)
             }
+            if let reopenAt, case .file(let path) = output {
+                write(batch[..<reopenAt], out: &out, line: &line)
+                // A file that cannot be opened again keeps the old one: no line is lost.
+                if let fd = try? Self.open(path) {
+                    let old = descriptor.exchange(fd, ordering: .relaxed)
+                    if old >= 0 { Glibc.close(old) }
+                }
+                write(batch[reopenAt...], out: &out, line: &line)
+            } else {
+                write(batch[...], out: &out, line: &line)
+            }
+            batch.removeAll(keepingCapacity: true)
+            // Stopping: lines that come later are refused (and counted), so this was the last.
+            if stopping { return }
         }
     }
 
     /// Formats `entries` and writes them in pieces of at most `PIPE_BUF` bytes cut at line
     /// ends, so that lines sharing standard output with other writers never interleave.
-    private func write(_ entries: [AccessLogEntry], out: inout ByteBuffer, line: inout ByteBuffer) {
+    private func write(_ entries: ArraySlice<AccessLogEntry>, out: inout ByteBuffer, line: inout ByteBuffer) {
         guard !entries.isEmpty else { return }
         let fd = descriptor.load(ordering: .relaxed)
         for entry in entries {

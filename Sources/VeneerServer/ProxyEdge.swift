@@ -20,11 +20,14 @@ public struct ProxyEdge: Sendable {
     var observer: (@Sendable (ProxyRequest, ProxyResponse) -> Void)?
     /// Where the connections write one line per request they answered, refusals included.
     let accessLog: AccessLog?
+    /// What the connections count of the requests they answered, refusals included.
+    let metrics: EdgeMetrics?
 
     /// An edge answering through `chain`, with `admin` under `/-/` when `servesAdmin` (and
     /// nothing else when `adminOnly`, the separate admin listener).
     public init(chain: any ChainSource, admin: any AdminResponder, logger: Logger, adminOnly: Bool, servesAdmin: Bool,
-                observer: (@Sendable (ProxyRequest, ProxyResponse) -> Void)? = nil, accessLog: AccessLog? = nil) {
+                observer: (@Sendable (ProxyRequest, ProxyResponse) -> Void)? = nil, accessLog: AccessLog? = nil,
+                metrics: EdgeMetrics? = nil) {
         self.chain = chain
         self.admin = admin
         self.logger = logger
@@ -32,6 +35,7 @@ public struct ProxyEdge: Sendable {
         self.servesAdmin = servesAdmin
         self.observer = observer
         self.accessLog = accessLog
+        self.metrics = metrics
     }
 
     /// The body limit of the chain serving new requests.
@@ -118,6 +122,8 @@ public struct ProxyEdge: Sendable {
         let target = RequestTarget.parse(rawTarget, resources: adminOnly ? [] : generation.resources)
         switch target {
         case .admin(let path, let query):
+            // One route for the whole admin API: its paths are the client's text.
+            record?.noteRoute("/-/")
             guard servesAdmin else { return answered(ProxyError.notFound().response) }
             guard adminOnly || client?.isLoopback == true else {
                 return answered(ProxyError.notFound().response)

@@ -33,7 +33,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         let received: NIODeadline
     }
 
-    /// The request being answered (one at a time), kept while an access log is written.
+    /// The request being answered (one at a time), kept for the access log and the metrics.
     struct Exchange {
         let work: Work
         let record: RequestRecord
@@ -55,7 +55,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var parser: HTTP1RequestParser
     private var timer: Scheduled<Void>?
     private var outputBuffer: ByteBuffer?
-    /// The request whose answer is written next, when there is an access log.
+    /// The request whose answer is written next, when there is an access log or metrics.
     private var exchange: Exchange?
 
     // Guards against re-entry on one call stack (not connection state): an answer can come
@@ -263,7 +263,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 }
                 let response = ProxyEdge.stamped(error.response, RequestID.generate())
                 let bytes = write(response, method: .get, close: true, context: context)
-                log(nil, response, bytesOut: bytes)
+                observe(nil, response, bytesOut: bytes)
                 action = .none
             case .end:
                 sendLast(context.channel.allocator.buffer(capacity: 0), context: context)
@@ -282,11 +282,12 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// Hands one request to the edge; what next if it was answered at once.
     private func start(_ work: Work, context: ChannelHandlerContext) -> Machine.Action {
         var record: RequestRecord?
-        if edge.accessLog != nil {
+        if edge.accessLog != nil || edge.metrics != nil {
             assert(exchange == nil, "two requests answered at once")
             let observed = RequestRecord()
             exchange = Exchange(work: work, record: observed)
             record = observed
+            edge.metrics?.started()
         }
         switch edge.begin(method: work.head.method, target: work.head.target, fields: work.head.fields, body: work.body, client: client,
                           record: record) {
@@ -347,18 +348,23 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         switch machine.answerReady(closeConnection: closeConnection, now: now) {
         case .write(let close):
             let bytes = write(response, method: method, close: close, context: context)
-            log(exchange, response, bytesOut: bytes, now: now)
+            observe(exchange, response, bytesOut: bytes, now: now)
             return machine.answerWritten(now: now)
         case .discard:
             // The client left: logged with nothing sent.
-            log(exchange, response, bytesOut: 0, now: now)
+            observe(exchange, response, bytesOut: 0, now: now)
             return .none
         }
     }
 
-    /// Queues the access log line of an answer: `exchange` is nil for a refusal of what could
-    /// not be read as a request.
-    private func log(_ exchange: Exchange?, _ response: ProxyResponse, bytesOut: Int, now: @autoclosure () -> NIODeadline = .now()) {
+    /// Counts an answer and queues its access log line: `exchange` is nil for a refusal of
+    /// what could not be read as a request.
+    private func observe(_ exchange: Exchange?, _ response: ProxyResponse, bytesOut: Int, now: @autoclosure () -> NIODeadline = .now()) {
+        let route = exchange?.record.route
+        if let metrics = edge.metrics {
+            if exchange != nil { metrics.finished() }
+            metrics.count(route: route, method: exchange?.work.head.method, status: Int(response.status.code))
+        }
         guard let accessLog = edge.accessLog else { return }
         var entry = AccessLogEntry(
             time: AccessLogEntry.now(), requestID: response.headers[.xRequestID], client: client, method: nil, route: nil, target: nil,
@@ -367,7 +373,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         if let exchange {
             let head = exchange.work.head
             entry.method = head.method
-            entry.route = exchange.record.route
+            entry.route = route
             entry.target = head.target
             entry.protocolVersion = head.minorVersion == 0 ? "1.0" : "1.1"
             if case .complete(let body) = exchange.work.body {
