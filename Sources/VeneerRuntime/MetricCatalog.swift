@@ -14,6 +14,10 @@ enum MetricCatalog {
         "veneer_cache_entries": "Entries held by a cache.",
         "veneer_cache_bytes": "Bytes held by a cache.",
         "veneer_block_list_denied_total": "Requests denied by block_list, by reason.",
+        // auth_refresh.
+        "veneer_auth_refresh_refreshes_total": "Refresh requests answered by the token endpoint, by endpoint and result (granted, rejected, failed, unknown).",
+        "veneer_auth_refresh_token_expiry_timestamp_seconds": "When the access token held expires, in seconds since 1970 (0: none held, or no expiry given).",
+        "veneer_auth_refresh_stopped": "1 while refreshing is stopped until an operator acts (token rejected, or outcome unknown), else 0.",
         // The upstream origin.
         "veneer_upstream_request_duration_seconds": "Time the upstream origin took to answer, retries included.",
         "veneer_upstream_connect_failures_total": "Upstream connections that could not be opened, by reason (pooled http:// transport).",

@@ -35,6 +35,15 @@ func sample(_ text: String, _ series: String) -> Double? {
     return nil
 }
 
+/// The value of the one sample of family `name` whose labels contain `label` (e.g. `result="granted"`).
+func sample(_ text: String, family name: String, with label: String = "") -> Double? {
+    for line in text.split(separator: "\n") where line.hasPrefix(name + "{") || line.hasPrefix(name + " ") {
+        guard let space = line.lastIndex(of: " "), label.isEmpty || line[..<space].contains(label) else { continue }
+        return Double(line[line.index(after: space)...])
+    }
+    return nil
+}
+
 @Suite("Metrics on /-/metrics")
 struct MetricsTests {
     /// A chain with every kind of metric in front of a real upstream, after a few requests.
@@ -152,6 +161,30 @@ struct MetricsTests {
                 #expect((sample(text, "veneer_upstream_pool_waits_total") ?? 0) >= 1)
                 #expect(sample(text, #"veneer_upstream_connect_failures_total{reason="unreachable"}"#) == 0)
             }
+        }
+    }
+
+    @Test("auth_refresh: refreshes by result, when the access token expires, and whether refreshing has stopped")
+    func authRefresh() async throws {
+        try await withAuth { (rig: AuthRig) async throws in
+            #expect(try await rig.veneer.request("GET", "/posts/1").status == 200)
+            var text = try await rig.veneer.request("GET", "/-/metrics").text
+            #expect(sample(text, family: "veneer_auth_refresh_refreshes_total", with: #"result="granted""#) == 1)
+            let expiry = try #require(sample(text, family: "veneer_auth_refresh_token_expiry_timestamp_seconds"))
+            #expect(abs(expiry - rig.clock.now().addingTimeInterval(60).timeIntervalSince1970) < 2)
+            #expect(sample(text, family: "veneer_auth_refresh_stopped") == 0)
+
+            // The token endpoint revokes the family (a replay of the rotated token), as in invalid_grant's test.
+            let replay = try await RawHTTP.request(port: rig.tokens.upstream.port, "POST", "/oauth/token",
+                                                   headers: [("Authorization", "Basic " + Data("veneer:s3cret".utf8).base64EncodedString()),
+                                                             ("Content-Type", "application/x-www-form-urlencoded")],
+                                                   body: "grant_type=refresh_token&refresh_token=rt-0")
+            #expect(replay.status == 400)
+            rig.clock.advance(by: .seconds(61))
+            #expect(try await rig.veneer.request("GET", "/posts/1").status == 401)
+            text = try await rig.veneer.request("GET", "/-/metrics").text
+            #expect(sample(text, family: "veneer_auth_refresh_refreshes_total", with: #"result="rejected""#) == 1)
+            #expect(sample(text, family: "veneer_auth_refresh_stopped") == 1)
         }
     }
 }

@@ -40,7 +40,7 @@ extension AuthRefreshDecorator {
             let manager = context.carried.value(for: key) {
                 made = true
                 return TokenManager(options: options, initialToken: initialToken, endpoint: endpoint, store: store, clock: context.clock,
-                                    health: context.health, logger: context.logger)
+                                    health: context.health, logger: context.logger, metrics: context.metrics)
             }
             if made {
                 if case .unwritable(let reason, permanent: true) = await manager.prepare() {
