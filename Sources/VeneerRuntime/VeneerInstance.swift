@@ -231,7 +231,7 @@ public final class VeneerInstance: Service, Sendable {
             do {
                 try addressFile.write(ListenAddress(host: host, port: info.adminPort ?? info.port))
             } catch {
-                logger.debug("could not record the admin address", metadata: ["error": .string("\(error)")])
+                logger.debug("could not record the admin address", metadata: ["error": .string(ErrorText.describe(error))])
             }
             // Only now do the listeners accept connections: tell systemd.
             notifier.ready(status: Self.statusLine(chain.generation))

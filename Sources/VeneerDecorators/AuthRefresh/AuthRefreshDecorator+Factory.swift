@@ -17,7 +17,7 @@ extension AuthRefreshDecorator {
                 clientSecret = try options.clientSecret?.reveal()
                 initialToken = try options.refreshToken.reveal()
             } catch {
-                throw ConfigError([ConfigDiagnostic(mark: nil, path: "", message: String(describing: error))])
+                throw ConfigError([ConfigDiagnostic(mark: nil, path: "", message: ErrorText.describe(error))])
             }
             // One manager per token endpoint, client id and store, whatever the other options:
             // a reload keeps it, its token and a refresh it has under way. The store object,

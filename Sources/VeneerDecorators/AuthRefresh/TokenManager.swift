@@ -384,6 +384,6 @@ actor TokenManager: CarriedService {
 
     static func describe(_ error: any Error) -> String {
         if let error = error as? StoreError { return error.reason }
-        return String(describing: error)
+        return ErrorText.describe(error)
     }
 }
