@@ -43,4 +43,40 @@ struct LogFormatProcessTests {
         #expect(result.status == 64)
         #expect(result.stderr.contains("unknown log format 'xml'"))
     }
+
+    @Test("under the journal (JOURNAL_STREAM names stderr) a configuration error at start is at error priority; otherwise unprefixed")
+    func journalPriorities() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "environments: {development: {origin: {mock: {}}, chain: [nonsense]}}".write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        for journal in [true, false] {
+            // stderr is a file here, as the journal's stream is a socket: what counts is its device and inode.
+            let path = directory + "/stderr-\(journal)"
+            _ = FileManager.default.createFile(atPath: path, contents: nil)
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+            var status = stat()
+            #expect(fstat(handle.fileDescriptor, &status) == 0)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: VeneerProcess.binary)
+            process.arguments = ["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"]
+            process.currentDirectoryURL = URL(fileURLWithPath: directory)
+            var variables = ProcessInfo.processInfo.environment
+            variables["JOURNAL_STREAM"] = journal ? "\(status.st_dev):\(status.st_ino)" : nil
+            process.environment = variables
+            process.standardError = handle
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            try handle.close()
+            #expect(process.terminationStatus == 78, "a configuration error")
+            let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
+            #expect(!lines.isEmpty)
+            if journal {
+                #expect(lines.allSatisfy { $0.range(of: #"^<[0-7]>"#, options: .regularExpression) != nil }, "\(lines)")
+                #expect(lines.contains { $0.hasPrefix("<3>") && $0.contains("unknown decorator 'nonsense'") }, "\(lines)")
+            } else {
+                #expect(!lines.contains { $0.hasPrefix("<") }, "\(lines)")
+            }
+        }
+    }
 }
