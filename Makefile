@@ -44,12 +44,14 @@ apt-need = missing=""; for need in $(1); do \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-# The tests of the postgres store start a real PostgreSQL server of their own (initdb in /tmp).
+# The tests of the postgres store start a real PostgreSQL server of their own (initdb in /tmp);
+# promtool (Debian package prometheus) checks the /-/metrics exposition of a live instance.
 test-deps: deps
 	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
 		echo "make: installing postgresql for the tests"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
 	fi
+	@$(call apt-need,promtool:prometheus)
 
 build: deps
 	$(SWIFT) build

@@ -80,6 +80,7 @@ let package = Package(
             dependencies: [
                 "VeneerCore", "VeneerHTTP1",
                 .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -127,6 +128,7 @@ let package = Package(
             dependencies: [
                 "VeneerCore", "VeneerConfig", "VeneerHTTP1",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

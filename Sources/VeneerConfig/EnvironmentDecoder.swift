@@ -164,6 +164,7 @@ extension ConfigDocument {
         let drainTimeout = environment.duration("drain_timeout", default: .seconds(10)) ?? .seconds(10)
         let idleTimeout = environment.duration("idle_timeout", default: .seconds(75)) ?? .seconds(75)
         if idleTimeout <= .zero { environment.error("idle_timeout", "must be longer than 0s") }
+        let accessLog = decodeAccessLog(environment["access_log"])
 
         let origin = decodeOrigin(environment, registry: registry)
         let chain = decodeChain(environment, registry: registry)
@@ -177,7 +178,7 @@ extension ConfigDocument {
         }
         return EnvironmentSpec(
             name: name, configFile: source.file, listen: listen, adminListen: adminListen, resources: resources,
-            limits: limits, drainTimeout: drainTimeout, idleTimeout: idleTimeout, stateDirectory: stateDirectory, stores: stores,
+            limits: limits, drainTimeout: drainTimeout, idleTimeout: idleTimeout, stateDirectory: stateDirectory, accessLog: accessLog, stores: stores,
             origin: origin, chain: chain, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins, passForwardingHeaders: passed)
     }
 
@@ -203,6 +204,16 @@ extension ConfigDocument {
             }
         }
         return (hosts, origins)
+    }
+
+    /// `off` (or absent), `stdout`, or a file path (relative to the working directory).
+    func decodeAccessLog(_ value: ConfigValue?) -> AccessLogDestination? {
+        guard let value, let text = value.string() else { return nil }
+        switch text {
+        case "off", "false": return nil
+        case "stdout": return .standardOutput
+        default: return value.filePath().map { .file($0) }
+        }
     }
 
     func decodeResources(_ value: ConfigValue?) -> [Resource] {

@@ -60,6 +60,22 @@ public struct Limits: Sendable, Hashable {
     public init() {}
 }
 
+/// Where the access log of an environment goes (`access_log:`): one JSON line per request.
+public enum AccessLogDestination: Sendable, Hashable, CustomStringConvertible {
+    /// Standard output (the journal under systemd).
+    case standardOutput
+    /// A file appended to, reopened on SIGHUP (log rotation).
+    case file(String)
+
+    /// `stdout` or the path.
+    public var description: String {
+        switch self {
+        case .standardOutput: return "stdout"
+        case .file(let path): return path
+        }
+    }
+}
+
 /// A named store of the `stores:` section.
 public enum StoreSpec: Sendable, Hashable, CustomStringConvertible {
     /// A SQLite file (absolute, resolved against `state_dir`).
@@ -150,6 +166,8 @@ public struct EnvironmentSpec: Sendable {
     public let idleTimeout: Duration
     /// Where persistent state lives.
     public let stateDirectory: String
+    /// Where the access log goes; nil: no access log (`access_log: off`, the default).
+    public var accessLog: AccessLogDestination?
     /// The stores the chain refers to.
     public let stores: [String: StoreSpec]
     /// The origin.
@@ -205,6 +223,7 @@ public struct EnvironmentSpec: Sendable {
             ("drain_timeout", .string(Units.format(drainTimeout))),
             ("idle_timeout", .string(Units.format(idleTimeout))),
             ("state_dir", .string(stateDirectory)),
+            ("access_log", .string(accessLog?.description ?? "off")),
         ]
         if !stores.isEmpty {
             members.append(("stores", .object(stores.keys.sorted().map { ($0, .string(stores[$0]!.description)) })))

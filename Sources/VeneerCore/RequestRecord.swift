@@ -26,6 +26,7 @@ public final class RequestRecord: Sendable {
     }
 
     private struct State {
+        var route: String?
         var cacheStatus: String?
         var originTime: Duration?
         var originExchanges = 0
@@ -36,6 +37,14 @@ public final class RequestRecord: Sendable {
 
     /// An empty record.
     public init() {}
+
+    /// Notes the route template the edge matched (for the access log and the edge's metrics).
+    public func noteRoute(_ template: String) {
+        state.withLock { $0.route = template }
+    }
+
+    /// The route template the edge matched, if the path named one.
+    public var route: String? { state.withLock { $0.route } }
 
     /// Notes the cache's status for the request (the `Cache-Status` it answered with); the
     /// last one noted counts (with two caches, the outer one's).

@@ -30,6 +30,8 @@ public struct HTTP1RequestParser {
         public var keepAlive: Bool
         /// Whether the client waits for `100 Continue` before it sends the body.
         public var expectsContinue: Bool
+        /// Bytes of the head as read (request line, fields, the empty line).
+        public var size = 0
 
         /// The head as an `HTTPRequest`.
         public var request: HTTPRequest {
@@ -205,13 +207,15 @@ public struct HTTP1RequestParser {
             let (head, framing) = try Self.parseHead(bytes, end: end, maxFields: maxFields)
             return (head, framing, end)
         }
-        guard let (head, framing, end) = parsed else {
+        guard let (parsedHead, framing, end) = parsed else {
             guard input.readableBytes <= maxHeadSize else { throw HTTP1ParseError("The request headers are larger than the limit.", kind: .headTooLarge) }
             scanned = max(0, input.readableBytes - 3)
             return nil
         }
         input.moveReaderIndex(forwardBy: end)
         scanned = 0
+        var head = parsedHead
+        head.size = end
         return (head, framing)
     }
 

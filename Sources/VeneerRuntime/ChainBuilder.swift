@@ -57,6 +57,6 @@ public enum ChainBuilder {
 
     static func describe(_ error: any Error) -> String {
         if let error = error as? ConfigError { return error.description }
-        return String(describing: error)
+        return ErrorText.describe(error)
     }
 }

@@ -95,6 +95,13 @@ public final class VeneerInstance: Service, Sendable {
     let logger: Logger
     /// The environment as read at start; ``run()`` builds the first chain from it.
     let firstSpec: EnvironmentSpec
+    /// The environment's access log (`access_log:`), opened at start, reopened on SIGHUP.
+    public let accessLog: AccessLog?
+    /// What the listeners count.
+    let edgeMetrics: EdgeMetrics
+    /// `veneer_config_last_reload_successful` and `..._success_timestamp_seconds`.
+    let reloadSuccessful: Prometheus.Gauge
+    let reloadSuccessTime: Prometheus.Gauge
     private let active = Mutex<ActiveChain?>(nil)
 
     /// Reads and checks the configuration, and starts nothing: ``run()`` builds the first
@@ -108,8 +115,25 @@ public final class VeneerInstance: Service, Sendable {
         self.notifier = SystemdNotifier(variables: configuration.variables)
         firstSpec = try configuration.loadSpec()
         metrics = PrometheusCollectorRegistry()
+        let factory = DescribedMetricsFactory(registry: metrics)
+        do throws(AccessLogError) {
+            let dropped = Counter(label: "veneer_access_log_dropped_lines_total", factory: factory)
+            accessLog = try firstSpec.accessLog.map { destination throws(AccessLogError) in
+                switch destination {
+                case .standardOutput: return try AccessLog(output: .standardOutput, dropped: dropped)
+                case .file(let path): return try AccessLog(output: .file(path), dropped: dropped)
+                }
+            }
+        } catch {
+            throw ConfigError([ConfigDiagnostic(mark: nil, path: "access_log", message: error.description)])
+        }
+        edgeMetrics = EdgeMetrics(factory: factory)
+        metrics.makeGauge(descriptor: DescribedMetricsFactory.descriptor("veneer_build_info"), labels: [("version", VeneerVersion.text)])
+            .set(to: 1)
+        reloadSuccessful = metrics.makeGauge(descriptor: DescribedMetricsFactory.descriptor("veneer_config_last_reload_successful"))
+        reloadSuccessTime = metrics.makeGauge(descriptor: DescribedMetricsFactory.descriptor("veneer_config_last_reload_success_timestamp_seconds"))
         health = HealthBoard()
-        transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup)
+        transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup, metrics: UpstreamMetrics(factory: factory))
         background = BackgroundRunner(logger: configuration.logger)
         storeRunner = BackgroundRunner(logger: configuration.logger)
     }
@@ -125,12 +149,7 @@ public final class VeneerInstance: Service, Sendable {
     }
 
     func context(spec: EnvironmentSpec, carried: CarriedState) -> BuildContext {
-        var factory = PrometheusMetricsFactory(registry: metrics)
-        factory.durationHistogramBuckets["veneer_request_duration_seconds"] = [
-            .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
-            .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
-            .seconds(5), .seconds(10),
-        ]
+        let factory = DescribedMetricsFactory(registry: metrics)
         var context = BuildContext(
             logger: configuration.logger, clock: configuration.clock, metrics: factory, transports: transports,
             stateDirectory: spec.stateDirectory, resources: spec.resources,
@@ -158,6 +177,7 @@ public final class VeneerInstance: Service, Sendable {
         // What every chain needs, started first and shut down last, in reverse: the chain
         // drains, background loops end (flushing caches), the stores close, the HTTP clients last.
         var groupConfiguration = ServiceGroupConfiguration(services: [
+            AccessLogService(log: accessLog),
             WatchdogService(notifier: notifier, eventLoopGroup: configuration.eventLoopGroup, logger: logger),
             TransportShutdown(transports: transports), storeRunner, background, DrainOnShutdown(instance: self),
         ], logger: logger)
@@ -200,6 +220,7 @@ public final class VeneerInstance: Service, Sendable {
             adopt(carried)
             active.withLock { $0 = chain }
             await carried.commit()
+            noteLoad(succeeded: true)
             return .success(chain)
         } catch {
             await release(carried.fresh())
@@ -218,7 +239,7 @@ public final class VeneerInstance: Service, Sendable {
             do {
                 try addressFile.write(ListenAddress(host: host, port: info.adminPort ?? info.port))
             } catch {
-                logger.debug("could not record the admin address", metadata: ["error": .string("\(error)")])
+                logger.debug("could not record the admin address", metadata: ["error": .string(ErrorText.describe(error))])
             }
             // Only now do the listeners accept connections: tell systemd.
             notifier.ready(status: Self.statusLine(chain.generation))
@@ -227,13 +248,15 @@ public final class VeneerInstance: Service, Sendable {
         var services: [any Service] = [ReloadOnHangup(instance: self)]
         services.append(Listener.make(
             host: spec.listen.host, port: spec.listen.port,
-            edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil),
+            edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil,
+                            accessLog: accessLog, metrics: edgeMetrics),
             limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
             onBound: { port in await readiness.bound(main: port) }))
         if let adminListen = spec.adminListen {
             services.append(Listener.make(
                 host: adminListen.host, port: adminListen.port,
-                edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: true, servesAdmin: true),
+                edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: true, servesAdmin: true, accessLog: accessLog,
+                            metrics: edgeMetrics),
                 limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
                 onBound: { port in await readiness.bound(admin: port) }))
         }
@@ -294,6 +317,9 @@ public final class VeneerInstance: Service, Sendable {
             ] where changed {
                 warnings.append("\(name) changes on restart only")
             }
+            if spec.accessLog != old.spec.accessLog {
+                warnings.append("access_log changes on restart only (still \(old.spec.accessLog?.description ?? "off"))")
+            }
             let carried = old.carried.next()
             let context = context(spec: spec, carried: carried)
             let built: BuiltChain
@@ -313,6 +339,7 @@ public final class VeneerInstance: Service, Sendable {
             // No new request enters the old generation: it drains as its last ones finish.
             old.serving.retire()
             reloadStatus.set(nil)
+            noteLoad(succeeded: true)
             notifier.ready(status: Self.statusLine(next))
             for warning in warnings { logger.warning("\(warning)") }
             logger.info("configuration reloaded", metadata: [
@@ -331,11 +358,18 @@ public final class VeneerInstance: Service, Sendable {
             return .success(next)
         } catch {
             reloadStatus.set("\(error.diagnostics.count) problem(s): " + error.diagnostics.map(\.description).joined(separator: "; "))
+            noteLoad(succeeded: false)
             for diagnostic in error.diagnostics { logger.error("\(diagnostic)") }
             logger.error("reload failed; the previous configuration keeps serving", metadata: ["problems": .stringConvertible(error.diagnostics.count)])
             notifier.ready(status: "reload failed (\(error.diagnostics.count) problem\(error.diagnostics.count == 1 ? "" : "s"): \(error.diagnostics.first.map(\.description) ?? "")); " + Self.statusLine(old))
             return .failure(error)
         }
+    }
+
+    /// The reload gauges, as Prometheus names its own: whether the last load succeeded, and when one last did.
+    private func noteLoad(succeeded: Bool) {
+        reloadSuccessful.set(to: succeeded ? 1 : 0)
+        if succeeded { reloadSuccessTime.set(to: configuration.clock.now().timeIntervalSince1970) }
     }
 
     /// `serving production: latency_log -> cache -> upstream (generation 2)`.
@@ -409,12 +443,28 @@ struct DrainOnShutdown: Service {
     }
 }
 
+/// Runs the access log's writer; at shutdown, after the listeners (it is started first),
+/// writes what is queued and closes it.
+struct AccessLogService: Service {
+    let log: AccessLog?
+
+    func run() async throws {
+        // Runs until shutdown even without a log: a service that returns ends the group.
+        log?.start()
+        try? await gracefulShutdown()
+        await log?.close()
+    }
+}
+
 /// SIGHUP: reload the configuration.
 struct ReloadOnHangup: Service {
     let instance: VeneerInstance
     func run() async throws {
         let signals = await UnixSignalsSequence(trapping: .sighup)
         for await _ in signals.cancelOnGracefulShutdown() {
+            // Log rotation moved the file (logrotate's postrotate sends SIGHUP): whatever the
+            // reload makes of the configuration, the access log goes to a new file.
+            instance.accessLog?.reopen()
             await instance.reload()
         }
     }

@@ -40,7 +40,7 @@ public enum Listener {
             }.get()
         } catch {
             // Only a listener that closed already gets here: nothing left to guard.
-            logger.debug("listener closed before its accept guard was added", metadata: ["error": "\(error)"])
+            logger.debug("listener closed before its accept guard was added", metadata: ["error": .string(ErrorText.describe(error))])
         }
     }
 }

@@ -18,17 +18,24 @@ public struct ProxyEdge: Sendable {
     /// Called with each request the chain answered and its answer as it goes out, the
     /// request's ``RequestRecord`` complete: where an access log or `Server-Timing` reads it.
     var observer: (@Sendable (ProxyRequest, ProxyResponse) -> Void)?
+    /// Where the connections write one line per request they answered, refusals included.
+    let accessLog: AccessLog?
+    /// What the connections count of the requests they answered, refusals included.
+    let metrics: EdgeMetrics?
 
     /// An edge answering through `chain`, with `admin` under `/-/` when `servesAdmin` (and
     /// nothing else when `adminOnly`, the separate admin listener).
     public init(chain: any ChainSource, admin: any AdminResponder, logger: Logger, adminOnly: Bool, servesAdmin: Bool,
-                observer: (@Sendable (ProxyRequest, ProxyResponse) -> Void)? = nil) {
+                observer: (@Sendable (ProxyRequest, ProxyResponse) -> Void)? = nil, accessLog: AccessLog? = nil,
+                metrics: EdgeMetrics? = nil) {
         self.chain = chain
         self.admin = admin
         self.logger = logger
         self.adminOnly = adminOnly
         self.servesAdmin = servesAdmin
         self.observer = observer
+        self.accessLog = accessLog
+        self.metrics = metrics
     }
 
     /// The body limit of the chain serving new requests.
@@ -37,8 +44,10 @@ public struct ProxyEdge: Sendable {
     /// Answers one request; never throws (failures become JSON error responses). Every
     /// answer carries the request id: the client's `X-Request-Id`, or a generated one.
     func respond(method: HTTPRequest.Method, target: String, fields: HTTPFields, body: IncomingBody,
-                 client: ClientAddress?, authority: String? = nil, localPort: Int? = nil) async -> (ProxyResponse, closeConnection: Bool) {
-        switch begin(method: method, target: target, fields: fields, body: body, client: client, authority: authority, localPort: localPort) {
+                 client: ClientAddress?, authority: String? = nil, localPort: Int? = nil,
+                 record: RequestRecord? = nil) async -> (ProxyResponse, closeConnection: Bool) {
+        switch begin(method: method, target: target, fields: fields, body: body, client: client, authority: authority, localPort: localPort,
+                     record: record) {
         case .answered(let response, let close): return (response, close)
         case .waiting(let pending): return await complete(pending)
         }
@@ -96,10 +105,11 @@ public struct ProxyEdge: Sendable {
     /// The part of answering that needs no `await`: the request id, the checks of the Host,
     /// the Origin, the path, method and body, and the chain's answer if it has one at once. A
     /// connection handler answers what comes back `.answered` without starting a task.
-    /// `authority` is the request's Host (nil without one), `localPort` the port it came to.
+    /// `authority` is the request's Host (nil without one), `localPort` the port it came to. A
+    /// connection that observes its requests passes their `record` (the route is noted in it).
     @inline(__always)
     func begin(method: HTTPRequest.Method, target rawTarget: String, fields: HTTPFields, body: IncomingBody,
-               client: ClientAddress?, authority: String? = nil, localPort: Int? = nil) -> Start {
+               client: ClientAddress?, authority: String? = nil, localPort: Int? = nil, record: RequestRecord? = nil) -> Start {
         let requestID: String
         if let given = fields[.xRequestID], RequestID.isAcceptable(given) {
             requestID = given
@@ -136,6 +146,8 @@ public struct ProxyEdge: Sendable {
         }
         switch target {
         case .admin(let path, let query):
+            // One route for the whole admin API: its paths are the client's text.
+            record?.noteRoute("/-/")
             guard servesAdmin else { return answered(ProxyError.notFound().response) }
             guard adminOnly || client?.isLoopback == true else {
                 return answered(ProxyError.notFound().response)
@@ -151,6 +163,7 @@ public struct ProxyEdge: Sendable {
             let expected = resource.hasIntegerIDs ? "a positive integer" : "letters, digits, '-', '_', '.', '~'"
             return answered(ProxyError.badRequest("The id is not valid for \(resource.name) (expected \(expected)).").response)
         case .route(let route, let query):
+            record?.noteRoute(route.template)
             guard route.allows(method) else {
                 var error = ProxyError(.methodNotAllowed, "\(method.rawValue) is not allowed on \(route.template).")
                 error.headers[.allow] = route.allowedMethods.joined(separator: ", ")
@@ -172,7 +185,7 @@ public struct ProxyEdge: Sendable {
             generation.forwarding.strip(&headers)
             headers.setOrAppend(.xRequestID, requestID)
             let request = ProxyRequest(method: method, route: route, query: query, headers: headers,
-                                       body: bytes, client: client, requestID: requestID)
+                                       body: bytes, client: client, requestID: requestID, record: record ?? RequestRecord())
             // The one place a request meets the chain: the path its plan says, asked once.
             let work: Pending.Work
             switch generation.plan {

@@ -29,6 +29,14 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     struct Work {
         let head: HTTP1RequestParser.Head
         let body: IncomingBody
+        /// When it was read whole (or refused for its size).
+        let received: NIODeadline
+    }
+
+    /// The request being answered (one at a time), kept for the access log and the metrics.
+    struct Exchange {
+        let work: Work
+        let record: RequestRecord
     }
 
     typealias Machine = ServerConnectionStateMachine<Work>
@@ -49,6 +57,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var parser: HTTP1RequestParser
     private var timer: Scheduled<Void>?
     private var outputBuffer: ByteBuffer?
+    /// The request whose answer is written next, when there is an access log or metrics.
+    private var exchange: Exchange?
 
     // Guards against re-entry on one call stack (not connection state): an answer can come
     // back while it is being started (a callback that completes at once), and reading can
@@ -160,11 +170,11 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             case .waitingForBody:
                 perform(machine.continueExpected(), context: context)
             case .request(let head, let body):
-                parsed(Work(head: head, body: .complete(body)), keepAlive: head.keepAlive, bodyBytes: body.readableBytes, now: now,
+                parsed(Work(head: head, body: .complete(body), received: now), keepAlive: head.keepAlive, bodyBytes: body.readableBytes, now: now,
                        context: context)
             case .tooLarge(let head):
                 // The parser has stopped: the rest of the body is still on the wire.
-                parsed(Work(head: head, body: .tooLarge), keepAlive: false, bodyBytes: 0, now: now, context: context)
+                parsed(Work(head: head, body: .tooLarge, received: now), keepAlive: false, bodyBytes: 0, now: now, context: context)
             }
         }
         perform(machine.inputProgressed(parser.progress, now: now), context: context)
@@ -255,7 +265,9 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 case .malformed(let reason): ProxyError.badRequest(reason)
                 case .timedOut: ProxyError(.requestTimeout, "The request did not arrive in time.")
                 }
-                write(ProxyEdge.stamped(error.response, RequestID.generate()), method: .get, close: true, context: context)
+                let response = ProxyEdge.stamped(error.response, RequestID.generate())
+                let bytes = write(response, method: .get, close: true, context: context)
+                observe(nil, response, bytesOut: bytes)
                 action = .none
             case .end:
                 sendLast(context.channel.allocator.buffer(capacity: 0), context: context)
@@ -273,8 +285,16 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     /// Hands one request to the edge; what next if it was answered at once.
     private func start(_ work: Work, context: ChannelHandlerContext) -> Machine.Action {
+        var record: RequestRecord?
+        if edge.accessLog != nil || edge.metrics != nil {
+            assert(exchange == nil, "two requests answered at once")
+            let observed = RequestRecord()
+            exchange = Exchange(work: work, record: observed)
+            record = observed
+            edge.metrics?.started()
+        }
         switch edge.begin(method: work.head.method, target: work.head.target, fields: work.head.fields, body: work.body, client: client,
-                          authority: work.head.authority, localPort: localPort) {
+                          authority: work.head.authority, localPort: localPort, record: record) {
         case .answered(let response, let refused):
             // Refused by the edge or answered at once by the chain: no task needed.
             return written(response, method: work.head.method, closeConnection: refused, context: context)
@@ -327,23 +347,61 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private func written(_ response: ProxyResponse, method: HTTPRequest.Method, closeConnection: Bool,
                          context: ChannelHandlerContext) -> Machine.Action {
         let now = NIODeadline.now()
+        let exchange = self.exchange
+        self.exchange = nil
         switch machine.answerReady(closeConnection: closeConnection, now: now) {
         case .write(let close):
-            write(response, method: method, close: close, context: context)
+            let bytes = write(response, method: method, close: close, context: context)
+            observe(exchange, response, bytesOut: bytes, now: now)
             return machine.answerWritten(now: now)
         case .discard:
+            // The client left: logged with nothing sent.
+            observe(exchange, response, bytesOut: 0, now: now)
             return .none
         }
     }
 
-    /// Writes one answer, or the last one and then the end of the connection.
-    private func write(_ response: ProxyResponse, method: HTTPRequest.Method, close: Bool, context: ChannelHandlerContext) {
+    /// Counts an answer and queues its access log line: `exchange` is nil for a refusal of
+    /// what could not be read as a request.
+    private func observe(_ exchange: Exchange?, _ response: ProxyResponse, bytesOut: Int, now: @autoclosure () -> NIODeadline = .now()) {
+        let route = exchange?.record.route
+        if let metrics = edge.metrics {
+            if exchange != nil { metrics.finished() }
+            metrics.count(route: route, method: exchange?.work.head.method, status: Int(response.status.code))
+        }
+        guard let accessLog = edge.accessLog else { return }
+        var entry = AccessLogEntry(
+            time: AccessLogEntry.now(), requestID: response.headers[.xRequestID], client: client, method: nil, route: nil, target: nil,
+            protocolVersion: nil, status: Int(response.status.code), bytesIn: 0, bytesOut: bytesOut, duration: .zero, record: nil,
+            userAgent: nil)
+        if let exchange {
+            let head = exchange.work.head
+            entry.method = head.method
+            entry.route = route
+            entry.target = head.target
+            entry.protocolVersion = head.minorVersion == 0 ? "1.0" : "1.1"
+            if case .complete(let body) = exchange.work.body {
+                entry.bytesIn = head.size + body.readableBytes
+            } else {
+                entry.bytesIn = head.size
+            }
+            entry.duration = .nanoseconds((now() - exchange.work.received).nanoseconds)
+            entry.record = exchange.record
+            entry.userAgent = head.fields[.userAgent]
+        }
+        accessLog.append(entry)
+    }
+
+    /// Writes one answer, or the last one and then the end of the connection; how many bytes.
+    @discardableResult
+    private func write(_ response: ProxyResponse, method: HTTPRequest.Method, close: Bool, context: ChannelHandlerContext) -> Int {
         // The last answer's buffer, if the socket has let go of it (the usual case: small
         // answers are written at once): no allocation per answer.
         var buffer = outputBuffer ?? context.channel.allocator.buffer(capacity: 512 + response.body.readableBytes)
         outputBuffer = nil
         buffer.clear()
         HTTP1ResponseWriter.write(response, method: method, close: close, date: dates.now(), into: &buffer)
+        let bytes = buffer.readableBytes
         if close {
             sendLast(buffer, context: context)
         } else {
@@ -355,6 +413,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             // NIO still holds it, clearing it copies, which costs what a new one would).
             outputBuffer = buffer
         }
+        return bytes
     }
 
     /// Sends `buffer` (the last answer, or nothing after the answers written), then shuts

@@ -176,7 +176,7 @@ public final class PostgresStore: KeyValueStore, Service {
             if let message = error.serverInfo?[.message] { return message }
             return "\(error.code)"
         }
-        return String(describing: error)
+        return ErrorText.describe(error)
     }
 
     /// Fails at once while the database is known to be down; right after start, waits a

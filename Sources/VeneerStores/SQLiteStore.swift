@@ -101,7 +101,7 @@ public final class SQLiteStore: KeyValueStore {
 
     static func describe(_ error: any Error) -> String {
         if let error = error as? SQLiteError { return error.message }
-        return String(describing: error)
+        return ErrorText.describe(error)
     }
 
     private var current: SQLiteConnection {

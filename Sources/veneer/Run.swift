@@ -21,13 +21,22 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (else $VENEER_LOG_LEVEL, else info).")
     var logLevel: String?
 
+    @Option(help: "Log line format on stderr: text or json (else $VENEER_LOG_FORMAT, else text).")
+    var logFormat: String?
+
     func run() async throws {
         let levelText = logLevel ?? ProcessInfo.processInfo.environment["VENEER_LOG_LEVEL"] ?? "info"
         guard let level = Logger.Level(rawValue: levelText) else {
             throw ValidationError("unknown log level '\(levelText)'")
         }
+        let formatText = logFormat ?? ProcessInfo.processInfo.environment["VENEER_LOG_FORMAT"] ?? "text"
+        guard let format = LogFormat(rawValue: formatText) else {
+            throw ValidationError("unknown log format '\(formatText)' (text or json)")
+        }
+        // Under systemd, lines carry their syslog priority for journald (journalctl -p err).
+        let journal = DaemonLogHandler.standardErrorIsJournal(variables: ProcessInfo.processInfo.environment)
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = DaemonLogHandler(label: label, format: format, journal: journal)
             handler.logLevel = level
             return handler
         }

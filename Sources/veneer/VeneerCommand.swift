@@ -40,9 +40,11 @@ struct ConfigOptions: ParsableArguments {
 /// Prints configuration problems to stderr and exits 78.
 func failWithConfigError(_ error: ConfigError, context: String? = nil) -> ExitCode {
     var stderr = StandardError()
-    if let context { print(context, to: &stderr) }
-    for diagnostic in error.diagnostics { print("error: \(diagnostic)", to: &stderr) }
-    print("\(error.diagnostics.count) configuration error\(error.diagnostics.count == 1 ? "" : "s")", to: &stderr)
+    // Under the journal, at error priority like the daemon's log lines (journalctl -p err).
+    let priority = DaemonLogHandler.standardErrorIsJournal(variables: ProcessInfo.processInfo.environment) ? "<3>" : ""
+    if let context { print(priority + context, to: &stderr) }
+    for diagnostic in error.diagnostics { print("\(priority)error: \(diagnostic)", to: &stderr) }
+    print("\(priority)\(error.diagnostics.count) configuration error\(error.diagnostics.count == 1 ? "" : "s")", to: &stderr)
     return ExitCode(exitConfigError)
 }
 
@@ -50,10 +52,6 @@ struct StandardError: TextOutputStream {
     mutating func write(_ string: String) {
         FileHandle.standardError.write(Data(string.utf8))
     }
-}
-
-enum VeneerVersion {
-    static let text = "0.1.0"
 }
 
 struct Version: ParsableCommand {

@@ -102,6 +102,18 @@ struct UpstreamPoolStateMachineTests {
         #expect(machine.closedBeforeResponse(on: id(0), requestSent: true).summary == "fail get closedWithoutAnswer", "once only")
     }
 
+    @Test("a retry says so (for veneer_upstream_retries_total); a failure, a first send and a stale event do not")
+    func retryIsMarked() {
+        var machine = withTwoIdleConnections()
+        let get = Request("get")
+        _ = execute(&machine, get)
+        #expect(!machine.closedBeforeResponse(on: id(5), requestSent: true).retried, "not a connection of the pool")
+        #expect(machine.closedBeforeResponse(on: id(1), requestSent: true).retried)
+        #expect(!machine.closedBeforeResponse(on: id(0), requestSent: true).retried, "failed, not sent again")
+        var fresh = withIdleConnection()
+        #expect(!fresh.execute(Request("other"), host: "127.0.0.1", port: 8080, deadline: .now() + .seconds(5), retryable: true).retried)
+    }
+
     @Test("a retry with no idle connection opens a new one, and a fresh connection's close is not retried")
     func retryOnNewConnection() {
         var machine = withIdleConnection()

@@ -17,7 +17,7 @@ extension AuthRefreshDecorator {
                 clientSecret = try options.clientSecret?.reveal()
                 initialToken = try options.refreshToken.reveal()
             } catch {
-                throw ConfigError([ConfigDiagnostic(mark: nil, path: "", message: String(describing: error))])
+                throw ConfigError([ConfigDiagnostic(mark: nil, path: "", message: ErrorText.describe(error))])
             }
             // One manager per token endpoint, client id and store, whatever the other options:
             // a reload keeps it, its token and a refresh it has under way. The store object,
@@ -40,7 +40,7 @@ extension AuthRefreshDecorator {
             let manager = context.carried.value(for: key) {
                 made = true
                 return TokenManager(options: options, initialToken: initialToken, endpoint: endpoint, store: store, clock: context.clock,
-                                    health: context.health, logger: context.logger)
+                                    health: context.health, logger: context.logger, metrics: context.metrics)
             }
             if made {
                 if case .unwritable(let reason, permanent: true) = await manager.prepare() {

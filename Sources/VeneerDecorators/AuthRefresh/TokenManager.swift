@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Logging
 import VeneerConfig
@@ -20,6 +21,7 @@ actor TokenManager: CarriedService {
     let health: HealthBoard
     let logger: Logger
     let healthName: String
+    let metrics: AuthRefreshMetrics
 
     private var machine: TokenRefreshStateMachine
     /// The refresh under way and its waiters.
@@ -31,7 +33,7 @@ actor TokenManager: CarriedService {
     private(set) var refreshCount = 0
 
     init(options: AuthRefreshOptions, initialToken: String, endpoint: TokenEndpoint, store: any RefreshTokenStore, clock: any VeneerClock,
-         health: HealthBoard, logger: Logger) {
+         health: HealthBoard, logger: Logger, metrics: any MetricsFactory = NOOPMetricsHandler.instance) {
         self.options = options
         self.endpoint = endpoint
         self.store = store
@@ -39,6 +41,7 @@ actor TokenManager: CarriedService {
         self.health = health
         self.logger = logger
         self.healthName = "auth_refresh \(options.tokenEndpoint.authority)"
+        self.metrics = AuthRefreshMetrics(endpoint: options.tokenEndpoint.authority, factory: metrics)
         machine = TokenRefreshStateMachine(initial: .init(initial: initialToken), settings: Self.settings(options))
     }
 
@@ -233,6 +236,7 @@ actor TokenManager: CarriedService {
     }
 
     private func logAnswer(_ result: TokenGrantResult) {
+        metrics.answered(result)
         switch result {
         case .granted:
             break
@@ -365,6 +369,7 @@ actor TokenManager: CarriedService {
     // MARK: Health
 
     private func publishHealth() {
+        metrics.update(machine)
         var problem = machine.problem
         if problem == nil, let slowSince, case .refreshing = machine.state {
             problem = "the token endpoint has not answered a refresh request for \(Int(clock.now().timeIntervalSince(slowSince)))s or more; "
@@ -379,6 +384,6 @@ actor TokenManager: CarriedService {
 
     static func describe(_ error: any Error) -> String {
         if let error = error as? StoreError { return error.reason }
-        return String(describing: error)
+        return ErrorText.describe(error)
     }
 }

@@ -91,7 +91,7 @@ public final class BlockBook: CarriedService {
         do {
             try await store.put(Self.namespace, account, block.stored, durable: true)
         } catch {
-            logger.error("the block could not be saved; it holds until restart", metadata: ["account": .string(account), "error": .string("\(error)")])
+            logger.error("the block could not be saved; it holds until restart", metadata: ["account": .string(account), "error": .string(ErrorText.describe(error))])
         }
     }
 
@@ -127,7 +127,7 @@ public final class BlockBook: CarriedService {
             }
         } catch {
             if !readFailing.withLock({ failing in defer { failing = true }; return failing }) {
-                logger.warning("reading blocks from the store failed; keeping the last known state", metadata: ["error": .string("\(error)")])
+                logger.warning("reading blocks from the store failed; keeping the last known state", metadata: ["error": .string(ErrorText.describe(error))])
             }
         }
     }

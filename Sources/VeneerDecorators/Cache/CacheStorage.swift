@@ -82,7 +82,7 @@ final class CacheStorage: CarriedService {
             do {
                 return try await persistent.get(Self.namespace, key, now: now)
             } catch {
-                logger.warning("cache store read failed; treating as a miss", metadata: ["store": .string(persistent.description), "error": .string("\(error)")])
+                logger.warning("cache store read failed; treating as a miss", metadata: ["store": .string(persistent.description), "error": .string(ErrorText.describe(error))])
                 return nil
             }
         }
@@ -141,7 +141,7 @@ final class CacheStorage: CarriedService {
             do {
                 try await persistent.put(Self.namespace, key, StoredValue(bytes: bytes, expiresAt: expiry), durable: false)
             } catch {
-                logger.warning("cache store write failed", metadata: ["store": .string(persistent.description), "error": .string("\(error)")])
+                logger.warning("cache store write failed", metadata: ["store": .string(persistent.description), "error": .string(ErrorText.describe(error))])
             }
         }
     }
@@ -199,7 +199,7 @@ final class CacheStorage: CarriedService {
                 do {
                     try await persistent.delete(Self.namespace, prefix: prefix)
                 } catch {
-                    logger.warning("cache store invalidation failed", metadata: ["store": .string(persistent.description), "error": .string("\(error)")])
+                    logger.warning("cache store invalidation failed", metadata: ["store": .string(persistent.description), "error": .string(ErrorText.describe(error))])
                 }
             }
         }
@@ -277,7 +277,7 @@ final class CacheStorage: CarriedService {
                 try await persistent.purge(expiredBefore: now)
                 try await persistent.trim(Self.namespace, maxEntries: maxEntries, maxBytes: maxBytes)
             } catch {
-                logger.warning("cache store purge failed", metadata: ["store": .string(persistent.description), "error": .string("\(error)")])
+                logger.warning("cache store purge failed", metadata: ["store": .string(persistent.description), "error": .string(ErrorText.describe(error))])
             }
         }
     }

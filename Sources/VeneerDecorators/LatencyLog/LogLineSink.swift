@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import Synchronization
+import VeneerCore
 
 #if canImport(Glibc)
 @preconcurrency import Glibc
@@ -81,18 +82,4 @@ public struct LogFileError: Error, CustomStringConvertible {
     public let reason: String
     /// `cannot open log file PATH: reason`.
     public var description: String { "cannot open log file \(path): \(reason)" }
-}
-
-enum FileDescriptorWriter {
-    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) {
-        var offset = 0
-        while offset < bytes.count {
-            let written = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            offset += written
-        }
-    }
 }

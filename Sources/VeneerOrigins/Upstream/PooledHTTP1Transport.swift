@@ -34,13 +34,14 @@ public final class PooledHTTP1Transport: HTTPTransport {
     private let fallback: NIOLoopBoundBox<UpstreamLoopPool>
 
     /// Creates a transport with one pool per event loop of `eventLoopGroup`.
-    public init(options: TransportOptions, eventLoopGroup: any EventLoopGroup) {
+    public init(options: TransportOptions, eventLoopGroup: any EventLoopGroup, metrics: UpstreamMetrics = .none) {
         self.options = options
         group = eventLoopGroup
         let limit = max(1, options.connectionsPerLoop ?? Self.defaultConnectionsPerLoop)
         let connectTimeout = TimeAmount(options.connectTimeout)
         func pool(on loop: any EventLoop) -> NIOLoopBoundBox<UpstreamLoopPool> {
-            .makeBoxSendingValue(UpstreamLoopPool(eventLoop: loop, limit: limit, connectTimeout: connectTimeout, idleTimeout: Self.idleTimeout),
+            .makeBoxSendingValue(UpstreamLoopPool(eventLoop: loop, limit: limit, connectTimeout: connectTimeout, idleTimeout: Self.idleTimeout,
+                                                  metrics: metrics),
                                  eventLoop: loop)
         }
         var pools: [ObjectIdentifier: NIOLoopBoundBox<UpstreamLoopPool>] = [:]

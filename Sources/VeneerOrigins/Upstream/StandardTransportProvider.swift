@@ -20,11 +20,14 @@ public final class StandardTransportProvider: TransportProvider {
     private let transports = Mutex<[TransportOptions: SchemeTransport]>([:])
     private let eventLoopGroup: any EventLoopGroup
     private let kind: Kind
+    private let metrics: UpstreamMetrics
 
-    /// Creates a provider on `eventLoopGroup`.
-    public init(eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, kind: Kind = .standard) {
+    /// Creates a provider on `eventLoopGroup`; the pooled transports count into `metrics`.
+    public init(eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, kind: Kind = .standard,
+                metrics: UpstreamMetrics = .none) {
         self.eventLoopGroup = eventLoopGroup
         self.kind = kind
+        self.metrics = metrics
     }
 
     /// The shared transport for these options.
@@ -32,7 +35,7 @@ public final class StandardTransportProvider: TransportProvider {
         transports.withLock { transports in
             if let existing = transports[options] { return existing }
             let tls = AsyncHTTPClientTransport(options: options, eventLoopGroup: eventLoopGroup)
-            let plain: PooledHTTP1Transport? = kind == .standard ? PooledHTTP1Transport(options: options, eventLoopGroup: eventLoopGroup) : nil
+            let plain: PooledHTTP1Transport? = kind == .standard ? PooledHTTP1Transport(options: options, eventLoopGroup: eventLoopGroup, metrics: metrics) : nil
             let made = SchemeTransport(plain: plain, tls: tls)
             transports[options] = made
             return made

@@ -1,3 +1,4 @@
+import CoreMetrics
 import HTTPTypes
 import NIOCore
 import VeneerCore
@@ -12,21 +13,32 @@ public struct UpstreamOrigin: CallbackAnswering {
     let transport: any HTTPTransport
     let maxResponseBodySize: Int
     let clock: any VeneerClock
+    /// Where the time each request took goes (`veneer_upstream_request_duration_seconds`).
+    let durations: CoreMetrics.Timer?
 
     /// Creates an upstream origin that sends through `transport`.
     public init(options: UpstreamOriginOptions, transport: any HTTPTransport, maxResponseBodySize: Int = 16 << 20,
-                clock: any VeneerClock = SystemClock()) {
+                clock: any VeneerClock = SystemClock(), durations: CoreMetrics.Timer? = nil) {
         self.options = options
         self.transport = transport
         self.maxResponseBodySize = maxResponseBodySize
         self.clock = clock
+        self.durations = durations
     }
 
     /// Forwards the request; the time it took goes into the request's record.
     public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
         let start = clock.monotonic()
-        defer { request.record.noteOriginTime(clock.monotonic() - start) }
+        defer { Self.note(clock.monotonic() - start, in: request.record, durations) }
         return try await transport.send(outbound(request))
+    }
+
+    /// The time one request took: in its record (the access log) and the histogram.
+    static func note(_ elapsed: Duration, in record: RequestRecord, _ durations: CoreMetrics.Timer?) {
+        record.noteOriginTime(elapsed)
+        guard let durations else { return }
+        let parts = elapsed.components
+        durations.recordNanoseconds(parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000)
     }
 
     /// Whether the transport can send to the upstream without a task (plain `http://` on
@@ -37,8 +49,8 @@ public struct UpstreamOrigin: CallbackAnswering {
     /// into the request's record.
     public func startAnswer(_ request: ProxyRequest, then done: @escaping @Sendable (Result<ProxyResponse, any Error>) -> Void) -> Bool {
         let start = clock.monotonic()
-        return transport.start(outbound(request)) { [clock, record = request.record] result in
-            record.noteOriginTime(clock.monotonic() - start)
+        return transport.start(outbound(request)) { [clock, durations, record = request.record] result in
+            Self.note(clock.monotonic() - start, in: record, durations)
             done(result.mapError { $0 })
         }
     }

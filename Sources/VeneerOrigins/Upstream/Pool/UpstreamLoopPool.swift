@@ -1,3 +1,4 @@
+import CoreMetrics
 import NIOCore
 import NIOPosix
 import VeneerCore
@@ -20,15 +21,17 @@ final class UpstreamLoopPool {
 
     let eventLoop: any EventLoop
     private let connectTimeout: TimeAmount
+    private let metrics: UpstreamMetrics
     private var state: StateMachine
     private var deadlineSweep: Scheduled<Void>?
     private var idleSweep: Scheduled<Void>?
 
     /// `limit` connections per peer; idle ones close after about `idleTimeout` (rounded up to
     /// the idle sweep's interval).
-    init(eventLoop: any EventLoop, limit: Int, connectTimeout: TimeAmount, idleTimeout: TimeAmount) {
+    init(eventLoop: any EventLoop, limit: Int, connectTimeout: TimeAmount, idleTimeout: TimeAmount, metrics: UpstreamMetrics = .none) {
         self.eventLoop = eventLoop
         self.connectTimeout = connectTimeout
+        self.metrics = metrics
         let ticks = (idleTimeout.nanoseconds + Self.idleSweepInterval.nanoseconds - 1) / Self.idleSweepInterval.nanoseconds
         state = StateMachine(limit: limit, idleTicksBeforeClose: UInt64(max(1, ticks)))
     }
@@ -39,8 +42,11 @@ final class UpstreamLoopPool {
     func start(_ exchange: UpstreamExchange, _ waiter: UpstreamExchange.Waiter) {
         guard exchange.start(waiter) else { return }
         let request = exchange.request
-        perform(state.execute(exchange, host: request.endpoint.host, port: request.endpoint.port,
-                              deadline: .now() + TimeAmount(request.timeout), retryable: exchange.isIdempotent))
+        let action = state.execute(exchange, host: request.endpoint.host, port: request.endpoint.port,
+                                   deadline: .now() + TimeAmount(request.timeout), retryable: exchange.isIdempotent)
+        // Neither run, nor a connection opened for it, nor failed: it waits in the queue.
+        if case .none = action.connection, case .none = action.request { metrics.poolWaits.increment() }
+        perform(action)
     }
 
     /// The caller's task was cancelled.
@@ -76,7 +82,9 @@ final class UpstreamLoopPool {
     }
 
     func closedBeforeResponse(on id: StateMachine.ConnectionID, requestSent: Bool) {
-        perform(state.closedBeforeResponse(on: id, requestSent: requestSent))
+        let action = state.closedBeforeResponse(on: id, requestSent: requestSent)
+        if action.retried { metrics.retries.increment() }
+        perform(action)
     }
 
     // MARK: - Actions
@@ -140,6 +148,7 @@ final class UpstreamLoopPool {
         case .failure(let error):
             var timedOut = false
             if case ChannelError.connectTimeout? = error as? ChannelError { timedOut = true }
+            (timedOut ? metrics.connectTimedOut : metrics.connectRefused).increment()
             perform(state.connectionFailed(id, timedOut: timedOut))
         }
     }

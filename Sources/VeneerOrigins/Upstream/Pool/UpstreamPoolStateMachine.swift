@@ -77,6 +77,8 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         var request = RequestAction.none
         var connection = ConnectionAction.none
         var timer = TimerAction.none
+        /// The request of the event goes again, on another connection (for the metrics).
+        var retried = false
     }
 
     /// What a sweep found: requests past their deadline, and connections to close.
@@ -233,7 +235,9 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
             return Action(request: .fail(entry.request, .closedWithoutAnswer, neverSent: !entry.mayHaveBeenSent))
         }
         if requestSent { entry.mayRetry = false }
-        return Action(connection: dispatch(entry, peer: peer))
+        var action = Action(connection: dispatch(entry, peer: peer))
+        action.retried = true
+        return action
     }
 
     /// Connection `id` closed (its channel's close completed): it no longer counts, and a

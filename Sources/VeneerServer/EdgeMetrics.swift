@@ -1,0 +1,61 @@
+import CoreMetrics
+import HTTPTypes
+import Synchronization
+
+/// What the listeners count: every request answered, refusals included
+/// (`veneer_http_requests_total{route,method,status}`), and the requests read and not yet
+/// answered (`veneer_http_requests_in_flight`).
+///
+/// Labels stay bounded whatever clients send: the route is the template the edge matched
+/// (`/posts/{id}`), `/-/` for the admin API and `unmatched` for anything else; a method
+/// outside the standard ones is `_OTHER` (as OpenTelemetry names it).
+public final class EdgeMetrics: Sendable {
+    private struct Key: Hashable {
+        let route: String
+        let method: String
+        let status: Int
+    }
+
+    private let factory: any MetricsFactory
+    private let counters = Mutex<[Key: Counter]>([:])
+    private let inFlight: Meter
+
+    /// The edge's metrics, created through `factory`.
+    public init(factory: any MetricsFactory) {
+        self.factory = factory
+        inFlight = Meter(label: "veneer_http_requests_in_flight", dimensions: [], factory: factory)
+        inFlight.set(0)
+    }
+
+    /// A request read whole is being answered.
+    func started() {
+        inFlight.increment()
+    }
+
+    /// A request started with ``started()`` was answered (or its client left).
+    func finished() {
+        inFlight.decrement()
+    }
+
+    /// Counts an answer written: `route` nil when the path named no route.
+    func count(route: String?, method: HTTPRequest.Method?, status: Int) {
+        let key = Key(route: route ?? "unmatched", method: Self.label(method), status: status)
+        let counter = counters.withLock { counters in
+            if let existing = counters[key] { return existing }
+            let made = Counter(label: "veneer_http_requests_total",
+                               dimensions: [("route", key.route), ("method", key.method), ("status", String(status))], factory: factory)
+            counters[key] = made
+            return made
+        }
+        counter.increment()
+    }
+
+    /// The method's label: its name when standard, `_OTHER` otherwise, `none` without a request line.
+    static func label(_ method: HTTPRequest.Method?) -> String {
+        guard let method else { return "none" }
+        switch method {
+        case .get, .head, .post, .put, .patch, .delete, .options, .connect, .trace: return method.rawValue
+        default: return "_OTHER"
+        }
+    }
+}

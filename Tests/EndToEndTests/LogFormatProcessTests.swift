@@ -1,0 +1,82 @@
+import Foundation
+import Testing
+import VeneerTestSupport
+
+@Suite("veneer run --log-format")
+struct LogFormatProcessTests {
+    @Test("json: every stderr line is a JSON object; a failed reload is a line at level error")
+    func json() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "environments: {development: {origin: {mock: {}}}}".write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0", "--log-format", "json"], directory: directory)
+        defer { process.terminate() }
+        func objects() -> [[String: Any]] {
+            process.stderr.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+        var port: Int?
+        let deadline = ContinuousClock.now + .seconds(20)
+        while port == nil, ContinuousClock.now < deadline, process.process.isRunning {
+            port = objects().first { $0["message"] as? String == "veneer ready" }.flatMap { ($0["port"] as? String).flatMap(Int.init) }
+            if port == nil { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        let ready = try #require(port, "\(process.stderr)")
+        #expect(try await RawHTTP.request(port: ready, "GET", "/posts").status == 200)
+
+        try "environments: {development: {origin: {mock: {}}, chain: [nonsense]}}".write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        process.signal(SIGHUP)
+        let reloadDeadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < reloadDeadline, !objects().contains(where: { ($0["message"] as? String)?.hasPrefix("reload failed") == true }) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        process.signal(SIGTERM)
+        #expect(await process.wait() == 0)
+        let lines = process.stderr.split(separator: "\n")
+        #expect(!lines.isEmpty && lines.count == objects().count, "every line is JSON:\n\(process.stderr)")
+        let failed = try #require(objects().first { ($0["message"] as? String)?.hasPrefix("reload failed") == true })
+        #expect(failed["level"] as? String == "error" && failed["label"] as? String == "veneer.runtime")
+    }
+
+    @Test("an unknown format is a usage error")
+    func unknown() async throws {
+        let result = try await VeneerProcess.run(["run", "--log-format", "xml", "--listen", "127.0.0.1:0"])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("unknown log format 'xml'"))
+    }
+
+    @Test("under the journal (JOURNAL_STREAM names stderr) a configuration error at start is at error priority; otherwise unprefixed")
+    func journalPriorities() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "environments: {development: {origin: {mock: {}}, chain: [nonsense]}}".write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        for journal in [true, false] {
+            // stderr is a file here, as the journal's stream is a socket: what counts is its device and inode.
+            let path = directory + "/stderr-\(journal)"
+            _ = FileManager.default.createFile(atPath: path, contents: nil)
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+            var status = stat()
+            #expect(fstat(handle.fileDescriptor, &status) == 0)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: VeneerProcess.binary)
+            process.arguments = ["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"]
+            process.currentDirectoryURL = URL(fileURLWithPath: directory)
+            var variables = ProcessInfo.processInfo.environment
+            variables["JOURNAL_STREAM"] = journal ? "\(status.st_dev):\(status.st_ino)" : nil
+            process.environment = variables
+            process.standardError = handle
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            try handle.close()
+            #expect(process.terminationStatus == 78, "a configuration error")
+            let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
+            #expect(!lines.isEmpty)
+            if journal {
+                #expect(lines.allSatisfy { $0.range(of: #"^<[0-7]>"#, options: .regularExpression) != nil }, "\(lines)")
+                #expect(lines.contains { $0.hasPrefix("<3>") && $0.contains("unknown decorator 'nonsense'") }, "\(lines)")
+            } else {
+                #expect(!lines.contains { $0.hasPrefix("<") }, "\(lines)")
+            }
+        }
+    }
+}
