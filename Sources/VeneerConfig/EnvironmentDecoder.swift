@@ -7,6 +7,16 @@ final class StoreCatalog {
     init(names: [String]) { self.names = names }
 }
 
+/// The outcome of `veneer check`.
+public struct ConfigCheck: Sendable {
+    /// What makes the configuration unusable, in file order.
+    public var errors: [ConfigDiagnostic]
+    /// What is worth knowing but does not (a secret file this machine cannot read).
+    public var warnings: [ConfigDiagnostic]
+    /// The environments decoded without errors.
+    public var environments: [EnvironmentSpec]
+}
+
 extension ConfigMapping {
     /// A reference to a named store (`store: local`), checked against the `stores:` section;
     /// `memory` is always available. Returns the name, or nil when absent or unknown.
@@ -44,16 +54,25 @@ extension ConfigDocument {
 
     /// Decodes every environment and every store; returns all problems of all of them.
     public func checkAll(registry: Registry, variables: [String: String], workingDirectory: String) -> [ConfigDiagnostic] {
+        check(only: nil, registry: registry, variables: variables, workingDirectory: workingDirectory).errors
+    }
+
+    /// What `veneer check` reports: the errors and the warnings (in file order) of environment
+    /// `only`, or of every environment and every store when nil, and the environments decoded.
+    public func check(only name: String?, registry: Registry, variables: [String: String], workingDirectory: String) -> ConfigCheck {
         let sink = DiagnosticSink()
         sink.append(contentsOf: structuralProblems)
-        for name in environmentNames {
+        var specs: [EnvironmentSpec] = []
+        for environment in name.map({ [$0] }) ?? environmentNames {
             let context = DecodingContext(sink: sink, variables: variables, workingDirectory: workingDirectory)
-            _ = decodeEnvironment(name, registry: registry, context: context)
+            if let spec = decodeEnvironment(environment, registry: registry, context: context) { specs.append(spec) }
         }
-        let context = DecodingContext(sink: sink, variables: variables, workingDirectory: workingDirectory)
-        let stateDirectory = decodeStateDirectory(context)
-        _ = decodeStores(context, stateDirectory: stateDirectory, only: nil)
-        return sink.sorted
+        if name == nil {
+            let context = DecodingContext(sink: sink, variables: variables, workingDirectory: workingDirectory)
+            let stateDirectory = decodeStateDirectory(context)
+            _ = decodeStores(context, stateDirectory: stateDirectory, only: nil)
+        }
+        return ConfigCheck(errors: sink.sorted, warnings: DiagnosticSink.fileOrder(sink.warnings), environments: specs)
     }
 
     func decodeStateDirectory(_ context: DecodingContext) -> String {

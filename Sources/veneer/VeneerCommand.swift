@@ -37,13 +37,24 @@ struct ConfigOptions: ParsableArguments {
     var environmentName: String { ConfigLocator.environment(explicit: environment, variables: variables) }
 }
 
-/// Prints configuration problems to stderr and exits 78.
-func failWithConfigError(_ error: ConfigError, context: String? = nil) -> ExitCode {
+/// Prints configuration problems (and `warnings`) to stderr, one `FILE:LINE:COL: error: key.path:
+/// message` line each, and exits 78.
+func failWithConfigError(_ error: ConfigError, warnings: [ConfigDiagnostic] = [], context: String? = nil) -> ExitCode {
     var stderr = StandardError()
     if let context { print(context, to: &stderr) }
-    for diagnostic in error.diagnostics { print("error: \(diagnostic)", to: &stderr) }
-    print("\(error.diagnostics.count) configuration error\(error.diagnostics.count == 1 ? "" : "s")", to: &stderr)
+    printDiagnostics(error.diagnostics + warnings, to: &stderr)
     return ExitCode(exitConfigError)
+}
+
+/// Prints `diagnostics` in file order, then how many errors and warnings there were.
+func printDiagnostics(_ diagnostics: [ConfigDiagnostic], to stream: inout StandardError) {
+    for diagnostic in DiagnosticSink.fileOrder(diagnostics) { print(diagnostic.report(), to: &stream) }
+    let errors = diagnostics.filter { $0.severity == .error }.count
+    let warnings = diagnostics.count - errors
+    var counts: [String] = []
+    if errors > 0 { counts.append("\(errors) configuration error\(errors == 1 ? "" : "s")") }
+    if warnings > 0 { counts.append("\(warnings) warning\(warnings == 1 ? "" : "s")") }
+    if !counts.isEmpty { print(counts.joined(separator: ", "), to: &stream) }
 }
 
 struct StandardError: TextOutputStream {
