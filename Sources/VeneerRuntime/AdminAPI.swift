@@ -8,16 +8,36 @@ import VeneerCore
 import VeneerDecorators
 import VeneerServer
 
-/// The admin API under `/-/`: health, the active chain, Prometheus metrics.
+/// The admin API under `/-/`: its index, health, liveness and readiness, the active chain,
+/// Prometheus metrics, and the routes the chain's decorators add.
 struct AdminAPI: AdminResponder {
     let chain: ActiveChain
     let health: HealthBoard
     let metrics: PrometheusCollectorRegistry
     let reloadStatus: ReloadStatus
+    /// When the process started serving, for `uptime_seconds`.
+    var startedAt = Date()
+    var clock: any VeneerClock = SystemClock()
+
+    /// One endpoint of the runtime's own, as `GET /-/` lists it.
+    struct Endpoint {
+        let name: String
+        let methods: [HTTPRequest.Method]
+        let summary: String
+    }
+
+    /// The runtime's own endpoints, in the order `GET /-/` lists them.
+    static let endpoints: [Endpoint] = [
+        Endpoint(name: "", methods: [.get], summary: "this list"),
+        Endpoint(name: "health", methods: [.get], summary: "200 ok or 503 degraded, with the reasons, version, uptime and the configuration loaded"),
+        Endpoint(name: "live", methods: [.get], summary: "200 while the process answers"),
+        Endpoint(name: "ready", methods: [.get], summary: "200 once the chain is built and its stores answer, else 503"),
+        Endpoint(name: "chain", methods: [.get], summary: "the active environment, origin and chain with their options, secrets redacted"),
+        Endpoint(name: "metrics", methods: [.get], summary: "Prometheus text"),
+    ]
 
     func respond(method: HTTPRequest.Method, path: String, query: String?, headers: HTTPFields, body: ByteBuffer) async -> ProxyResponse {
-        let readOnly = ["health", "chain", "metrics"]
-        guard readOnly.contains(path) else {
+        guard let endpoint = Self.endpoints.first(where: { $0.name == path }) else {
             // Routes the chain's decorators added (such as /-/blocks).
             let routes = chain.generation.adminRoutes
             let name = String(path.prefix { $0 != "/" })
@@ -25,16 +45,20 @@ struct AdminAPI: AdminResponder {
                 let rest = path.dropFirst(name.count).drop { $0 == "/" }
                 return await route(AdminRequest(method: method, rest: String(rest), body: body))
             }
-            let known = (readOnly + routes.names).map { "/-/\($0)" }.joined(separator: ", ")
+            let known = (Self.endpoints.map(\.name) + routes.names).map { "/-/\($0)" }.joined(separator: ", ")
             return ProxyError.notFound("No admin resource /-/\(ProxyEdge.printable(path)) (known: \(known)).").response
         }
-        guard method == .get || method == .head else {
+        let allowed = endpoint.methods.contains(.get) ? endpoint.methods + [.head] : endpoint.methods
+        guard allowed.contains(method) else {
             var error = ProxyError(.methodNotAllowed, "\(method.rawValue) is not allowed on /-/\(path).")
-            error.headers[.allow] = "GET, HEAD"
+            error.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ")
             return error.response
         }
         switch path {
+        case "": return indexResponse()
         case "health": return healthResponse()
+        case "live": return Self.noStore(.ok, .object([("status", .string("live"))]))
+        case "ready": return await readyResponse()
         case "chain":
             var body = ByteBuffer(string: chain.generation.spec.summary.prettyText())
             body.writeStaticString("\n")
@@ -47,12 +71,26 @@ struct AdminAPI: AdminResponder {
         }
     }
 
+    /// `GET /-/`: every endpoint, the runtime's and those the active chain's decorators added.
+    func indexResponse() -> ProxyResponse {
+        var listed: [JSONValue] = Self.endpoints.map { endpoint in
+            .object([("path", .string("/-/\(endpoint.name)")), ("methods", .array(endpoint.methods.map { .string($0.rawValue) })),
+                     ("summary", .string(endpoint.summary))])
+        }
+        for name in chain.generation.adminRoutes.names {
+            listed.append(.object([("path", .string("/-/\(name)")), ("summary", .string("added by a decorator of the active chain"))]))
+        }
+        return Self.noStore(.ok, .object([("environment", .string(chain.generation.spec.name)), ("endpoints", .array(listed))]))
+    }
+
     func healthResponse() -> ProxyResponse {
         let generation = chain.generation
         let problems = health.problems
         var members: [(String, JSONValue)] = [
             ("status", .string(problems.isEmpty ? "ok" : "degraded")),
             ("environment", .string(generation.spec.name)),
+            ("version", .string(VeneerVersion.text)),
+            ("uptime_seconds", .int(max(0, Int(clock.now().timeIntervalSince(startedAt))))),
             ("config", .string(generation.spec.configFile)),
             ("config_loaded_at", .string(Timestamp.iso8601(generation.loadedAt))),
             ("chain_generation", .int(generation.number)),
@@ -61,9 +99,40 @@ struct AdminAPI: AdminResponder {
         if let failure = reloadStatus.lastFailure {
             members.append(("last_reload_error", .string(failure)))
         }
-        var body = JSONValue.object(members).buffer
+        return Self.noStore(problems.isEmpty ? .ok : .serviceUnavailable, .object(members))
+    }
+
+    /// `GET /-/ready`: the listeners open only once the first chain is built, so a connection
+    /// refused means "not ready yet"; once they are open, ready means every store of the
+    /// active chain answers a read now (a database that is down makes it 503).
+    func readyResponse() async -> ProxyResponse {
+        let generation = chain.generation
+        var problems: [String] = []
+        var stores: [(String, JSONValue)] = []
+        let held = generation.carried.all.compactMap { $0 as? any HeldStore }.sorted { $0.name < $1.name }
+        for item in held {
+            do {
+                _ = try await item.store.get("veneer.ready", "probe", now: clock.now())
+                stores.append((item.name, .string("ok")))
+            } catch {
+                stores.append((item.name, .string("not answering")))
+                problems.append("store \(item.name): \(error)")
+            }
+        }
+        var members: [(String, JSONValue)] = [
+            ("status", .string(problems.isEmpty ? "ready" : "not_ready")),
+            ("environment", .string(generation.spec.name)),
+            ("chain_generation", .int(generation.number)),
+            ("stores", .object(stores)),
+        ]
+        if !problems.isEmpty { members.append(("problems", .array(problems.map(JSONValue.string)))) }
+        return Self.noStore(problems.isEmpty ? .ok : .serviceUnavailable, .object(members))
+    }
+
+    static func noStore(_ status: HTTPResponse.Status, _ value: JSONValue) -> ProxyResponse {
+        var body = value.buffer
         body.writeStaticString("\n")
-        return .json(problems.isEmpty ? .ok : .serviceUnavailable, body, headers: [.cacheControl: "no-store"])
+        return .json(status, body, headers: [.cacheControl: "no-store"])
     }
 }
 

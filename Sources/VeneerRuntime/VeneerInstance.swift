@@ -90,6 +90,8 @@ public final class VeneerInstance: Service, Sendable {
     let logger: Logger
     /// The environment as read at start; ``run()`` builds the first chain from it.
     let firstSpec: EnvironmentSpec
+    /// When it was created, for the uptime `/-/health` reports.
+    let startedAt: Date
     private let active = Mutex<ActiveChain?>(nil)
 
     /// Reads and checks the configuration, and starts nothing: ``run()`` builds the first
@@ -102,6 +104,7 @@ public final class VeneerInstance: Service, Sendable {
         self.logger = configuration.logger
         self.notifier = SystemdNotifier(variables: configuration.variables)
         firstSpec = try configuration.loadSpec()
+        startedAt = configuration.clock.now()
         metrics = PrometheusCollectorRegistry()
         health = HealthBoard()
         transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup)
@@ -202,7 +205,8 @@ public final class VeneerInstance: Service, Sendable {
     /// The services that serve `chain`, in the order they start: SIGHUP, the listeners, and
     /// the STOPPING notice (first to go at shutdown).
     private func serving(_ chain: ActiveChain, spec: EnvironmentSpec, addressFile: AdminAddressFile) -> [any Service] {
-        let admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus)
+        let admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus, startedAt: startedAt,
+                             clock: configuration.clock)
         let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2) { [onReady, logger, notifier, chain] info in
             // Where the admin API really listens (port 0 picks one): `veneer unblock` reads it.
             let host = spec.adminListen?.host ?? spec.listen.host

@@ -63,10 +63,6 @@ struct StandardError: TextOutputStream {
     }
 }
 
-enum VeneerVersion {
-    static let text = "0.1.0"
-}
-
 struct Version: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print the version.")
     func run() {
