@@ -234,7 +234,9 @@ extension ConfigDocument {
         guard let options = optionsValue.mapping(allowedKeys: factory.allowedKeys) else { return nil }
         let decoded = factory.decodeOptions(options)
         guard let decoded, value.context.sink.diagnostics.count == before else { return nil }
-        return OriginSpec(name: name, factory: factory, options: decoded, summary: .object(options.summary))
+        var origin = OriginSpec(name: name, factory: factory, options: decoded, summary: .object(options.summary))
+        origin.mark = entry.key.mark
+        return origin
     }
 
     func decodeChain(_ environment: ConfigMapping, registry: Registry) -> [DecoratorSpec]? {
@@ -275,7 +277,9 @@ extension ConfigDocument {
                 failed = true
                 continue
             }
-            chain.append(DecoratorSpec(name: name, factory: factory, options: decoded, summary: .object(options.summary), site: site))
+            var decorator = DecoratorSpec(name: name, factory: factory, options: decoded, summary: .object(options.summary), site: site)
+            decorator.mark = nameMark
+            chain.append(decorator)
         }
         return failed ? nil : chain
     }

@@ -18,6 +18,8 @@ struct AdminAPI: AdminResponder {
     /// When the process started serving, for `uptime_seconds`.
     var startedAt = Date()
     var clock: any VeneerClock = SystemClock()
+    /// Reloads the configuration, in turn with SIGHUP's reloads (nil: `POST /-/reload` is 404).
+    var reload: (@Sendable () async -> Result<ChainGeneration, ConfigError>)?
 
     /// One endpoint of the runtime's own, as `GET /-/` lists it.
     struct Endpoint {
@@ -34,6 +36,8 @@ struct AdminAPI: AdminResponder {
         Endpoint(name: "ready", methods: [.get], summary: "200 once the chain is built and its stores answer, else 503"),
         Endpoint(name: "chain", methods: [.get], summary: "the active environment, origin and chain with their options, secrets redacted"),
         Endpoint(name: "metrics", methods: [.get], summary: "Prometheus text"),
+        Endpoint(name: "reload", methods: [.post],
+                 summary: "re-read the configuration, as SIGHUP does; 200 with the new generation, or 422 with every error (the old chain keeps serving)"),
     ]
 
     func respond(method: HTTPRequest.Method, path: String, query: String?, headers: HTTPFields, body: ByteBuffer) async -> ProxyResponse {
@@ -59,6 +63,7 @@ struct AdminAPI: AdminResponder {
         case "health": return healthResponse()
         case "live": return Self.noStore(.ok, .object([("status", .string("live"))]))
         case "ready": return await readyResponse()
+        case "reload": return await reloadResponse(query: query)
         case "chain":
             var body = ByteBuffer(string: chain.generation.spec.summary.prettyText())
             body.writeStaticString("\n")
@@ -127,6 +132,36 @@ struct AdminAPI: AdminResponder {
         ]
         if !problems.isEmpty { members.append(("problems", .array(problems.map(JSONValue.string)))) }
         return Self.noStore(problems.isEmpty ? .ok : .serviceUnavailable, .object(members))
+    }
+
+    /// `POST /-/reload[?environment=ENV]`: the same reload as SIGHUP, through the same queue
+    /// (it waits for a reload under way). `environment` makes sure the caller reloads the
+    /// instance it means (`veneer reload -e ENV` found the address in a file that may be stale).
+    func reloadResponse(query: String?) async -> ProxyResponse {
+        let serving = chain.generation.spec.name
+        let asked = query?.split(separator: "&").first { $0.hasPrefix("environment=") }.map {
+            String($0.dropFirst("environment=".count)).removingPercentEncoding ?? ""
+        }
+        if let asked, asked != serving {
+            return Self.noStore(.conflict, .object([
+                ("error", .string("wrong_environment")), ("environment", .string(serving)),
+                ("message", .string("This instance serves environment \(serving), not \(asked).")),
+            ]))
+        }
+        guard let reload else { return ProxyError.notFound("Reload is not available here.").response }
+        switch await reload() {
+        case .success(let generation):
+            return Self.noStore(.ok, .object([
+                ("status", .string("reloaded")), ("environment", .string(serving)), ("chain_generation", .int(generation.number)),
+                ("carried_over", .array(generation.carried.keys.map { .string($0.description) })),
+            ]))
+        case .failure(let error):
+            return Self.noStore(.unprocessableContent, .object([
+                ("status", .string("failed")), ("environment", .string(serving)), ("chain_generation", .int(chain.generation.number)),
+                ("message", .string("The configuration was not reloaded; the previous one keeps serving.")),
+                ("errors", .array(error.diagnostics.map { .string($0.report()) })),
+            ]))
+        }
     }
 
     static func noStore(_ status: HTTPResponse.Status, _ value: JSONValue) -> ProxyResponse {

@@ -206,7 +206,7 @@ public final class VeneerInstance: Service, Sendable {
     /// the STOPPING notice (first to go at shutdown).
     private func serving(_ chain: ActiveChain, spec: EnvironmentSpec, addressFile: AdminAddressFile) -> [any Service] {
         let admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus, startedAt: startedAt,
-                             clock: configuration.clock)
+                             clock: configuration.clock, reload: { await self.reload() })
         let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2) { [onReady, logger, notifier, chain] info in
             // Where the admin API really listens (port 0 picks one): `veneer unblock` reads it.
             let host = spec.adminListen?.host ?? spec.listen.host

@@ -122,4 +122,54 @@ struct CommandLineTests {
         #expect(result.stderr.contains("chain[0].auth_refresh: secret file \(directory)/secret is not readable"))
         #expect(!result.stderr.contains("veneer ready"))
     }
+
+    @Test("veneer reload finds the running instance, reloads it and says how it went: 0, 78 with every error, 69 when none runs")
+    func reloadCommand() async throws {
+        try await withRefusingPort { refusing in try await reloadCommand(refusing: refusing) }
+    }
+
+    /// The configured listen address refuses connections: once the instance has stopped (and
+    /// removed its address file), `veneer reload` finds nobody there, whatever runs on 8080.
+    func reloadCommand(refusing: Int) async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func write(_ chain: String) throws {
+            try "state_dir: \(directory)/state\nenvironments:\n  development:\n    listen: 127.0.0.1:\(refusing)\n    origin: { mock: {} }\n    chain: \(chain)\n"
+                .write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        }
+        try write("[]")
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+
+        try write("[latency_log]")
+        let reloaded = try await VeneerProcess.run(["reload", "--config", "veneer.yaml", "-e", "development"], directory: directory)
+        #expect(reloaded.status == 0, "\(reloaded.stderr)")
+        #expect(reloaded.stdout.contains("reloaded environment development (chain generation 2)"))
+        _ = try await RawHTTP.request(port: port, "GET", "/posts")
+        try await eventually { process.stdout.contains(#""route":"/posts""#) }
+
+        // Valid to read, refused by the instance when it builds the chain.
+        try write(#"[{ auth_refresh: { token_url: "http://127.0.0.1:9/t", client_id: x, client_secret_file: missing, refresh_token: r } }]"#)
+        let refused = try await VeneerProcess.run(["reload", "--config", "veneer.yaml"], directory: directory)
+        #expect(refused.status == 78)
+        #expect(refused.stderr.contains(
+            "veneer.yaml:6:15: error: environments.development.chain[0].auth_refresh: secret file \(directory)/missing does not exist"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("reload of environment development failed (1 configuration error); the previous configuration keeps serving"))
+
+        // An error this command sees itself: the instance is not asked.
+        try write("[{ latency_log: { slow: soon } }]")
+        let broken = try await VeneerProcess.run(["reload", "--config", "veneer.yaml"], directory: directory)
+        #expect(broken.status == 78)
+        #expect(broken.stderr.contains("veneer reload: not reloaded: veneer.yaml has errors; the running instance keeps its configuration"))
+        #expect(broken.stderr.contains(#"veneer.yaml:6:36: error: environments.development.chain[0].latency_log.slow: "soon" is not a duration"#))
+        #expect(try await RawHTTP.request(port: port, "GET", "/-/health").json?["chain_generation"] as? Int == 2)
+
+        process.signal(SIGTERM)
+        #expect(await process.wait() == 0)
+        try write("[]")
+        let none = try await VeneerProcess.run(["reload", "--config", "veneer.yaml"], directory: directory)
+        #expect(none.status == 69)
+        #expect(none.stderr.contains("no Veneer answers at 127.0.0.1:\(refusing)"))
+    }
 }
