@@ -87,8 +87,12 @@ struct CommandLineTests {
         let process = try VeneerProcess(["run", "--listen", "127.0.0.1:0"], directory: directory)
         defer { process.terminate() }
         let port = try await process.waitUntilReady()
-        #expect(try await RawHTTP.request(port: port, "POST", "/posts", body: #"{"title":"t","body":"b"}"#).status == 201)
-        let fetched = try await RawHTTP.request(port: port, "GET", "/posts/1")
+        // The sample posts of config/fixtures/posts.json, built in.
+        let sample = try await RawHTTP.request(port: port, "GET", "/posts/1")
+        #expect(sample.json?["title"] as? String == "Hello, Veneer")
+        let created = try await RawHTTP.request(port: port, "POST", "/posts", body: #"{"title":"t","body":"b"}"#)
+        #expect(created.status == 201 && created.json?["id"] as? Int == 6)
+        let fetched = try await RawHTTP.request(port: port, "GET", "/posts/6")
         #expect(fetched.json?["title"] as? String == "t")
         process.signal(SIGTERM)
         #expect(await process.wait() == 0)
@@ -171,5 +175,38 @@ struct CommandLineTests {
         let none = try await VeneerProcess.run(["reload", "--config", "veneer.yaml"], directory: directory)
         #expect(none.status == 69)
         #expect(none.stderr.contains("no Veneer answers at 127.0.0.1:\(refusing)"))
+    }
+
+    @Test("usage errors exit 64")
+    func usage() async throws {
+        #expect(try await VeneerProcess.run(["bogus"]).status == 64)
+        #expect(try await VeneerProcess.run(["run", "--listen", "nonsense"]).status == 64)
+    }
+
+    @Test("an address already taken is named, and exits 69")
+    func addressTaken() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = try VeneerProcess(["run", "--listen", "127.0.0.1:0"], directory: directory)
+        defer { first.terminate() }
+        let port = try await first.waitUntilReady()
+        let second = try await VeneerProcess.run(["run", "--listen", "127.0.0.1:\(port)"], directory: directory)
+        #expect(second.status == 69)
+        #expect(second.stderr.contains("veneer: cannot listen on 127.0.0.1:\(port): the address is already in use"), "\(second.stderr)")
+    }
+
+    @Test("the shipped staging environment starts without credentials")
+    func stagingWithoutCredentials() async throws {
+        let state = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let check = try await VeneerProcess.run(["check", "-e", "staging", "--config", "config/veneer.yaml"], directory: packageRoot)
+        #expect(check.status == 0 && !check.stderr.contains("warning"), "\(check.stderr)")
+        let process = try VeneerProcess(["run", "-e", "staging", "--config", "config/veneer.yaml", "--listen", "127.0.0.1:0"],
+                                        directory: packageRoot, environment: ["STATE_DIRECTORY": state])
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        #expect(try await RawHTTP.request(port: port, "GET", "/-/health").json?["environment"] as? String == "staging")
+        process.signal(SIGTERM)
+        #expect(await process.wait() == 0)
     }
 }
