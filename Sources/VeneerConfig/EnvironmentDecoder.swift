@@ -65,7 +65,14 @@ extension ConfigDocument {
         var specs: [EnvironmentSpec] = []
         for environment in name.map({ [$0] }) ?? environmentNames {
             let context = DecodingContext(sink: sink, variables: variables, workingDirectory: workingDirectory)
-            if let spec = decodeEnvironment(environment, registry: registry, context: context) { specs.append(spec) }
+            guard let spec = decodeEnvironment(environment, registry: registry, context: context) else { continue }
+            specs.append(spec)
+            // What a factory can tell without building (a token store that cannot be written).
+            for decorator in spec.chain {
+                for warning in decorator.factory.warnings(options: decorator.options, environment: spec) {
+                    sink.warning(decorator.mark, "environments.\(spec.name).chain[\(decorator.site.index)].\(decorator.name)", warning)
+                }
+            }
         }
         if name == nil {
             let context = DecodingContext(sink: sink, variables: variables, workingDirectory: workingDirectory)
