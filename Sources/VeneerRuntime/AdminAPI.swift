@@ -47,7 +47,7 @@ struct AdminAPI: AdminResponder {
             let name = String(path.prefix { $0 != "/" })
             if let route = routes.route(name) {
                 let rest = path.dropFirst(name.count).drop { $0 == "/" }
-                return await route(AdminRequest(method: method, rest: String(rest), body: body))
+                return await route(AdminRequest(method: method, rest: String(rest), query: query, body: body))
             }
             let known = (Self.endpoints.map(\.name) + routes.names).map { "/-/\($0)" }.joined(separator: ", ")
             return ProxyError.notFound("No admin resource /-/\(ProxyEdge.printable(path)) (known: \(known)).").response

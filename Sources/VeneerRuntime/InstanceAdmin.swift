@@ -3,8 +3,10 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Logging
 import VeneerConfig
 import VeneerCore
+import VeneerDecorators
 
 /// The command line's way to the running instance of an environment: its admin API, at the
 /// address the instance recorded in `STATE_DIR/run/ENV.admin` (port 0 picks one), else at the
@@ -63,5 +65,62 @@ public enum InstanceAdmin {
             break
         }
         return .unavailable("what answers at \(address) is not a Veneer that can reload (HTTP \(status))")
+    }
+
+    /// Whether `path` names what a cache of `spec`'s environment may store (`/posts/1`, `/posts?userId=1`).
+    public static func isCachePath(_ path: String, of spec: EnvironmentSpec) -> Bool {
+        CacheDecorator.keyPrefix(forPath: path, resources: spec.resources) != nil
+    }
+
+    /// What `veneer purge` did.
+    public enum PurgeOutcome: Sendable, Equatable {
+        /// Removed this many stored keys, through `via` (the running instance, or the store).
+        case purged(Int, via: String)
+        /// The environment's chain has no cache.
+        case noCache
+        /// No instance runs and every cache keeps its entries in memory: they ended with it.
+        case nothingToPurge(String)
+    }
+
+    /// Removes what the caches of `spec`'s environment store for `path` (every entry when
+    /// nil): through the running instance (`DELETE /-/cache`), or, when none answers,
+    /// straight in the caches' stores. `path` must be a path of the environment (see
+    /// ``CacheDecorator/keyPrefix(forPath:resources:)``).
+    public static func purge(_ spec: EnvironmentSpec, path: String?, logger: Logger) async throws -> PurgeOutcome {
+        let caches = spec.chain.compactMap { $0.options as? CacheOptions }
+        guard !caches.isEmpty else { return .noCache }
+        let address = address(of: spec)
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout = .init(connect: .seconds(1), read: .seconds(30))
+        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+        defer { _ = client.shutdown() }
+        let query = path.map { "?path=" + ($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(.init(charactersIn: "-._~/"))) ?? $0) } ?? ""
+        var request = HTTPClientRequest(url: "http://\(address)/-/cache\(query)")
+        request.method = .DELETE
+        do {
+            let response = try await client.execute(request, timeout: .seconds(30))
+            let body = try? JSONValue.parse(try await response.body.collect(upTo: 1 << 20))
+            if response.status.code == 200, let memory = body?["removed_from_memory"]?.intValue, let store = body?["removed_from_store"]?.intValue {
+                return .purged(max(memory, store), via: "the running instance at \(address)")
+            }
+            // Something else answers there: fall back to the stores.
+        } catch {
+            // Nobody listens: no instance runs for this environment.
+        }
+
+        let prefix = path.flatMap { CacheDecorator.keyPrefix(forPath: $0, resources: spec.resources) } ?? ""
+        var removed = 0
+        var persistent = false
+        for name in Set(caches.compactMap(\.store)) {
+            guard let storeSpec = spec.stores[name] else { continue }
+            persistent = true
+            removed += try await StoreRegistry.withOpened(storeSpec, logger: logger) {
+                try await $0.delete(CacheDecorator.storeNamespace, prefix: prefix)
+            }
+        }
+        guard persistent else {
+            return .nothingToPurge("no Veneer answers at \(address), and environment \(spec.name) keeps its cache in memory: it ended with the process")
+        }
+        return .purged(removed, via: "the store")
     }
 }

@@ -11,7 +11,7 @@ struct VeneerCommand: AsyncParsableCommand {
         commandName: "veneer",
         abstract: "A local forwarding proxy that puts behaviours (cache, auth refresh, block list, latency log) in front of a REST API.",
         version: VeneerVersion.text,
-        subcommands: [Run.self, Check.self, Chain.self, Decorators.self, Reload.self, Unblock.self, Version.self],
+        subcommands: [Run.self, Check.self, Chain.self, Decorators.self, Purge.self, Reload.self, Unblock.self, Version.self],
         defaultSubcommand: nil
     )
 }
@@ -35,6 +35,16 @@ struct ConfigOptions: ParsableArguments {
     }
 
     var environmentName: String { ConfigLocator.environment(explicit: environment, variables: variables) }
+
+    /// The selected environment, decoded; on any problem, prints them and exits 78.
+    func spec() throws -> EnvironmentSpec {
+        do {
+            return try ConfigDocument(source: try source()).environment(
+                environmentName, registry: .standard, variables: variables, workingDirectory: FileManager.default.currentDirectoryPath)
+        } catch {
+            throw failWithConfigError(error)
+        }
+    }
 }
 
 /// Prints configuration problems (and `warnings`) to stderr, one `FILE:LINE:COL: error: key.path:
