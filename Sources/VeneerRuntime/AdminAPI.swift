@@ -41,6 +41,16 @@ struct AdminAPI: AdminResponder {
     ]
 
     func respond(method: HTTPRequest.Method, path: String, query: String?, headers: HTTPFields, body: ByteBuffer) async -> ProxyResponse {
+        // `environment=ENV` makes sure a command reaches the instance it means: it found the
+        // address in a file that may be stale, or in a configuration where two environments
+        // share a port.
+        let serving = chain.generation.spec.name
+        if let asked = AdminRequest(method: method, rest: "", query: query).parameter("environment"), asked != serving {
+            return Self.noStore(.conflict, .object([
+                ("error", .string("wrong_environment")), ("environment", .string(serving)),
+                ("message", .string("This instance serves environment \(serving), not \(asked).")),
+            ]))
+        }
         guard let endpoint = Self.endpoints.first(where: { $0.name == path }) else {
             // Routes the chain's decorators added (such as /-/blocks).
             let routes = chain.generation.adminRoutes
@@ -63,7 +73,7 @@ struct AdminAPI: AdminResponder {
         case "health": return healthResponse()
         case "live": return Self.noStore(.ok, .object([("status", .string("live"))]))
         case "ready": return await readyResponse()
-        case "reload": return await reloadResponse(query: query)
+        case "reload": return await reloadResponse()
         case "chain":
             var body = ByteBuffer(string: chain.generation.spec.summary.prettyText())
             body.writeStaticString("\n")
@@ -134,20 +144,10 @@ struct AdminAPI: AdminResponder {
         return Self.noStore(problems.isEmpty ? .ok : .serviceUnavailable, .object(members))
     }
 
-    /// `POST /-/reload[?environment=ENV]`: the same reload as SIGHUP, through the same queue
-    /// (it waits for a reload under way). `environment` makes sure the caller reloads the
-    /// instance it means (`veneer reload -e ENV` found the address in a file that may be stale).
-    func reloadResponse(query: String?) async -> ProxyResponse {
+    /// `POST /-/reload`: the same reload as SIGHUP, through the same queue (it waits for a
+    /// reload under way).
+    func reloadResponse() async -> ProxyResponse {
         let serving = chain.generation.spec.name
-        let asked = query?.split(separator: "&").first { $0.hasPrefix("environment=") }.map {
-            String($0.dropFirst("environment=".count)).removingPercentEncoding ?? ""
-        }
-        if let asked, asked != serving {
-            return Self.noStore(.conflict, .object([
-                ("error", .string("wrong_environment")), ("environment", .string(serving)),
-                ("message", .string("This instance serves environment \(serving), not \(asked).")),
-            ]))
-        }
         guard let reload else { return ProxyError.notFound("Reload is not available here.").response }
         switch await reload() {
         case .success(let generation):

@@ -94,7 +94,9 @@ public enum InstanceAdmin {
         configuration.timeout = .init(connect: .seconds(1), read: .seconds(30))
         let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         defer { _ = client.shutdown() }
-        let query = path.map { "?path=" + ($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(.init(charactersIn: "-._~/"))) ?? $0) } ?? ""
+        let unreserved = CharacterSet.alphanumerics.union(.init(charactersIn: "-._~"))
+        var query = "?environment=" + (spec.name.addingPercentEncoding(withAllowedCharacters: unreserved) ?? spec.name)
+        if let path { query += "&path=" + (path.addingPercentEncoding(withAllowedCharacters: unreserved.union(.init(charactersIn: "/"))) ?? path) }
         var request = HTTPClientRequest(url: "http://\(address)/-/cache\(query)")
         request.method = .DELETE
         do {
@@ -103,7 +105,8 @@ public enum InstanceAdmin {
             if response.status.code == 200, let memory = body?["removed_from_memory"]?.intValue, let store = body?["removed_from_store"]?.intValue {
                 return .purged(max(memory, store), via: "the running instance at \(address)")
             }
-            // Something else answers there: fall back to the stores.
+            // Something else answers there (another environment's instance says 409): fall
+            // back to the stores.
         } catch {
             // Nobody listens: no instance runs for this environment.
         }

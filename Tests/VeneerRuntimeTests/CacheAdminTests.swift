@@ -38,6 +38,9 @@ struct CacheAdminTests {
             _ = try await veneer.request("GET", "/posts/1")
             _ = try await veneer.request("GET", "/posts/2")
             #expect(try await veneer.request("GET", "/posts/1").header("Cache-Status")?.hasPrefix("veneer; hit") == true)
+            // Meant for another environment's instance: refused, nothing removed.
+            #expect(try await veneer.request("DELETE", "/-/cache?path=/posts/1&environment=production").status == 409)
+            #expect(try await veneer.request("GET", "/posts/1").header("Cache-Status")?.hasPrefix("veneer; hit") == true)
             let removed = try await veneer.request("DELETE", "/-/cache?path=/posts/1")
             #expect(removed.status == 200 && removed.json?["removed_from_memory"] as? Int == 1, "\(removed.text)")
             #expect(try await veneer.request("GET", "/posts/1").header("Cache-Status")?.contains("fwd=uri-miss") == true)
