@@ -107,8 +107,18 @@ public struct ConfigDocument: Sendable {
         }
         let parent = parentScalar.value
         if parent == name || chain.contains(parent) {
-            let cycle = (chain + [name, parent]).drop { $0 != parent }.joined(separator: " -> ")
-            sink.error(parentScalar.mark, path, "'extends' forms a cycle: \(cycle)")
+            // Told once, however many environments lead into it: from the member that comes
+            // first in the file, at its own `extends`.
+            let members = Array((chain + [name]).drop { $0 != parent })
+            let order = environments.keys
+            let first = members.indices.min { order.firstIndex(of: members[$0])! < order.firstIndex(of: members[$1])! }!
+            let rotated = Array(members[first...] + members[..<first])
+            let firstExtends = environments[rotated[0]].flatMap { node -> ConfigNode? in
+                guard case .mapping(let mapping) = node else { return nil }
+                return mapping["extends"]
+            }
+            sink.error(firstExtends?.mark ?? parentScalar.mark, "environments.\(rotated[0]).extends",
+                       "'extends' forms a cycle: \((rotated + [rotated[0]]).joined(separator: " -> "))")
             return nil
         }
         guard environments[parent] != nil else {

@@ -1,17 +1,39 @@
 /// One problem found in a configuration, with where it is and which key it concerns.
 public struct ConfigDiagnostic: Sendable, Hashable, CustomStringConvertible {
+    /// How bad a problem is: an error stops the configuration from being used; a warning
+    /// (such as a secret file this machine cannot read) does not.
+    public enum Severity: String, Sendable, Hashable {
+        /// The configuration cannot be used.
+        case error
+        /// Worth knowing; the configuration is valid.
+        case warning
+    }
+
     /// Where the problem is, when it is in a file.
     public let mark: SourceMark?
     /// The key path, such as `environments.production.chain[1].cache.ttl`; may be empty.
     public let path: String
     /// What is wrong, and how to fix it when that is known.
     public let message: String
+    /// Error or warning.
+    public let severity: Severity
 
     /// Creates a diagnostic.
-    public init(mark: SourceMark?, path: String, message: String) {
+    public init(mark: SourceMark?, path: String, message: String, severity: Severity = .error) {
         self.mark = mark
         self.path = path
         self.message = message
+        self.severity = severity
+    }
+
+    /// `file:line:column: error: key.path: message`: the form compilers print, which editors
+    /// (Vim's quickfix, Emacs' compilation mode, VS Code's problem matchers) jump to. Without a
+    /// place, `program: error: message`, as gcc does for a missing file.
+    public func report(program: String = "veneer") -> String {
+        var text = mark.map { "\($0): " } ?? "\(program): "
+        text += "\(severity.rawValue): "
+        if !path.isEmpty { text += "\(path): " }
+        return text + message
     }
 
     /// `file:line:column: key.path: message`.
@@ -51,6 +73,15 @@ public final class DiagnosticSink {
         if !diagnostics.contains(diagnostic) { diagnostics.append(diagnostic) }
     }
 
+    /// Records a warning: reported by `veneer check`, never a reason to refuse the file.
+    public func warning(_ mark: SourceMark?, _ path: String, _ message: String) {
+        let diagnostic = ConfigDiagnostic(mark: mark, path: path, message: message, severity: .warning)
+        if !warnings.contains(diagnostic) { warnings.append(diagnostic) }
+    }
+
+    /// The warnings so far, apart from the errors: they never make ``throwIfAny()`` throw.
+    public private(set) var warnings: [ConfigDiagnostic] = []
+
     /// Records problems found elsewhere.
     public func append(contentsOf other: [ConfigDiagnostic]) {
         for diagnostic in other where !diagnostics.contains(diagnostic) { diagnostics.append(diagnostic) }
@@ -66,7 +97,10 @@ public final class DiagnosticSink {
     }
 
     /// The problems in file order (those without a place first).
-    public var sorted: [ConfigDiagnostic] {
+    public var sorted: [ConfigDiagnostic] { Self.fileOrder(diagnostics) }
+
+    /// `diagnostics` in file order (those without a place first, otherwise in the order given).
+    public static func fileOrder(_ diagnostics: [ConfigDiagnostic]) -> [ConfigDiagnostic] {
         diagnostics.enumerated().sorted { lhs, rhs in
             switch (lhs.element.mark, rhs.element.mark) {
             case (nil, nil): return lhs.offset < rhs.offset

@@ -292,6 +292,13 @@ public final class ConfigMapping {
         case (nil, let file?):
             guard let path = file.filePath() else { return nil }
             note("\(key)_file", .string(path))
+            // Read when the chain is built; a machine that only checks the file (a laptop,
+            // CI) seldom holds the credentials, so this is a warning, not an error.
+            do {
+                _ = try Secret.file(path).reveal()
+            } catch {
+                value.context.sink.warning(file.mark, file.path, "\(error) (veneer run reads it when it builds the chain, and stops if it cannot)")
+            }
             return .file(path)
         case (_?, _?):
             error("\(key)_file", "give either '\(key)' or '\(key)_file', not both")

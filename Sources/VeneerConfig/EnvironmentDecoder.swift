@@ -7,6 +7,16 @@ final class StoreCatalog {
     init(names: [String]) { self.names = names }
 }
 
+/// The outcome of `veneer check`.
+public struct ConfigCheck: Sendable {
+    /// What makes the configuration unusable, in file order.
+    public var errors: [ConfigDiagnostic]
+    /// What is worth knowing but does not (a secret file this machine cannot read).
+    public var warnings: [ConfigDiagnostic]
+    /// The environments decoded without errors.
+    public var environments: [EnvironmentSpec]
+}
+
 extension ConfigMapping {
     /// A reference to a named store (`store: local`), checked against the `stores:` section;
     /// `memory` is always available. Returns the name, or nil when absent or unknown.
@@ -44,16 +54,32 @@ extension ConfigDocument {
 
     /// Decodes every environment and every store; returns all problems of all of them.
     public func checkAll(registry: Registry, variables: [String: String], workingDirectory: String) -> [ConfigDiagnostic] {
+        check(only: nil, registry: registry, variables: variables, workingDirectory: workingDirectory).errors
+    }
+
+    /// What `veneer check` reports: the errors and the warnings (in file order) of environment
+    /// `only`, or of every environment and every store when nil, and the environments decoded.
+    public func check(only name: String?, registry: Registry, variables: [String: String], workingDirectory: String) -> ConfigCheck {
         let sink = DiagnosticSink()
         sink.append(contentsOf: structuralProblems)
-        for name in environmentNames {
+        var specs: [EnvironmentSpec] = []
+        for environment in name.map({ [$0] }) ?? environmentNames {
             let context = DecodingContext(sink: sink, variables: variables, workingDirectory: workingDirectory)
-            _ = decodeEnvironment(name, registry: registry, context: context)
+            guard let spec = decodeEnvironment(environment, registry: registry, context: context) else { continue }
+            specs.append(spec)
+            // What a factory can tell without building (a token store that cannot be written).
+            for decorator in spec.chain {
+                for warning in decorator.factory.warnings(options: decorator.options, environment: spec) {
+                    sink.warning(decorator.mark, "environments.\(spec.name).chain[\(decorator.site.index)].\(decorator.name)", warning)
+                }
+            }
         }
-        let context = DecodingContext(sink: sink, variables: variables, workingDirectory: workingDirectory)
-        let stateDirectory = decodeStateDirectory(context)
-        _ = decodeStores(context, stateDirectory: stateDirectory, only: nil)
-        return sink.sorted
+        if name == nil {
+            let context = DecodingContext(sink: sink, variables: variables, workingDirectory: workingDirectory)
+            let stateDirectory = decodeStateDirectory(context)
+            _ = decodeStores(context, stateDirectory: stateDirectory, only: nil)
+        }
+        return ConfigCheck(errors: sink.sorted, warnings: DiagnosticSink.fileOrder(sink.warnings), environments: specs)
     }
 
     func decodeStateDirectory(_ context: DecodingContext) -> String {
@@ -264,7 +290,9 @@ extension ConfigDocument {
         guard let options = optionsValue.mapping(allowedKeys: factory.allowedKeys) else { return nil }
         let decoded = factory.decodeOptions(options)
         guard let decoded, value.context.sink.diagnostics.count == before else { return nil }
-        return OriginSpec(name: name, factory: factory, options: decoded, summary: .object(options.summary))
+        var origin = OriginSpec(name: name, factory: factory, options: decoded, summary: .object(options.summary))
+        origin.mark = entry.key.mark
+        return origin
     }
 
     func decodeChain(_ environment: ConfigMapping, registry: Registry) -> [DecoratorSpec]? {
@@ -305,7 +333,9 @@ extension ConfigDocument {
                 failed = true
                 continue
             }
-            chain.append(DecoratorSpec(name: name, factory: factory, options: decoded, summary: .object(options.summary), site: site))
+            var decorator = DecoratorSpec(name: name, factory: factory, options: decoded, summary: .object(options.summary), site: site)
+            decorator.mark = nameMark
+            chain.append(decorator)
         }
         return failed ? nil : chain
     }

@@ -104,6 +104,8 @@ public struct DecoratorSpec: Sendable {
     public let summary: JSONValue
     /// Where it stands.
     public let site: ChainSite
+    /// Where its name is written, for problems found only when it is built (a secret file).
+    public var mark: SourceMark?
 
     /// Creates a spec.
     public init(name: String, factory: DecoratorFactory, options: any Sendable, summary: JSONValue, site: ChainSite) {
@@ -131,6 +133,8 @@ public struct OriginSpec: Sendable {
     public let options: any Sendable
     /// The options as resolved, for display.
     public let summary: JSONValue
+    /// Where its name is written, for problems found only when it is built.
+    public var mark: SourceMark?
 
     /// Creates a spec.
     public init(name: String, factory: OriginFactory, options: any Sendable, summary: JSONValue) {

@@ -93,7 +93,9 @@ public enum Suggestions {
         if best.1 <= limit { return best.0 }
         // An abbreviation ('prod' for 'production') is a likely slip too.
         if lower.count >= 3, let prefixed = candidates.first(where: { $0.lowercased().hasPrefix(lower) }) { return prefixed }
-        return nil
+        // So is another form of a name ('caching' for 'cache', 'latency_logging'): the name
+        // begins with the whole candidate but for its last letter.
+        return candidates.filter { $0.count >= 4 && lower.hasPrefix($0.lowercased().dropLast()) }.max { $0.count < $1.count }
     }
 
     /// ` (did you mean 'x'?)` or `` — ready to append to a message.

@@ -30,7 +30,7 @@ public enum YAMLLoader {
         yaml_parser_set_encoding(parser, YAML_UTF8_ENCODING)
 
         guard yaml_parser_load(parser, document) == 1 else {
-            throw ConfigError([syntaxError(parser, file: file)])
+            throw ConfigError([syntaxError(parser, file: file, input: bytes)])
         }
         defer { yaml_document_delete(document) }
         guard let root = yaml_document_get_root_node(document) else { return nil }
@@ -48,25 +48,27 @@ public enum YAMLLoader {
                     message: "a configuration file holds one YAML document; remove the second one (after '---')")])
             }
         } else {
-            throw ConfigError([syntaxError(parser, file: file)])
+            throw ConfigError([syntaxError(parser, file: file, input: bytes)])
         }
 
         var converter = Converter(document: document, file: file)
-        let node = converter.convert(root, depth: 0)
+        let node = converter.convert(root, depth: 0, path: "")
         if !converter.errors.isEmpty { throw ConfigError(converter.errors) }
         return node
     }
 
-    static func syntaxError(_ parser: UnsafeMutablePointer<yaml_parser_t>, file: String) -> ConfigDiagnostic {
+    static func syntaxError(_ parser: UnsafeMutablePointer<yaml_parser_t>, file: String, input: [UInt8]) -> ConfigDiagnostic {
         let problem = parser.pointee.problem.map { String(cString: $0) } ?? "invalid YAML"
-        let mark = parser.pointee.problem_mark
-        var message = "YAML syntax error: \(problem)"
-        if let context = parser.pointee.context.map({ String(cString: $0) }) {
-            let contextMark = parser.pointee.context_mark
-            message += " (\(context) at line \(contextMark.line + 1), column \(contextMark.column + 1))"
-        }
+        let context = parser.pointee.context.map { String(cString: $0) }
+        let problemMark = parser.pointee.problem_mark
+        let contextMark = parser.pointee.context_mark
+        let (message, atContext) = SyntaxHint.reword(
+            problem: problem, context: context, character: Int(problemMark.index) < input.count ? input[Int(problemMark.index)] : nil,
+            opening: Int(contextMark.index) < input.count ? input[Int(contextMark.index)] : nil,
+            contextLine: Int(contextMark.line) + 1, contextColumn: Int(contextMark.column) + 1)
+        let mark = atContext ? contextMark : problemMark
         return ConfigDiagnostic(mark: SourceMark(file: file, line: Int(mark.line) + 1, column: Int(mark.column) + 1),
-                                path: "", message: message)
+                                path: "", message: "YAML syntax error: " + message)
     }
 
     struct Converter {
@@ -84,22 +86,22 @@ public enum YAMLLoader {
             SourceMark(file: file, line: Int(node.pointee.start_mark.line) + 1, column: Int(node.pointee.start_mark.column) + 1)
         }
 
-        mutating func fail(_ mark: SourceMark, _ message: String) -> ConfigNode {
-            errors.append(ConfigDiagnostic(mark: mark, path: "", message: message))
+        mutating func fail(_ mark: SourceMark, _ message: String, path: String = "") -> ConfigNode {
+            errors.append(ConfigDiagnostic(mark: mark, path: path, message: message))
             return .scalar(.init(value: "", quoted: false, mark: mark))
         }
 
-        mutating func convert(_ node: UnsafeMutablePointer<yaml_node_t>, depth: Int) -> ConfigNode {
+        mutating func convert(_ node: UnsafeMutablePointer<yaml_node_t>, depth: Int, path: String) -> ConfigNode {
             nodeCount += 1
             let here = mark(node)
             if nodeCount > YAMLLoader.maxNodes {
                 if nodeCount == YAMLLoader.maxNodes + 1 {
-                    return fail(here, "the document expands to more than \(YAMLLoader.maxNodes) nodes (too many aliases?)")
+                    return fail(here, "the document expands to more than \(YAMLLoader.maxNodes) nodes (too many aliases?)", path: path)
                 }
                 return .scalar(.init(value: "", quoted: false, mark: here))
             }
             if depth > YAMLLoader.maxDepth {
-                return fail(here, "nesting deeper than \(YAMLLoader.maxDepth) levels (a recursive alias?)")
+                return fail(here, "nesting deeper than \(YAMLLoader.maxDepth) levels (a recursive alias?)", path: path)
             }
             switch node.pointee.type {
             case YAML_SCALAR_NODE:
@@ -114,19 +116,19 @@ public enum YAMLLoader {
                 var item = node.pointee.data.sequence.items.start
                 while item != node.pointee.data.sequence.items.top {
                     if let child = yaml_document_get_node(document, item!.pointee) {
-                        items.append(convert(child, depth: depth + 1))
+                        items.append(convert(child, depth: depth + 1, path: "\(path)[\(items.count)]"))
                     }
                     item = item! + 1
                 }
                 return .sequence(.init(items: items, mark: here))
             case YAML_MAPPING_NODE:
-                return convertMapping(node, depth: depth, mark: here)
+                return convertMapping(node, depth: depth, mark: here, path: path)
             default:
-                return fail(here, "empty node")
+                return fail(here, "empty node", path: path)
             }
         }
 
-        mutating func convertMapping(_ node: UnsafeMutablePointer<yaml_node_t>, depth: Int, mark here: SourceMark) -> ConfigNode {
+        mutating func convertMapping(_ node: UnsafeMutablePointer<yaml_node_t>, depth: Int, mark here: SourceMark, path: String) -> ConfigNode {
             var entries: [ConfigNode.Mapping.Entry] = []
             var merged: [ConfigNode.Mapping.Entry] = []
             var pair = node.pointee.data.mapping.pairs.start
@@ -134,12 +136,13 @@ public enum YAMLLoader {
                 defer { pair = pair! + 1 }
                 guard let keyNode = yaml_document_get_node(document, pair!.pointee.key),
                       let valueNode = yaml_document_get_node(document, pair!.pointee.value) else { continue }
-                let key = convert(keyNode, depth: depth + 1)
+                let key = convert(keyNode, depth: depth + 1, path: path)
                 guard case .scalar(let keyScalar) = key else {
-                    _ = fail(key.mark, "mapping keys must be plain text, not \(key.kindDescription)")
+                    _ = fail(key.mark, "mapping keys must be plain text, not \(key.kindDescription)", path: path)
                     continue
                 }
-                let value = convert(valueNode, depth: depth + 1)
+                let childPath = path.isEmpty ? keyScalar.value : "\(path).\(keyScalar.value)"
+                let value = convert(valueNode, depth: depth + 1, path: childPath)
                 if keyScalar.value == "<<" && !keyScalar.quoted {
                     // YAML merge key: the entries of the merged mapping(s) count as written
                     // here, unless this mapping sets the key itself.
@@ -148,12 +151,12 @@ public enum YAMLLoader {
                     case .mapping: sources = [value]
                     case .sequence(let sequence): sources = sequence.items
                     default:
-                        _ = fail(value.mark, "a merge key '<<' needs a mapping or a list of mappings, not \(value.kindDescription)")
+                        _ = fail(value.mark, "a merge key '<<' needs a mapping or a list of mappings, not \(value.kindDescription)", path: path)
                         continue
                     }
                     for source in sources {
                         guard case .mapping(let mapping) = source else {
-                            _ = fail(source.mark, "a merge key '<<' needs mappings, not \(source.kindDescription)")
+                            _ = fail(source.mark, "a merge key '<<' needs mappings, not \(source.kindDescription)", path: path)
                             continue
                         }
                         for entry in mapping.entries where !merged.contains(where: { $0.key.value == entry.key.value }) {
@@ -163,7 +166,8 @@ public enum YAMLLoader {
                     continue
                 }
                 if let previous = entries.first(where: { $0.key.value == keyScalar.value }) {
-                    _ = fail(keyScalar.mark, "duplicate key '\(keyScalar.value)' (first at line \(previous.key.mark.line))")
+                    _ = fail(keyScalar.mark, "duplicate key '\(keyScalar.value)' (first at line \(previous.key.mark.line)): keep one of them",
+                             path: childPath)
                     continue
                 }
                 entries.append(.init(key: keyScalar, value: value))

@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import NIOCore
 import Synchronization
@@ -8,14 +9,29 @@ public struct AdminRequest: Sendable {
     public let method: HTTPRequest.Method
     /// What follows `/-/NAME/` (empty for `/-/NAME`).
     public let rest: String
+    /// The query string, without `?`.
+    public let query: String?
     /// The body.
     public let body: ByteBuffer
 
     /// Creates a request.
-    public init(method: HTTPRequest.Method, rest: String, body: ByteBuffer = ByteBuffer()) {
+    public init(method: HTTPRequest.Method, rest: String, query: String? = nil, body: ByteBuffer = ByteBuffer()) {
         self.method = method
         self.rest = rest
+        self.query = query
         self.body = body
+    }
+
+    /// The percent-decoded value of query parameter `name` (`+` is a space), if present.
+    public func parameter(_ name: String) -> String? {
+        guard let query else { return nil }
+        for pair in query.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts[0] == name[...] else { continue }
+            let raw = parts.count > 1 ? String(parts[1]).replacingOccurrences(of: "+", with: " ") : ""
+            return raw.removingPercentEncoding ?? raw
+        }
+        return nil
     }
 }
 

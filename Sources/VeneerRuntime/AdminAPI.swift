@@ -8,7 +8,8 @@ import VeneerCore
 import VeneerDecorators
 import VeneerServer
 
-/// The admin API under `/-/`: health, the active chain, Prometheus metrics.
+/// The admin API under `/-/`: its index, health, liveness and readiness, the active chain,
+/// Prometheus metrics, and the routes the chain's decorators add.
 struct AdminAPI: AdminResponder {
     let chain: ActiveChain
     let health: HealthBoard
@@ -17,27 +18,65 @@ struct AdminAPI: AdminResponder {
     /// The configuration file as a canonical path (see ``ConfigIdentity``): `veneer unblock`
     /// checks that it reached the instance of its own file.
     var configPath: String = ConfigIdentity.builtIn
+    /// When the process started serving, for `uptime_seconds`.
+    var startedAt = Date()
+    var clock: any VeneerClock = SystemClock()
+    /// Reloads the configuration, in turn with SIGHUP's reloads (nil: `POST /-/reload` is 404).
+    var reload: (@Sendable () async -> Result<ChainGeneration, ConfigError>)?
+
+    /// One endpoint of the runtime's own, as `GET /-/` lists it.
+    struct Endpoint {
+        let name: String
+        let methods: [HTTPRequest.Method]
+        let summary: String
+    }
+
+    /// The runtime's own endpoints, in the order `GET /-/` lists them.
+    static let endpoints: [Endpoint] = [
+        Endpoint(name: "", methods: [.get], summary: "this list"),
+        Endpoint(name: "health", methods: [.get], summary: "200 ok or 503 degraded, with the reasons, version, uptime and the configuration loaded"),
+        Endpoint(name: "live", methods: [.get], summary: "200 while the process answers"),
+        Endpoint(name: "ready", methods: [.get], summary: "200 once the chain is built and its stores answer, else 503"),
+        Endpoint(name: "chain", methods: [.get], summary: "the active environment, origin and chain with their options, secrets redacted"),
+        Endpoint(name: "metrics", methods: [.get], summary: "Prometheus text"),
+        Endpoint(name: "reload", methods: [.post],
+                 summary: "re-read the configuration, as SIGHUP does; 200 with the new generation, or 422 with every error (the old chain keeps serving)"),
+    ]
 
     func respond(method: HTTPRequest.Method, path: String, query: String?, headers: HTTPFields, body: ByteBuffer) async -> ProxyResponse {
-        let readOnly = ["health", "chain", "metrics"]
-        guard readOnly.contains(path) else {
+        // `environment=ENV` makes sure a command reaches the instance it means: it found the
+        // address in a file that may be stale, or in a configuration where two environments
+        // share a port.
+        let serving = chain.generation.spec.name
+        if let asked = AdminRequest(method: method, rest: "", query: query).parameter("environment"), asked != serving {
+            return Self.noStore(.conflict, .object([
+                ("error", .string("wrong_environment")), ("environment", .string(serving)),
+                ("message", .string("This instance serves environment \(serving), not \(asked).")),
+            ]))
+        }
+        guard let endpoint = Self.endpoints.first(where: { $0.name == path }) else {
             // Routes the chain's decorators added (such as /-/blocks).
             let routes = chain.generation.adminRoutes
             let name = String(path.prefix { $0 != "/" })
             if let route = routes.route(name) {
                 let rest = path.dropFirst(name.count).drop { $0 == "/" }
-                return await route(AdminRequest(method: method, rest: String(rest), body: body))
+                return await route(AdminRequest(method: method, rest: String(rest), query: query, body: body))
             }
-            let known = (readOnly + routes.names).map { "/-/\($0)" }.joined(separator: ", ")
+            let known = (Self.endpoints.map(\.name) + routes.names).map { "/-/\($0)" }.joined(separator: ", ")
             return ProxyError.notFound("No admin resource /-/\(ProxyEdge.printable(path)) (known: \(known)).").response
         }
-        guard method == .get || method == .head else {
+        let allowed = endpoint.methods.contains(.get) ? endpoint.methods + [.head] : endpoint.methods
+        guard allowed.contains(method) else {
             var error = ProxyError(.methodNotAllowed, "\(method.rawValue) is not allowed on /-/\(path).")
-            error.headers[.allow] = "GET, HEAD"
+            error.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ")
             return error.response
         }
         switch path {
+        case "": return indexResponse()
         case "health": return healthResponse()
+        case "live": return Self.noStore(.ok, .object([("status", .string("live"))]))
+        case "ready": return await readyResponse()
+        case "reload": return await reloadResponse()
         case "chain":
             var body = ByteBuffer(string: chain.generation.spec.summary.prettyText())
             body.writeStaticString("\n")
@@ -50,12 +89,26 @@ struct AdminAPI: AdminResponder {
         }
     }
 
+    /// `GET /-/`: every endpoint, the runtime's and those the active chain's decorators added.
+    func indexResponse() -> ProxyResponse {
+        var listed: [JSONValue] = Self.endpoints.map { endpoint in
+            .object([("path", .string("/-/\(endpoint.name)")), ("methods", .array(endpoint.methods.map { .string($0.rawValue) })),
+                     ("summary", .string(endpoint.summary))])
+        }
+        for name in chain.generation.adminRoutes.names {
+            listed.append(.object([("path", .string("/-/\(name)")), ("summary", .string("added by a decorator of the active chain"))]))
+        }
+        return Self.noStore(.ok, .object([("environment", .string(chain.generation.spec.name)), ("endpoints", .array(listed))]))
+    }
+
     func healthResponse() -> ProxyResponse {
         let generation = chain.generation
         let problems = health.problems
         var members: [(String, JSONValue)] = [
             ("status", .string(problems.isEmpty ? "ok" : "degraded")),
             ("environment", .string(generation.spec.name)),
+            ("version", .string(VeneerVersion.text)),
+            ("uptime_seconds", .int(max(0, Int(clock.now().timeIntervalSince(startedAt))))),
             ("config", .string(generation.spec.configFile)),
             ("config_path", .string(configPath)),
             ("config_loaded_at", .string(Timestamp.iso8601(generation.loadedAt))),
@@ -65,9 +118,60 @@ struct AdminAPI: AdminResponder {
         if let failure = reloadStatus.lastFailure {
             members.append(("last_reload_error", .string(failure)))
         }
-        var body = JSONValue.object(members).buffer
+        return Self.noStore(problems.isEmpty ? .ok : .serviceUnavailable, .object(members))
+    }
+
+    /// `GET /-/ready`: the listeners open only once the first chain is built, so a connection
+    /// refused means "not ready yet"; once they are open, ready means every store of the
+    /// active chain answers a read now (a database that is down makes it 503).
+    func readyResponse() async -> ProxyResponse {
+        let generation = chain.generation
+        var problems: [String] = []
+        var stores: [(String, JSONValue)] = []
+        let held = generation.carried.all.compactMap { $0 as? any HeldStore }.sorted { $0.name < $1.name }
+        for item in held {
+            do {
+                _ = try await item.store.get("veneer.ready", "probe", now: clock.now())
+                stores.append((item.name, .string("ok")))
+            } catch {
+                stores.append((item.name, .string("not answering")))
+                problems.append("store \(item.name): \(error)")
+            }
+        }
+        var members: [(String, JSONValue)] = [
+            ("status", .string(problems.isEmpty ? "ready" : "not_ready")),
+            ("environment", .string(generation.spec.name)),
+            ("chain_generation", .int(generation.number)),
+            ("stores", .object(stores)),
+        ]
+        if !problems.isEmpty { members.append(("problems", .array(problems.map(JSONValue.string)))) }
+        return Self.noStore(problems.isEmpty ? .ok : .serviceUnavailable, .object(members))
+    }
+
+    /// `POST /-/reload`: the same reload as SIGHUP, through the same queue (it waits for a
+    /// reload under way).
+    func reloadResponse() async -> ProxyResponse {
+        let serving = chain.generation.spec.name
+        guard let reload else { return ProxyError.notFound("Reload is not available here.").response }
+        switch await reload() {
+        case .success(let generation):
+            return Self.noStore(.ok, .object([
+                ("status", .string("reloaded")), ("environment", .string(serving)), ("chain_generation", .int(generation.number)),
+                ("carried_over", .array(generation.carried.keys.map { .string($0.description) })),
+            ]))
+        case .failure(let error):
+            return Self.noStore(.unprocessableContent, .object([
+                ("status", .string("failed")), ("environment", .string(serving)), ("chain_generation", .int(chain.generation.number)),
+                ("message", .string("The configuration was not reloaded; the previous one keeps serving.")),
+                ("errors", .array(error.diagnostics.map { .string($0.report()) })),
+            ]))
+        }
+    }
+
+    static func noStore(_ status: HTTPResponse.Status, _ value: JSONValue) -> ProxyResponse {
+        var body = value.buffer
         body.writeStaticString("\n")
-        return .json(problems.isEmpty ? .ok : .serviceUnavailable, body, headers: [.cacheControl: "no-store"])
+        return .json(status, body, headers: [.cacheControl: "no-store"])
     }
 }
 

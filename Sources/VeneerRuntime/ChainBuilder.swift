@@ -24,7 +24,7 @@ public enum ChainBuilder {
         do {
             handler = try await spec.origin.factory.make(options: spec.origin.options, context: context)
         } catch {
-            throw ConfigError([ConfigDiagnostic(mark: nil, path: "\(base).origin.\(spec.origin.name)", message: Self.describe(error))])
+            throw ConfigError([ConfigDiagnostic(mark: spec.origin.mark, path: "\(base).origin.\(spec.origin.name)", message: Self.describe(error))])
         }
         var built = [handler]
         var problems: [ConfigDiagnostic] = []
@@ -35,7 +35,7 @@ public enum ChainBuilder {
                 handler = try await decorator.factory.make(options: decorator.options, inner: handler, context: context)
                 built.append(handler)
             } catch {
-                problems.append(ConfigDiagnostic(mark: nil, path: "\(base).chain[\(decorator.site.index)].\(decorator.name)",
+                problems.append(ConfigDiagnostic(mark: decorator.mark, path: "\(base).chain[\(decorator.site.index)].\(decorator.name)",
                                                  message: Self.describe(error)))
             }
         }

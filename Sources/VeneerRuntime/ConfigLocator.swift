@@ -4,14 +4,14 @@ import VeneerConfig
 /// Which configuration file and which environment: the rules of DESIGN.md.
 public enum ConfigLocator {
     /// The configuration used when there is no file anywhere: development with the mock
-    /// origin, a latency log and a memory cache.
+    /// origin serving the sample posts, a latency log and a memory cache.
     public static let builtInText = """
         version: 1
         environments:
           development:
             listen: 127.0.0.1:8080
             origin:
-              mock: {}
+              mock: { sample: true }
             chain:
               - latency_log
               - cache: { ttl: 30s }

@@ -72,6 +72,8 @@ final class StoreRegistry: StoreProvider, Sendable {
 /// A store as the chains hold it.
 protocol HeldStore: Sendable {
     var store: any KeyValueStore { get }
+    /// The store's name in the configuration (`memory` for the built-in one).
+    var name: String { get }
 }
 
 /// A store held by the chains, closed once none of them names it.
@@ -99,6 +101,7 @@ final class RunningStore: CarriedService, HeldStore {
     }
 
     var store: any KeyValueStore { held.store }
+    var name: String { held.name }
 
     func run() async {
         do {

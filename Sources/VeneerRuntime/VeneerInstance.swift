@@ -102,6 +102,8 @@ public final class VeneerInstance: Service, Sendable {
     /// `veneer_config_last_reload_successful` and `..._success_timestamp_seconds`.
     let reloadSuccessful: Prometheus.Gauge
     let reloadSuccessTime: Prometheus.Gauge
+    /// When it was created, for the uptime `/-/health` reports.
+    let startedAt: Date
     private let active = Mutex<ActiveChain?>(nil)
 
     /// Reads and checks the configuration, and starts nothing: ``run()`` builds the first
@@ -114,6 +116,7 @@ public final class VeneerInstance: Service, Sendable {
         self.logger = configuration.logger
         self.notifier = SystemdNotifier(variables: configuration.variables)
         firstSpec = try configuration.loadSpec()
+        startedAt = configuration.clock.now()
         metrics = PrometheusCollectorRegistry()
         let factory = DescribedMetricsFactory(registry: metrics)
         do throws(AccessLogError) {
@@ -232,7 +235,8 @@ public final class VeneerInstance: Service, Sendable {
     /// the STOPPING notice (first to go at shutdown).
     private func serving(_ chain: ActiveChain, spec: EnvironmentSpec, addressFile: AdminAddressFile) -> [any Service] {
         let admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus,
-                             configPath: ConfigIdentity.canonicalPath(spec.configFile, workingDirectory: configuration.workingDirectory))
+                             configPath: ConfigIdentity.canonicalPath(spec.configFile, workingDirectory: configuration.workingDirectory),
+                             startedAt: startedAt, clock: configuration.clock, reload: { await self.reload() })
         let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2) { [onReady, logger, notifier, chain] info in
             // Where the admin API really listens (port 0 picks one): `veneer unblock` reads it.
             let host = spec.adminListen?.host ?? spec.listen.host

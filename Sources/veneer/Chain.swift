@@ -14,14 +14,7 @@ struct Chain: ParsableCommand {
     var json = false
 
     func run() throws {
-        let spec: EnvironmentSpec
-        do {
-            let document = try ConfigDocument(source: try options.source())
-            spec = try document.environment(options.environmentName, registry: .standard, variables: options.variables,
-                                            workingDirectory: FileManager.default.currentDirectoryPath)
-        } catch {
-            throw failWithConfigError(error)
-        }
+        let spec = try options.spec()
         if json {
             print(spec.summary.prettyText())
             return

@@ -5,7 +5,7 @@ import VeneerRuntime
 
 struct Check: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Check the configuration: every problem with its file, line, column and key path. Exits 78 on errors.")
+        abstract: "Check the configuration: every problem as FILE:LINE:COL: error: key.path: message. Exits 78 on errors (warnings alone exit 0).")
 
     @OptionGroup var options: ConfigOptions
 
@@ -22,34 +22,17 @@ struct Check: ParsableCommand {
             throw failWithConfigError(error)
         }
         let cwd = FileManager.default.currentDirectoryPath
+        let check = document.check(only: all ? nil : options.environmentName, registry: .standard, variables: options.variables,
+                                   workingDirectory: cwd)
+        guard check.errors.isEmpty else { throw failWithConfigError(ConfigError(check.errors), warnings: check.warnings) }
+        if !check.warnings.isEmpty {
+            var stderr = StandardError()
+            printDiagnostics(check.warnings, to: &stderr)
+        }
         if all {
-            let problems = document.checkAll(registry: .standard, variables: options.variables, workingDirectory: cwd)
-            guard problems.isEmpty else { throw failWithConfigError(ConfigError(problems)) }
-            for name in document.environmentNames {
-                if let spec = try? document.environment(name, registry: .standard, variables: options.variables, workingDirectory: cwd) {
-                    printWarnings(spec)
-                }
-            }
             print("\(source.file): OK (\(document.environmentNames.count) environments: \(document.environmentNames.joined(separator: ", ")))")
-            return
-        }
-        let name = options.environmentName
-        do {
-            let spec = try document.environment(name, registry: .standard, variables: options.variables, workingDirectory: cwd)
-            printWarnings(spec)
-            print("\(source.file): environment \(name) OK (\(spec.chain.map(\.name).joined(separator: " -> "))\(spec.chain.isEmpty ? "" : " -> ")\(spec.origin.name))")
-        } catch {
-            throw failWithConfigError(error)
-        }
-    }
-
-    /// Warnings leave the exit status alone: the file is valid, the machine may not be ready.
-    func printWarnings(_ spec: EnvironmentSpec) {
-        var stderr = StandardError()
-        for decorator in spec.chain {
-            for warning in decorator.factory.warnings(options: decorator.options, environment: spec) {
-                print("warning: environments.\(spec.name).chain[\(decorator.site.index)].\(decorator.name): \(warning)", to: &stderr)
-            }
+        } else if let spec = check.environments.first {
+            print("\(source.file): environment \(spec.name) OK (\(spec.chain.map(\.name).joined(separator: " -> "))\(spec.chain.isEmpty ? "" : " -> ")\(spec.origin.name))")
         }
     }
 }

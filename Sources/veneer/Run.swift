@@ -80,6 +80,10 @@ struct Run: AsyncParsableCommand {
         } catch let error as ConfigError {
             // Found while building the first chain (an unreadable secret, a bad store URL).
             throw failWithConfigError(error, context: "veneer: cannot start environment '\(options.environmentName)' from \(path)")
+        } catch let error as ListenError {
+            var stderr = StandardError()
+            print("veneer: \(error)", to: &stderr)
+            throw ExitCode(exitUnavailable)
         }
     }
 }

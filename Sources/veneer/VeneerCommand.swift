@@ -11,7 +11,7 @@ struct VeneerCommand: AsyncParsableCommand {
         commandName: "veneer",
         abstract: "A local forwarding proxy that puts behaviours (cache, auth refresh, block list, latency log) in front of a REST API.",
         version: VeneerVersion.text,
-        subcommands: [Run.self, Check.self, Chain.self, Decorators.self, Unblock.self, Version.self],
+        subcommands: [Run.self, Check.self, Chain.self, Decorators.self, Purge.self, Reload.self, Unblock.self, Version.self],
         defaultSubcommand: nil
     )
 }
@@ -35,17 +35,39 @@ struct ConfigOptions: ParsableArguments {
     }
 
     var environmentName: String { ConfigLocator.environment(explicit: environment, variables: variables) }
+
+    /// The selected environment, decoded; on any problem, prints them and exits 78.
+    func spec() throws -> EnvironmentSpec {
+        do {
+            return try ConfigDocument(source: try source()).environment(
+                environmentName, registry: .standard, variables: variables, workingDirectory: FileManager.default.currentDirectoryPath)
+        } catch {
+            throw failWithConfigError(error)
+        }
+    }
 }
 
-/// Prints configuration problems to stderr and exits 78.
-func failWithConfigError(_ error: ConfigError, context: String? = nil) -> ExitCode {
+/// Prints configuration problems (and `warnings`) to stderr, one `FILE:LINE:COL: error: key.path:
+/// message` line each, and exits 78.
+func failWithConfigError(_ error: ConfigError, warnings: [ConfigDiagnostic] = [], context: String? = nil) -> ExitCode {
     var stderr = StandardError()
     // Under the journal, at error priority like the daemon's log lines (journalctl -p err).
     let priority = DaemonLogHandler.standardErrorIsJournal(variables: ProcessInfo.processInfo.environment) ? "<3>" : ""
     if let context { print(priority + context, to: &stderr) }
-    for diagnostic in error.diagnostics { print("\(priority)error: \(diagnostic)", to: &stderr) }
-    print("\(priority)\(error.diagnostics.count) configuration error\(error.diagnostics.count == 1 ? "" : "s")", to: &stderr)
+    printDiagnostics(error.diagnostics + warnings, to: &stderr, priority: priority)
     return ExitCode(exitConfigError)
+}
+
+/// Prints `diagnostics` in file order, then how many errors and warnings there were.
+/// `priority`: the syslog priority prefix under the journal (`<3>`), else "".
+func printDiagnostics(_ diagnostics: [ConfigDiagnostic], to stream: inout StandardError, priority: String = "") {
+    for diagnostic in DiagnosticSink.fileOrder(diagnostics) { print(priority + diagnostic.report(), to: &stream) }
+    let errors = diagnostics.filter { $0.severity == .error }.count
+    let warnings = diagnostics.count - errors
+    var counts: [String] = []
+    if errors > 0 { counts.append("\(errors) configuration error\(errors == 1 ? "" : "s")") }
+    if warnings > 0 { counts.append("\(warnings) warning\(warnings == 1 ? "" : "s")") }
+    if !counts.isEmpty { print(priority + counts.joined(separator: ", "), to: &stream) }
 }
 
 struct StandardError: TextOutputStream {

@@ -27,8 +27,8 @@ struct CommandLineTests {
             """.write(toFile: directory + "/bad.yaml", atomically: true, encoding: .utf8)
         let result = try await VeneerProcess.run(["check", "--config", "bad.yaml"], directory: directory)
         #expect(result.status == 78)
-        #expect(result.stderr.contains(#"bad.yaml:5:30: environments.development.chain[0].latency_log.slow: "5 minutes" is not a duration (use e.g. 30s, 5m, 1h)"#))
-        #expect(result.stderr.contains("bad.yaml:6:9: environments.development.chain[1]: unknown decorator 'lateny_log' (did you mean 'latency_log'?)"))
+        #expect(result.stderr.contains(#"bad.yaml:5:30: error: environments.development.chain[0].latency_log.slow: "5 minutes" is not a duration (use e.g. 30s, 5m, 1h)"#))
+        #expect(result.stderr.contains("bad.yaml:6:9: error: environments.development.chain[1]: unknown decorator 'lateny_log' (did you mean 'latency_log'?)"))
         #expect(result.stderr.contains("2 configuration errors"))
     }
 
@@ -39,7 +39,26 @@ struct CommandLineTests {
         #expect(try await VeneerProcess.run(["check", "--config", "nope.yaml"], directory: directory).status == 78)
         try "environments: [".write(toFile: directory + "/broken.yaml", atomically: true, encoding: .utf8)
         let broken = try await VeneerProcess.run(["check", "--config", "broken.yaml"], directory: directory)
-        #expect(broken.status == 78 && broken.stderr.contains("broken.yaml:2:1: YAML syntax error"))
+        #expect(broken.status == 78 && broken.stderr.contains("broken.yaml:2:1: error: YAML syntax error"))
+    }
+
+    @Test("check warns about a secret file it cannot read, and still exits 0")
+    func checkWarnsUnreadableSecret() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try """
+            environments:
+              development:
+                origin: { mock: {} }
+                chain:
+                  - auth_refresh: { token_url: "http://127.0.0.1:9/token", client_id: x, client_secret_file: missing, refresh_token: r }
+            """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let result = try await VeneerProcess.run(["check", "--config", "veneer.yaml"], directory: directory)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains(
+            "veneer.yaml:5:98: warning: environments.development.chain[0].auth_refresh.client_secret_file: secret file \(directory)/missing does not exist"))
+        #expect(result.stderr.contains("1 warning"))
+        #expect(result.stdout.contains("environment development OK"))
     }
 
     @Test("chain --json prints the resolved environment, extends applied")
@@ -71,8 +90,12 @@ struct CommandLineTests {
         let process = try VeneerProcess(["run", "--listen", "127.0.0.1:0"], directory: directory)
         defer { process.terminate() }
         let port = try await process.waitUntilReady()
-        #expect(try await RawHTTP.request(port: port, "POST", "/posts", body: #"{"title":"t","body":"b"}"#).status == 201)
-        let fetched = try await RawHTTP.request(port: port, "GET", "/posts/1")
+        // The sample posts of config/fixtures/posts.json, built in.
+        let sample = try await RawHTTP.request(port: port, "GET", "/posts/1")
+        #expect(sample.json?["title"] as? String == "Hello, Veneer")
+        let created = try await RawHTTP.request(port: port, "POST", "/posts", body: #"{"title":"t","body":"b"}"#)
+        #expect(created.status == 201 && created.json?["id"] as? Int == 6)
+        let fetched = try await RawHTTP.request(port: port, "GET", "/posts/6")
         #expect(fetched.json?["title"] as? String == "t")
         process.signal(SIGTERM)
         #expect(await process.wait() == 0)
@@ -105,5 +128,88 @@ struct CommandLineTests {
         #expect(result.status == 78)
         #expect(result.stderr.contains("chain[0].auth_refresh: secret file \(directory)/secret is not readable"))
         #expect(!result.stderr.contains("veneer ready"))
+    }
+
+    @Test("veneer reload finds the running instance, reloads it and says how it went: 0, 78 with every error, 69 when none runs")
+    func reloadCommand() async throws {
+        try await withRefusingPort { refusing in try await reloadCommand(refusing: refusing) }
+    }
+
+    /// The configured listen address refuses connections: once the instance has stopped (and
+    /// removed its address file), `veneer reload` finds nobody there, whatever runs on 8080.
+    func reloadCommand(refusing: Int) async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func write(_ chain: String) throws {
+            try "state_dir: \(directory)/state\nenvironments:\n  development:\n    listen: 127.0.0.1:\(refusing)\n    origin: { mock: {} }\n    chain: \(chain)\n"
+                .write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        }
+        try write("[]")
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+
+        try write("[latency_log]")
+        let reloaded = try await VeneerProcess.run(["reload", "--config", "veneer.yaml", "-e", "development"], directory: directory)
+        #expect(reloaded.status == 0, "\(reloaded.stderr)")
+        #expect(reloaded.stdout.contains("reloaded environment development (chain generation 2)"))
+        _ = try await RawHTTP.request(port: port, "GET", "/posts")
+        try await eventually { process.stdout.contains(#""route":"/posts""#) }
+
+        // Valid to read, refused by the instance when it builds the chain.
+        try write(#"[{ auth_refresh: { token_url: "http://127.0.0.1:9/t", client_id: x, client_secret_file: missing, refresh_token: r } }]"#)
+        let refused = try await VeneerProcess.run(["reload", "--config", "veneer.yaml"], directory: directory)
+        #expect(refused.status == 78)
+        #expect(refused.stderr.contains(
+            "veneer.yaml:6:15: error: environments.development.chain[0].auth_refresh: secret file \(directory)/missing does not exist"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("reload of environment development failed (1 configuration error); the previous configuration keeps serving"))
+
+        // An error this command sees itself: the instance is not asked.
+        try write("[{ latency_log: { slow: soon } }]")
+        let broken = try await VeneerProcess.run(["reload", "--config", "veneer.yaml"], directory: directory)
+        #expect(broken.status == 78)
+        #expect(broken.stderr.contains("veneer reload: not reloaded: veneer.yaml has errors; the running instance keeps its configuration"))
+        #expect(broken.stderr.contains(#"veneer.yaml:6:36: error: environments.development.chain[0].latency_log.slow: "soon" is not a duration"#))
+        #expect(try await RawHTTP.request(port: port, "GET", "/-/health").json?["chain_generation"] as? Int == 2)
+
+        process.signal(SIGTERM)
+        #expect(await process.wait() == 0)
+        try write("[]")
+        let none = try await VeneerProcess.run(["reload", "--config", "veneer.yaml"], directory: directory)
+        #expect(none.status == 69)
+        #expect(none.stderr.contains("no Veneer answers at 127.0.0.1:\(refusing)"))
+    }
+
+    @Test("usage errors exit 64")
+    func usage() async throws {
+        #expect(try await VeneerProcess.run(["bogus"]).status == 64)
+        #expect(try await VeneerProcess.run(["run", "--listen", "nonsense"]).status == 64)
+    }
+
+    @Test("an address already taken is named, and exits 69")
+    func addressTaken() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = try VeneerProcess(["run", "--listen", "127.0.0.1:0"], directory: directory)
+        defer { first.terminate() }
+        let port = try await first.waitUntilReady()
+        let second = try await VeneerProcess.run(["run", "--listen", "127.0.0.1:\(port)"], directory: directory)
+        #expect(second.status == 69)
+        #expect(second.stderr.contains("veneer: cannot listen on 127.0.0.1:\(port): the address is already in use"), "\(second.stderr)")
+    }
+
+    @Test("the shipped staging environment starts without credentials")
+    func stagingWithoutCredentials() async throws {
+        let state = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let check = try await VeneerProcess.run(["check", "-e", "staging", "--config", "config/veneer.yaml"], directory: packageRoot)
+        #expect(check.status == 0 && !check.stderr.contains("warning"), "\(check.stderr)")
+        let process = try VeneerProcess(["run", "-e", "staging", "--config", "config/veneer.yaml", "--listen", "127.0.0.1:0"],
+                                        directory: packageRoot, environment: ["STATE_DIRECTORY": state])
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        #expect(try await RawHTTP.request(port: port, "GET", "/-/health").json?["environment"] as? String == "staging")
+        process.signal(SIGTERM)
+        #expect(await process.wait() == 0)
     }
 }

@@ -110,7 +110,7 @@ struct ConfigErrorTests {
     @Test("duplicate keys, a second document and another version are errors")
     func structure() {
         #expect(problems("environments:\n  development:\n    origin: { mock: {} }\n    origin: { mock: {} }\n") == [
-            "veneer.yaml:4:5: duplicate key 'origin' (first at line 3)",
+            "veneer.yaml:4:5: environments.development.origin: duplicate key 'origin' (first at line 3): keep one of them",
         ])
         #expect(problems("environments: {development: {origin: {mock: {}}}}\n---\nx: 1\n") == [
             "veneer.yaml:2:1: a configuration file holds one YAML document; remove the second one (after '---')",
@@ -146,5 +146,86 @@ struct ConfigErrorTests {
         #expect(problems("environments: {development: {origin: {mock: {}}, chain: [{cache: {}, latency_log: {}}]}}") == [
             "veneer.yaml:1:58: environments.development.chain[0]: a chain entry is a decorator name or a one-key mapping 'name: {options}'",
         ])
+    }
+
+    @Test("libyaml's syntax errors are told in the file's terms, with a hint, where the fix goes")
+    func syntaxHints() {
+        #expect(problems("environments:\n  development:\n\torigin: { mock: {} }\n") == [
+            "veneer.yaml:3:1: YAML syntax error: a tab character; YAML indents with spaces only (replace the tab with spaces)",
+        ])
+        // At the opening quote, not at the end of the file where libyaml noticed.
+        #expect(problems("environments:\n  development:\n    listen: \"127.0.0.1:8080\n    origin: { mock: {} }\n") == [
+            "veneer.yaml:3:13: YAML syntax error: the quoted text that starts here is never closed (add the closing \")",
+        ])
+        #expect(problems("environments:\n  development:\n    listen: '127.0.0.1:8080\n") == [
+            "veneer.yaml:3:13: YAML syntax error: the quoted text that starts here is never closed (add the closing ')",
+        ])
+        #expect(problems("environments:\n  development:\n    origin: { mock: {} }\n   chain: []\n") == [
+            "veneer.yaml:4:4: YAML syntax error: bad indentation: this line does not line up with the keys of the mapping that starts at line 2, column 3",
+        ])
+        #expect(problems("environments:\n  development:\n    origin: { mock: {}\n    chain: []\n") == [
+            "veneer.yaml:4:5: YAML syntax error: the '{' at line 3, column 13 is not closed: a '}' (or a ',' between entries) is missing",
+        ])
+        #expect(problems("environments:\n  development:\n    listen: a: b\n") == [
+            "veneer.yaml:3:14: YAML syntax error: unexpected ':'; a value that contains ': ' must be quoted, or this line is indented too far",
+        ])
+    }
+
+    @Test("a duplicate key is named by its key path, at any depth")
+    func duplicateKeyPath() {
+        let yaml = """
+            environments:
+              development:
+                origin: { mock: {} }
+                chain:
+                  - cache: { ttl: 30s, ttl: 1m }
+            """
+        #expect(problems(yaml) == [
+            "veneer.yaml:5:28: environments.development.chain[0].cache.ttl: duplicate key 'ttl' (first at line 5): keep one of them",
+        ])
+    }
+
+    @Test("a name that is another form of a known one gets a did-you-mean too")
+    func didYouMeanForms() {
+        let yaml = "environments: {development: {origin: {mock: {}}, chain: [caching]}}"
+        #expect(problems(yaml) == [
+            "veneer.yaml:1:58: environments.development.chain[0]: unknown decorator 'caching' (did you mean 'cache'?) (known: auth_refresh, cache, latency_log)",
+        ])
+        #expect(Suggestions.closest(to: "latency_logging", in: ["cache", "latency_log"]) == "latency_log")
+        #expect(Suggestions.closest(to: "log", in: ["cache", "latency_log", "block_list"]) == nil)
+    }
+
+    @Test("an extends cycle is one error, however many environments lead into it")
+    func extendsCycleOnce() throws {
+        let yaml = """
+            environments:
+              a: { extends: b, origin: { mock: {} } }
+              b: { extends: a }
+              c: { extends: a }
+            """
+        let document = try ConfigDocument(source: ConfigSource(file: "veneer.yaml", text: yaml))
+        let found = document.check(only: nil, registry: testRegistry, variables: [:], workingDirectory: "/srv")
+        #expect(found.errors.map(\.description) == ["veneer.yaml:2:17: environments.a.extends: 'extends' forms a cycle: a -> b -> a"])
+    }
+
+    @Test("a secret file that cannot be read is a warning, not an error; errors and warnings print as editors parse them")
+    func unreadableSecretWarns() throws {
+        let yaml = """
+            environments:
+              development:
+                origin: { mock: {} }
+                chain:
+                  - auth_refresh: { token_url: "https://auth.example/token", client_secret_file: /nonexistent/veneer/client-secret }
+            """
+        let document = try ConfigDocument(source: ConfigSource(file: "veneer.yaml", text: yaml))
+        let found = document.check(only: "development", registry: testRegistry, variables: [:], workingDirectory: "/srv")
+        #expect(found.errors.isEmpty)
+        #expect(found.environments.map(\.name) == ["development"])
+        #expect(found.warnings.map { $0.report() } == [
+            "veneer.yaml:5:86: warning: environments.development.chain[0].auth_refresh.client_secret_file: secret file /nonexistent/veneer/client-secret does not exist (veneer run reads it when it builds the chain, and stops if it cannot)",
+        ])
+        #expect(ConfigDiagnostic(mark: SourceMark(file: "a.yaml", line: 3, column: 7), path: "x.y", message: "bad").report() == "a.yaml:3:7: error: x.y: bad")
+        #expect(ConfigDiagnostic(mark: nil, path: "", message: "a.yaml: configuration file does not exist").report()
+                == "veneer: error: a.yaml: configuration file does not exist")
     }
 }

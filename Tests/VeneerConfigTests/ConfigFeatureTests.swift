@@ -60,7 +60,9 @@ struct ConfigFeatureTests {
               b: { extends: c }
               c: { extends: a }
             """
-        #expect(problems(cycle, environment: "a") == ["veneer.yaml:4:17: environments.c.extends: 'extends' forms a cycle: a -> b -> c -> a"])
+        #expect(problems(cycle, environment: "a") == ["veneer.yaml:2:17: environments.a.extends: 'extends' forms a cycle: a -> b -> c -> a"])
+        // From whichever environment it is reached, the same cycle is the same error.
+        #expect(problems(cycle, environment: "c") == ["veneer.yaml:2:17: environments.a.extends: 'extends' forms a cycle: a -> b -> c -> a"])
         #expect(problems("environments: {a: {extends: prod, origin: {mock: {}}}, production: {}}", environment: "a") == [
             "veneer.yaml:1:29: environments.a.extends: no environment 'prod' to extend (did you mean 'production'?)",
         ])

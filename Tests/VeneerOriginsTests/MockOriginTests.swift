@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import NIOCore
 import Testing
@@ -107,5 +108,12 @@ struct MockOriginTests {
             return try await group.reduce(into: [Int]()) { $0.append($1) }
         }
         #expect(Set(ids) == Set(1...200))
+    }
+
+    @Test("the built-in sample posts are those of config/fixtures/posts.json")
+    func samplePostsMatchFixture() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let data = try Data(contentsOf: root.appendingPathComponent("config/fixtures/posts.json"))
+        #expect(try JSONValue.parse(Array(data)) == .array(MockOriginOptions.samplePosts))
     }
 }

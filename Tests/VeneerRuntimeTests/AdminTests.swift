@@ -68,4 +68,112 @@ struct AdminTests {
             #expect(try await RawHTTP.request(port: adminPort, "GET", "/posts").status == 404)
         }
     }
+
+    @Test("GET /-/ lists the admin endpoints, the runtime's and those the chain's decorators add")
+    func index() async throws {
+        let yaml = "environments: {development: {origin: {mock: {}}, chain: [{block_list: {deny: {clients: [192.0.2.0/24]}}}]}}"
+        try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
+            let index = try await veneer.request("GET", "/-/")
+            #expect(index.status == 200)
+            let endpoints = try #require(index.json?["endpoints"] as? [[String: Any]])
+            let paths = endpoints.compactMap { $0["path"] as? String }
+            #expect(paths == ["/-/", "/-/health", "/-/live", "/-/ready", "/-/chain", "/-/metrics", "/-/reload", "/-/blocks"])
+            #expect(endpoints.first { $0["path"] as? String == "/-/ready" }?["methods"] as? [String] == ["GET"])
+            #expect(index.json?["environment"] as? String == "development")
+        }
+    }
+
+    @Test("health adds the version and the uptime")
+    func healthVersionUptime() async throws {
+        let clock = ManualClock()
+        try await withVeneer(yaml: "environments: {development: {origin: {mock: {}}}}", clock: clock) { (veneer: RunningVeneer) async throws in
+            clock.advance(by: .seconds(90))
+            let health = try await veneer.request("GET", "/-/health")
+            #expect(health.json?["version"] as? String == VeneerVersion.text)
+            #expect(health.json?["uptime_seconds"] as? Int == 90)
+        }
+    }
+
+    @Test("live answers while the process does; ready once the chain is built and its stores answer")
+    func liveAndReady() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let yaml = """
+            state_dir: \(directory)
+            stores: { local: { sqlite: veneer.sqlite } }
+            environments: {development: {origin: {mock: {}}, chain: [{block_list: {store: local, learn: {status: 403}}}]}}
+            """
+        try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
+            let live = try await veneer.request("GET", "/-/live")
+            #expect(live.status == 200 && live.json?["status"] as? String == "live")
+            let ready = try await veneer.request("GET", "/-/ready")
+            #expect(ready.status == 200, "\(ready.text)")
+            #expect(ready.json?["status"] as? String == "ready")
+            #expect((ready.json?["stores"] as? [String: Any])?["local"] as? String == "ok")
+            let post = try await veneer.request("POST", "/-/ready")
+            #expect(post.status == 405 && post.header("Allow") == "GET, HEAD")
+        }
+    }
+
+    @Test("ready is 503 while a store of the chain does not answer (a database that is down); live stays 200")
+    func notReadyWhenStoreDown() async throws {
+        try await withRefusingPort { port in
+            let yaml = """
+                stores: { shared: { postgres: "postgres://veneer@127.0.0.1:\(port)/veneer" } }
+                environments: {development: {origin: {mock: {}}, chain: [{block_list: {store: shared, learn: {status: 403}}}]}}
+                """
+            try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
+                let ready = try await veneer.request("GET", "/-/ready")
+                #expect(ready.status == 503, "\(ready.text)")
+                #expect(ready.json?["status"] as? String == "not_ready")
+                #expect((ready.json?["stores"] as? [String: Any])?["shared"] as? String == "not answering")
+                #expect(try await veneer.request("GET", "/-/live").status == 200)
+            }
+        }
+    }
+
+    @Test("POST /-/reload reloads as SIGHUP does and answers with the outcome; every error as file:line:col: error:")
+    func reloadEndpoint() async throws {
+        let box = YAMLBox("environments: {development: {origin: {mock: {}}}}")
+        try await withVeneer(yaml: "", yamlProvider: { box.value }) { (veneer: RunningVeneer) async throws in
+            box.set("environments: {development: {origin: {mock: {}}, chain: [latency_log]}}")
+            let reloaded = try await veneer.request("POST", "/-/reload")
+            #expect(reloaded.status == 200, "\(reloaded.text)")
+            #expect(reloaded.json?["status"] as? String == "reloaded" && reloaded.json?["chain_generation"] as? Int == 2)
+            #expect(veneer.instance.chain.generation.number == 2)
+
+            box.set("environments:\n  development:\n    origin: { mock: {} }\n    chain: [caching, { latency_log: { slow: soon } }]\n")
+            let refused = try await veneer.request("POST", "/-/reload")
+            #expect(refused.status == 422)
+            #expect(refused.json?["status"] as? String == "failed" && refused.json?["chain_generation"] as? Int == 2)
+            #expect(refused.json?["errors"] as? [String] == [
+                "test.yaml:4:13: error: environments.development.chain[0]: unknown decorator 'caching' (did you mean 'cache'?) (known: auth_refresh, block_list, cache, latency_log)",
+                #"test.yaml:4:45: error: environments.development.chain[1].latency_log.slow: "soon" is not a duration (use e.g. 30s, 5m, 1h)"#,
+            ])
+            #expect(veneer.instance.chain.generation.number == 2, "the previous chain keeps serving")
+
+            let elsewhere = try await veneer.request("POST", "/-/reload?environment=production")
+            #expect(elsewhere.status == 409 && elsewhere.json?["environment"] as? String == "development")
+            #expect(try await veneer.request("GET", "/-/reload").status == 405)
+        }
+    }
+
+    @Test("a problem found only while building (an unreadable secret file) has its place in the file too")
+    func buildProblemHasPlace() async throws {
+        let box = YAMLBox("environments: {development: {origin: {mock: {}}}}")
+        try await withVeneer(yaml: "", yamlProvider: { box.value }) { (veneer: RunningVeneer) async throws in
+            box.set("""
+                environments:
+                  development:
+                    origin: { mock: {} }
+                    chain:
+                      - auth_refresh: { token_url: "http://127.0.0.1:9/t", client_id: x, client_secret_file: /nonexistent/veneer/s, refresh_token: r }
+                """)
+            let refused = try await veneer.request("POST", "/-/reload")
+            #expect(refused.status == 422)
+            #expect((refused.json?["errors"] as? [String])?.first?.hasPrefix(
+                "test.yaml:5:9: error: environments.development.chain[0].auth_refresh: secret file /nonexistent/veneer/s does not exist") == true,
+                "\(refused.text)")
+        }
+    }
 }

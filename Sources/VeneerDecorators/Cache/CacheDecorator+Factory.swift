@@ -21,6 +21,8 @@ extension CacheDecorator {
                              metrics: CacheMetrics(label: options.store ?? "memory", factory: context.metrics),
                              logger: context.logger)
             }
+            let resources = context.resources, clock = context.clock
+            context.admin.register("cache") { request in await admin(request, storage: storage, resources: resources, clock: clock) }
             return CacheDecorator(inner: inner, options: options, storage: storage, keyedHeaders: context.passedForwardingHeaders)
         }
     )

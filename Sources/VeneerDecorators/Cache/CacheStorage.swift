@@ -183,8 +183,10 @@ final class CacheStorage: CarriedService {
     }
 
     /// Removes the exact key and every key starting with each prefix, in memory and in the
-    /// persistent tier (waiting for the latter, so that no later read finds them).
-    func invalidate(prefixes: [String]) async {
+    /// persistent tier (waiting for the latter, so that no later read finds them); returns
+    /// how many keys each tier held.
+    @discardableResult
+    func invalidate(prefixes: [String]) async -> (memory: Int, store: Int) {
         let removed = state.withLock { state in
             state.removals &+= 1
             let keys = state.memory.keys { key in prefixes.contains { key.hasPrefix($0) } }
@@ -193,17 +195,37 @@ final class CacheStorage: CarriedService {
         }
         metrics.evicted(removed, reason: "invalidated")
         metrics.update(entries: entryCount, bytes: byteCount)
-        guard let persistent else { return }
-        await queue.run { [logger] in
+        guard let persistent else { return (removed, 0) }
+        let stored = await queue.run { [logger] in
+            var stored = 0
             for prefix in prefixes {
                 do {
-                    try await persistent.delete(Self.namespace, prefix: prefix)
+                    stored += try await persistent.delete(Self.namespace, prefix: prefix)
                 } catch {
                     logger.warning("cache store invalidation failed", metadata: ["store": .string(persistent.description), "error": .string(ErrorText.describe(error))])
                 }
             }
+            return stored
         }
         state.withLock { $0.removals &+= 1 }
+        return (removed, stored)
+    }
+
+    /// What is stored under the keys that start with `prefix`, for `/-/cache`: the memory
+    /// tier's, then the persistent tier's that memory does not hold (read, not brought in).
+    func inspect(prefix: String) async -> [(key: String, entries: [CacheEntry], tier: String)] {
+        var found: [(key: String, entries: [CacheEntry], tier: String)] = state.withLock { state in
+            state.memory.keys { $0.hasPrefix(prefix) }.sorted().compactMap { key in
+                state.memory.peek(key).map { (key, $0.entries, "memory") }
+            }
+        }
+        guard let persistent else { return found }
+        let now = clock.now()
+        let stored = await queue.run { try? await persistent.list(Self.namespace, now: now) } ?? []
+        for (key, value) in stored where key.hasPrefix(prefix) && !found.contains(where: { $0.key == key }) {
+            if let entries = Self.decode(value.bytes) { found.append((key, entries, "store")) }
+        }
+        return found
     }
 
     private func enforceBounds() {

@@ -10,7 +10,7 @@ extension MockOrigin {
         decode: MockOriginOptions.decode,
         make: { options, context in
             // Same seed, same items: a reload keeps what was created since the start.
-            let state = context.carried.value(for: .shared("mock", options.seedFile ?? "-")) {
+            let state = context.carried.value(for: .shared("mock", options.seedFile ?? (options.sample ? "<sample>" : "-"))) {
                 MockOriginState(seed: options.seed)
             }
             return MockOrigin(state: state, latency: options.latency, clock: context.clock)

@@ -10,6 +10,8 @@ public struct MockOriginOptions: Sendable {
     public var seed: [String: [JSONValue]]
     /// A delay added to every answer, to play a slow upstream in development.
     public var latency: Duration
+    /// Whether it starts with the sample posts built into Veneer (``MockOriginOptions/samplePosts``).
+    public var sample = false
 
     /// Creates options.
     public init(seedFile: String? = nil, seed: [String: [JSONValue]] = [:], latency: Duration = .zero) {
@@ -21,13 +23,29 @@ public struct MockOriginOptions: Sendable {
     static let docs: [OptionDoc] = [
         OptionDoc("seed", "file", "JSON file of posts to start with: a list of posts, or {\"posts\": [...], \"comments\": [...]}"),
         OptionDoc("latency", "duration", default: "0s", "a delay added to every answer"),
+        OptionDoc("sample", "boolean", default: "false", "start with the five sample posts built into Veneer (those of config/fixtures/posts.json)"),
     ]
+
+    /// The sample posts, built in so that the binary alone serves them (the built-in
+    /// configuration does); `config/fixtures/posts.json` holds the same, which a test checks.
+    public static let samplePosts: [JSONValue] = [
+        (1, "Hello, Veneer", 1), (2, "Caching in front of a REST API", 2), (3, "Tokens that refresh themselves", 1),
+        (4, "Blocked accounts, answered locally", 2), (5, "Measuring latency where it matters", 1),
+    ].map { id, title, user in
+        .object([("id", .int(id)), ("title", .string(title)), ("body", .string("Sample post \(id) for the development environment.")),
+                 ("userId", .int(user))])
+    }
 
     /// Decodes the options; the seed file is read and checked here, so that `veneer check`
     /// reports a broken seed with the line of the `seed` key.
     static func decode(_ mapping: ConfigMapping) -> MockOriginOptions? {
         var options = MockOriginOptions()
         options.latency = mapping.duration("latency", default: .zero) ?? .zero
+        options.sample = mapping.bool("sample", default: false)
+        if options.sample {
+            if mapping["seed"] != nil { mapping.error("sample", "give either 'seed' or 'sample', not both") }
+            options.seed = ["posts": samplePosts]
+        }
         if let seedValue = mapping["seed"], let path = mapping.filePath("seed") {
             options.seedFile = path
             do {
