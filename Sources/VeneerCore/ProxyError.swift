@@ -74,6 +74,12 @@ public struct ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
     public static func notFound(_ message: String = "No such resource.") -> ProxyError { ProxyError(.notFound, message) }
     /// A 502 `upstream_unavailable`.
     public static func upstreamUnavailable(_ message: String) -> ProxyError { ProxyError(.upstreamUnavailable, message) }
+    /// The 502 `upstream_unavailable` of an upstream that closed the connection before a
+    /// byte of its answer: one form, shared by the upstream origin and `fault`'s `drop`, so
+    /// that a rehearsed failure is the real one. `target` names the upstream when known.
+    public static func upstreamClosedWithoutAnswer(_ target: String?) -> ProxyError {
+        .upstreamUnavailable("The upstream \(target.map { $0 + " " } ?? "")closed the connection without answering.")
+    }
     /// A 504 `upstream_timeout`.
     public static func upstreamTimeout(_ message: String) -> ProxyError { ProxyError(.upstreamTimeout, message) }
     /// A 500 `internal`, with a message that leaks nothing.

@@ -11,6 +11,7 @@ extension Registry {
             CacheDecorator.factory,
             AuthRefreshDecorator.factory,
             BlockListDecorator.factory,
+            FaultDecorator.factory,
         ],
         origins: [
             MockOrigin.factory,

@@ -33,7 +33,7 @@ enum UpstreamFailure: Equatable, Sendable {
         case .connectTimedOut: return .upstreamTimeout("Connecting to the upstream \(target) timed out.")
         case .unreachable: return .upstreamUnavailable("The upstream \(target) is unreachable.")
         case .timedOut: return .upstreamTimeout("The upstream \(target) did not answer within \(request.timeout).")
-        case .closedWithoutAnswer: return .upstreamUnavailable("The upstream \(target) closed the connection without answering.")
+        case .closedWithoutAnswer: return .upstreamClosedWithoutAnswer(target)
         case .closedMidResponse: return .upstreamUnavailable("The upstream \(target) closed the connection mid-response.")
         case .failedMidResponse: return .upstreamUnavailable("The upstream \(target) failed mid-response.")
         case .malformed(let reason): return .upstreamUnavailable("The upstream \(target) sent a malformed response: \(reason)")
