@@ -12,6 +12,7 @@ extension Registry {
             AuthRefreshDecorator.factory,
             BlockListDecorator.factory,
             FaultDecorator.factory,
+            RecordDecorator.factory,
         ],
         origins: [
             MockOrigin.factory,
