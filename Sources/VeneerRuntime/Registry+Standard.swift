@@ -17,6 +17,7 @@ extension Registry {
         origins: [
             MockOrigin.factory,
             UpstreamOrigin.factory,
+            ReplayOrigin.factory,
         ]
     )
 }
