@@ -88,6 +88,13 @@ public struct ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
     public static func upstreamTimeout(_ message: String, detail: String? = nil) -> ProxyError {
         ProxyError(.upstreamTimeout, message, detail: detail)
     }
+    /// The 502 `upstream_unavailable` of an upstream that closed the connection before a
+    /// byte of its answer: one form, shared by the upstream origin and `fault`'s `drop`, so
+    /// that a rehearsed failure is the real one. `target` names the upstream, for the log only.
+    public static func upstreamClosedWithoutAnswer(_ target: String?) -> ProxyError {
+        .upstreamUnavailable("The upstream closed the connection without answering.",
+                             detail: target.map { "\($0) closed the connection without answering" })
+    }
     /// A 500 `internal`, with a message that leaks nothing.
     public static let `internal` = ProxyError(.internal, "Veneer failed to handle the request.")
 }

@@ -11,10 +11,13 @@ extension Registry {
             CacheDecorator.factory,
             AuthRefreshDecorator.factory,
             BlockListDecorator.factory,
+            FaultDecorator.factory,
+            RecordDecorator.factory,
         ],
         origins: [
             MockOrigin.factory,
             UpstreamOrigin.factory,
+            ReplayOrigin.factory,
         ]
     )
 }

@@ -39,8 +39,7 @@ enum UpstreamFailure: Equatable, Sendable {
         case .timedOut:
             return .upstreamTimeout("The upstream did not answer in time.", detail: "\(target) did not answer within \(request.timeout)")
         case .closedWithoutAnswer:
-            return .upstreamUnavailable("The upstream closed the connection without answering.",
-                                        detail: "\(target) closed the connection without answering")
+            return .upstreamClosedWithoutAnswer(target)
         case .closedMidResponse:
             return .upstreamUnavailable("The upstream closed the connection mid-response.", detail: "\(target) closed the connection mid-response")
         case .failedMidResponse:

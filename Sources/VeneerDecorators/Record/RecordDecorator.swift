@@ -1,0 +1,55 @@
+import Foundation
+import Logging
+import VeneerCore
+
+/// `record`: writes every exchange that passes through it to a HAR 1.2 file, the format
+/// browser devtools, Charles and Proxyman import, so that staging can be recorded once and
+/// replayed offline (the `replay` origin) or inspected.
+///
+/// What it writes is what it sees at its place in the chain: outermost, the callers' requests
+/// and Veneer's answers (cache hits included); innermost, what goes to the origin. A failure
+/// inside is recorded as the error response the caller gets. Credentials never reach the
+/// file (``Redaction``), and a file that cannot be written costs a log line, not the request.
+public struct RecordDecorator: Handler {
+    let inner: any Handler
+    let options: RecordOptions
+    let writer: HARWriter
+    let redaction: Redaction
+    let clock: any VeneerClock
+    let logger: Logger
+
+    /// Wraps `inner`, writing to `writer`.
+    public init(inner: any Handler, options: RecordOptions, writer: HARWriter, clock: any VeneerClock, logger: Logger) {
+        self.inner = inner
+        self.options = options
+        self.writer = writer
+        self.redaction = Redaction(headers: options.redactHeaders)
+        self.clock = clock
+        self.logger = logger
+    }
+
+    /// Passes the request on and records the exchange.
+    public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
+        let started = clock.now()
+        let start = clock.monotonic()
+        do {
+            let response = try await inner.handle(request)
+            record(request, response, started: started, elapsed: clock.monotonic() - start)
+            return response
+        } catch {
+            let answered = (error as? ProxyError ?? .internal).response
+            record(request, answered, started: started, elapsed: clock.monotonic() - start)
+            throw error
+        }
+    }
+
+    func record(_ request: ProxyRequest, _ response: ProxyResponse, started: Date, elapsed: Duration) {
+        let entry = HAREntry.make(request: request, response: response, started: started, elapsed: elapsed,
+                                  maxBody: options.maxBody, redaction: redaction)
+        do {
+            try writer.append(entry.buffer)
+        } catch {
+            logger.error("record: \(error)", metadata: ["request_id": .string(request.requestID)])
+        }
+    }
+}

@@ -1,0 +1,26 @@
+import HTTPTypes
+import VeneerCore
+
+/// The `replay` origin: answers from recorded HAR files (what `record` writes, or what
+/// devtools, Charles and Proxyman export), matching method, path and query, so that a
+/// developer records staging once and works offline against the same answers.
+public struct ReplayOrigin: Handler {
+    let book: ReplayBook
+    /// Where misses go with `on_miss: upstream`; nil answers them 404.
+    let fallback: (any Handler)?
+
+    /// Answers from `book`; misses go to `fallback`, or are 404 `not_found` without one.
+    public init(book: ReplayBook, fallback: (any Handler)? = nil) {
+        self.book = book
+        self.fallback = fallback
+    }
+
+    /// The recorded answer, else the fallback's, else 404.
+    public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
+        if let answer = book.answer(method: request.method.rawValue, path: request.route.path, query: request.query) {
+            return ProxyResponse(status: answer.status, headers: answer.headers, body: answer.body)
+        }
+        if let fallback { return try await fallback.handle(request) }
+        throw ProxyError.notFound("Nothing was recorded for \(request.method.rawValue) \(request.route.path)\(request.query.map { "?" + $0 } ?? "").")
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+import Testing
+import VeneerTestSupport
+
+@Suite("fault as a real process")
+struct FaultProcessTests {
+    @Test("abort on one route and method; drop fails like an upstream that closes without answering, on a connection that stays open; latency_log outside logs both as failures")
+    func abortAndDrop() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // /posts/99: an upstream that closes without a byte, the failure drop stands in for.
+        let upstream = try await ScriptedUpstream.start { received in
+            received.text.hasPrefix("GET /posts/99 ") ? .close : .reply(ScriptedUpstream.ok(#"{"id":1,"title":"t","body":"b"}"#))
+        }
+        defer { Task { await upstream.stop() } }
+        try """
+        environments:
+          development:
+            origin: { upstream: { url: "\(upstream.url)" } }
+            chain:
+              - latency_log: { file: \(directory)/latency.log }
+              - fault:
+                  abort: { status: 503, routes: ["/posts/{id}"], methods: [DELETE] }
+                  allow_header: true
+        """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let check = try await VeneerProcess.run(["check", "--config", "veneer.yaml"], directory: directory)
+        #expect(check.status == 0, "\(check.stderr)")
+
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        let aborted = try await RawHTTP.request(port: port, "DELETE", "/posts/1")
+        #expect(aborted.status == 503 && aborted.errorCode == "fault_injected")
+        #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+        #expect(upstream.received.count == 1, "the aborted DELETE never reached the upstream")
+
+        let connection = try await RawConnection.connect(port: port)
+        defer { connection.close() }
+        try await connection.send("GET /posts/99 HTTP/1.1\r\nHost: x\r\n\r\n")
+        let real = try #require(try await connection.responses(1).last)
+        try await connection.send("GET /posts/1 HTTP/1.1\r\nHost: x\r\nVeneer-Fault: drop\r\n\r\n")
+        let dropped = try #require(try await connection.responses(2).last)
+        try await connection.send("GET /posts/1 HTTP/1.1\r\nHost: x\r\n\r\n")
+        let after = try #require(try await connection.responses(3).last)
+        #expect(real.status == 502 && dropped.status == 502)
+        #expect(real.errorCode == "upstream_unavailable" && dropped.errorCode == "upstream_unavailable")
+        let message = { (response: RawResponse) in response.json?["message"] as? String ?? "" }
+        // The very answer of the real failure (the upstream's address is for the daemon log only).
+        #expect(message(real) == "The upstream closed the connection without answering.")
+        #expect(message(dropped) == message(real))
+        #expect(after.status == 200 && !connection.isClosed, "the caller's connection stays open")
+        #expect(!upstream.received.contains { $0.text.lowercased().contains("veneer-fault") }, "the header never leaves Veneer")
+
+        let lines = try String(contentsOfFile: directory + "/latency.log", encoding: .utf8).split(separator: "\n")
+        #expect(lines.contains { $0.contains(#""method":"DELETE""#) && $0.contains(#""status":503"#) })
+        #expect(lines.filter { $0.contains(#""status":502"#) && $0.contains(#""error":"upstream_unavailable""#) }.count == 2)
+    }
+
+    @Test("a cache outside a fault serves its stale copy under stale_if_error when Veneer-Fault asks for a 503 or a drop")
+    func staleIfError() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await withTestUpstream({ _ in
+            .json(#"{"id":1,"title":"t","body":"b"}"#, headers: [("Cache-Control", "max-age=0")])
+        }) { (upstream: TestUpstream) async throws in
+            try """
+            environments:
+              development:
+                origin: { upstream: { url: "\(upstream.url)" } }
+                chain:
+                  - cache: { stale_if_error: 1h }
+                  - fault: { allow_header: true }
+            """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+            let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+            defer { process.terminate() }
+            let port = try await process.waitUntilReady()
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+            for fault in ["status=503", "drop", "delay=10ms, status=500"] {
+                let stale = try await RawHTTP.request(port: port, "GET", "/posts/1", headers: [("Veneer-Fault", fault)])
+                #expect(stale.status == 200 && stale.text.contains(#""id":1"#), "\(fault)")
+                #expect(stale.header("cache-status")?.contains("stale-if-error") == true, "\(fault): \(stale.header("cache-status") ?? "-")")
+            }
+            #expect(upstream.count == 1)
+            let typo = try await RawHTTP.request(port: port, "GET", "/posts/2", headers: [("Veneer-Fault", "stauts=503")])
+            #expect(typo.status == 400 && typo.errorCode == "bad_request")
+        }
+    }
+}

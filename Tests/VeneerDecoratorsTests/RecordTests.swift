@@ -1,0 +1,168 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+import Testing
+import VeneerConfig
+import VeneerCore
+@testable import VeneerDecorators
+import VeneerTestSupport
+
+/// Decodes record options from YAML through the registry's factory.
+func recordOptions(_ yaml: String) throws -> RecordOptions {
+    var registry = Registry()
+    registry.register(RecordDecorator.factory)
+    registry.register(OriginFactory(name: "none", summary: "", options: [], decode: { _ in true }, make: { _, _ in RecordingHandler() }))
+    let document = try ConfigDocument(source: ConfigSource(file: "t.yaml", text: "environments: {development: {origin: {none: {}}, chain: [{record: \(yaml)}]}}"))
+    let spec = try document.environment("development", registry: registry, variables: [:], workingDirectory: "/tmp")
+    return try #require(spec.chain.first?.options as? RecordOptions)
+}
+
+@Suite("record")
+struct RecordTests {
+    let directory: String
+
+    init() throws {
+        directory = try temporaryDirectory()
+    }
+
+    func recorder(_ inner: any Handler, _ options: RecordOptions) throws -> RecordDecorator {
+        let writer = try HARWriter(path: options.file, maxFileSize: options.maxFileSize, keep: options.keep)
+        return RecordDecorator(inner: inner, options: options, writer: writer, clock: ManualClock(), logger: quietLogger())
+    }
+
+    func har(_ path: String) throws -> [String: Any] {
+        let data = try #require(FileManager.default.contents(atPath: path))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    func entries(_ path: String) throws -> [[String: Any]] {
+        let log = try #require(try har(path)["log"] as? [String: Any])
+        #expect(log["version"] as? String == "1.2")
+        return try #require(log["entries"] as? [[String: Any]])
+    }
+
+    @Test("every exchange becomes a HAR 1.2 entry, and the file is valid HAR after each one")
+    func entriesWritten() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/out.har"
+        let inner = RecordingHandler { request in
+            .json(request.method == .post ? .created : .ok, ByteBuffer(string: #"{"id":1,"title":"t","body":"b"}"#), headers: [.eTag: "\"1-1\""])
+        }
+        let record = try recorder(inner, RecordOptions(file: file))
+        #expect(try entries(file).isEmpty, "valid and empty before the first request")
+        _ = try await record.handle(ProxyRequest(method: .get, route: .list(.posts), query: "userId=1&b=2", headers: [HTTPField.Name("Host")!: "api.test:8080"]))
+        #expect(try entries(file).count == 1)
+        var post = ProxyRequest(method: .post, route: .list(.posts), headers: [.contentType: "application/json"])
+        post.body = ByteBuffer(string: #"{"title":"t","body":"b"}"#)
+        _ = try await record.handle(post)
+        let written = try entries(file)
+        #expect(written.count == 2)
+        let first = try #require(written.first)
+        let request = try #require(first["request"] as? [String: Any])
+        #expect(request["method"] as? String == "GET")
+        #expect(request["url"] as? String == "http://api.test:8080/posts?userId=1&b=2")
+        #expect((request["queryString"] as? [[String: String]])?.first == ["name": "userId", "value": "1"])
+        let response = try #require(first["response"] as? [String: Any])
+        #expect(response["status"] as? Int == 200)
+        #expect((response["headers"] as? [[String: String]])?.contains(["name": "ETag", "value": "\"1-1\""]) == true)
+        let content = try #require(response["content"] as? [String: Any])
+        #expect(content["text"] as? String == #"{"id":1,"title":"t","body":"b"}"# && content["mimeType"] as? String == "application/json")
+        #expect((first["startedDateTime"] as? String)?.hasSuffix("Z") == true && first["time"] != nil && first["timings"] != nil)
+        let second = try #require(written.last?["request"] as? [String: Any])
+        #expect((second["postData"] as? [String: Any])?["text"] as? String == #"{"title":"t","body":"b"}"#)
+        #expect((written.last?["response"] as? [String: Any])?["status"] as? Int == 201)
+    }
+
+    @Test("Authorization, Cookie, Set-Cookie and token values never reach the file: headers, query, JSON and form bodies")
+    func redaction() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/out.har"
+        let inner = RecordingHandler { _ in
+            .json(.ok, ByteBuffer(string: #"{"access_token":"SECRET-1","nested":{"refresh_token":"SECRET-2"},"list":[{"id_token":"SECRET-3"}],"id":1}"#),
+                  headers: [.setCookie: "session=SECRET-4", HTTPField.Name("X-Auth-Token")!: "SECRET-5"])
+        }
+        let record = try recorder(inner, RecordOptions(file: file, redactHeaders: ["x-account-key"]))
+        var request = ProxyRequest(method: .post, route: .list(.posts), query: "access_token=SECRET-6&page=2",
+                                   headers: [.authorization: "Bearer SECRET-7", .cookie: "sid=SECRET-8", .contentType: "application/x-www-form-urlencoded",
+                                             HTTPField.Name("X-Forwarded-Auth")!: "Basic SECRET-9", HTTPField.Name("X-Account-Key")!: "SECRET-10"])
+        request.body = ByteBuffer(string: "title=t&client_secret=SECRET-11&password=SECRET-12")
+        _ = try await record.handle(request)
+        let text = try String(contentsOfFile: file, encoding: .utf8)
+        #expect(!text.contains("SECRET"), "\(text)")
+        #expect(text.contains(#"\"id\":1"#) && text.contains("page=2") && text.contains("title=t"))
+        #expect(text.contains(#"{"name":"Authorization","value":"<redacted>"}"#))
+    }
+
+    @Test("bodies over max_body are left out and marked; binary bodies are base64")
+    func bodies() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/out.har"
+        let inner = RecordingHandler { request in
+            request.route.id == "1" ? .json(.ok, ByteBuffer(string: String(repeating: "x", count: 2000)))
+                : ProxyResponse(status: .ok, headers: [.contentType: "image/png"], body: ByteBuffer(bytes: [0xFF, 0xD8, 0x00]))
+        }
+        let record = try recorder(inner, RecordOptions(file: file, maxBody: 1024))
+        _ = try await record.handle(.getPost(1))
+        _ = try await record.handle(.getPost(2))
+        let contents = try entries(file).map { try #require(($0["response"] as? [String: Any])?["content"] as? [String: Any]) }
+        #expect(contents[0]["text"] == nil && contents[0]["_bodyOmitted"] as? Bool == true && contents[0]["size"] as? Int == 2000)
+        #expect(contents[1]["encoding"] as? String == "base64" && contents[1]["text"] as? String == "/9gA")
+    }
+
+    @Test("a failure inside is recorded as the error response the caller gets, and still thrown")
+    func failures() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/out.har"
+        let record = try recorder(RecordingHandler { _ in throw ProxyError.upstreamUnavailable("gone") }, RecordOptions(file: file))
+        await #expect(throws: ProxyError.upstreamUnavailable("gone")) { try await record.handle(.getPost(1)) }
+        let response = try #require(try entries(file).first?["response"] as? [String: Any])
+        #expect(response["status"] as? Int == 502)
+        #expect(((response["content"] as? [String: Any])?["text"] as? String)?.contains("upstream_unavailable") == true)
+    }
+
+    @Test("past max_file_size the file rotates to NAME.1.har, NAME.2.har; keep bounds how many; every file stays valid HAR")
+    func rotation() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/out.har"
+        let inner = RecordingHandler { _ in .json(.ok, ByteBuffer(string: "\"" + String(repeating: "y", count: 20_000) + "\"")) }
+        let record = try recorder(inner, RecordOptions(file: file, maxFileSize: 64 << 10, keep: 2))
+        for id in 1...12 { _ = try await record.handle(.getPost(id)) }
+        let sizes = try [file, HARWriter.rotated(file, 1), HARWriter.rotated(file, 2)].map { try entries($0).count }
+        #expect(sizes.allSatisfy { $0 >= 1 && $0 <= 3 }, "\(sizes)")
+        #expect(!FileManager.default.fileExists(atPath: HARWriter.rotated(file, 3)))
+        for path in [file, HARWriter.rotated(file, 1)] {
+            let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+            #expect(size <= 64 << 10)
+        }
+        let newest = try entries(file).last?["_requestId"] as? String
+        #expect(newest != nil)
+    }
+
+    @Test("a new writer continues a HAR file Veneer wrote; any other file is rotated out of the way, not overwritten")
+    func reopening() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/out.har"
+        _ = try await recorder(RecordingHandler(), RecordOptions(file: file)).handle(.getPost(1))
+        _ = try await recorder(RecordingHandler(), RecordOptions(file: file)).handle(.getPost(2))
+        #expect(try entries(file).count == 2)
+        let other = directory + "/other.har"
+        try "not mine".write(toFile: other, atomically: true, encoding: .utf8)
+        _ = try await recorder(RecordingHandler(), RecordOptions(file: other)).handle(.getPost(3))
+        #expect(try entries(other).count == 1)
+        #expect(try String(contentsOfFile: HARWriter.rotated(other, 1), encoding: .utf8) == "not mine")
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int)
+        #expect(mode == 0o600)
+    }
+
+    @Test("options decode with defaults; bad ones are configuration errors")
+    func options() throws {
+        let defaults = try recordOptions("{file: staging.har}")
+        #expect(defaults == RecordOptions(file: "/tmp/staging.har"))
+        let custom = try recordOptions("{file: /x/s.har, max_body: 1KB, max_file_size: 1MB, keep: 0, redact_headers: [X-Key]}")
+        #expect(custom == RecordOptions(file: "/x/s.har", maxBody: 1024, maxFileSize: 1 << 20, keep: 0, redactHeaders: ["x-key"]))
+        #expect(throws: ConfigError.self) { try recordOptions("{}") }
+        #expect(throws: ConfigError.self) { try recordOptions("{file: out.json}") }
+        #expect(throws: ConfigError.self) { try recordOptions("{file: s.har, max_body: lots}") }
+        #expect(throws: ConfigError.self) { try recordOptions("{file: s.har, fil: x}") }
+    }
+}

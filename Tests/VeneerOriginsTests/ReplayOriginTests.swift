@@ -1,0 +1,113 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+import Testing
+import VeneerConfig
+import VeneerCore
+import VeneerOrigins
+import VeneerTestSupport
+
+@Suite("replay origin")
+struct ReplayOriginTests {
+    static func entry(_ method: String, _ url: String, status: Int = 200, text: String, started: String,
+                      headers: [(String, String)] = [("Content-Type", "application/json")], content extra: String = "") -> String {
+        let fields = headers.map { #"{"name":"\#($0.0)","value":"\#($0.1)"}"# }.joined(separator: ",")
+        return #"{"startedDateTime":"\#(started)","time":1,"request":{"method":"\#(method)","url":"\#(url)","headers":[]},"response":{"status":\#(status),"statusText":"","headers":[\#(fields)],"content":{"size":0,"mimeType":"application/json","text":"\#(text)"\#(extra)}}}"#
+    }
+
+    static func har(_ entries: [String]) -> String {
+        #"{"log":{"version":"1.2","creator":{"name":"test","version":"1"},"entries":["# + entries.joined(separator: ",") + "]}}"
+    }
+
+    static func decode(_ replay: String, directory: String) throws -> ReplayOriginOptions {
+        let registry = Registry(origins: [ReplayOrigin.factory])
+        let document = try ConfigDocument(source: ConfigSource(file: "t.yaml", text: "environments: {development: {origin: {replay: \(replay)}}}"))
+        let spec = try document.environment("development", registry: registry, variables: [:], workingDirectory: directory)
+        return try #require(spec.origin.options as? ReplayOriginOptions)
+    }
+
+    static func problems(_ replay: String, directory: String) -> [String] {
+        do {
+            _ = try decode(replay, directory: directory)
+            return []
+        } catch let error as ConfigError {
+            return error.diagnostics.map(\.description)
+        } catch {
+            return ["\(error)"]
+        }
+    }
+
+    func origin(_ entries: [String], in directory: String) throws -> ReplayOrigin {
+        try Self.har(entries).write(toFile: directory + "/r.har", atomically: true, encoding: .utf8)
+        return ReplayOrigin(book: try Self.decode("{file: r.har}", directory: directory).book)
+    }
+
+    func text(_ response: ProxyResponse) -> String { String(buffer: response.body) }
+
+    @Test("answers match method, path and query (in any order); the latest entry wins, by time, then by position")
+    func matching() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let replay = try origin([
+            Self.entry("GET", "http://staging/posts/1", text: "new", started: "2026-11-23T10:00:02.000Z"),
+            Self.entry("GET", "http://staging/posts/1", text: "old", started: "2026-11-23T10:00:01.000Z"),
+            Self.entry("GET", "http://staging/posts?userId=1&page=2", text: "page 2", started: "2026-11-23T10:00:00.000Z"),
+            Self.entry("POST", "http://staging/posts", status: 201, text: "created", started: "2026-11-23T10:00:00.000Z",
+                       headers: [("Location", "/posts/101"), ("Content-Length", "7"), ("Set-Cookie", "<redacted>"), ("Cache-Status", "veneer; hit")]),
+            Self.entry("GET", "/posts/2", text: "first", started: ""),
+            Self.entry("GET", "/posts/2", text: "second", started: ""),
+        ], in: directory)
+        #expect(text(try await replay.handle(ProxyRequest(method: .get, route: .item(.posts, "1")))) == "new")
+        #expect(text(try await replay.handle(ProxyRequest(method: .get, route: .list(.posts), query: "page=2&userId=1"))) == "page 2")
+        #expect(text(try await replay.handle(ProxyRequest(method: .get, route: .item(.posts, "2")))) == "second")
+        let created = try await replay.handle(ProxyRequest(method: .post, route: .list(.posts), body: ByteBuffer(string: "{}")))
+        #expect(created.status.code == 201 && text(created) == "created" && created.headers[.location] == "/posts/101")
+        #expect(created.headers[.contentLength] == nil && created.headers[.setCookie] == nil && created.headers[.cacheStatus] == nil)
+        let head = try await replay.handle(ProxyRequest(method: .head, route: .item(.posts, "1")))
+        #expect(head.status == .ok && head.body.readableBytes == 0 && head.headers[.contentType] == "application/json")
+        for miss in [ProxyRequest(method: .get, route: .item(.posts, "3")), ProxyRequest(method: .get, route: .list(.posts), query: "userId=1"),
+                     ProxyRequest(method: .delete, route: .item(.posts, "1"))] {
+            await #expect(throws: ProxyError.self) {
+                do { _ = try await replay.handle(miss) } catch let error as ProxyError {
+                    #expect(error.code == .notFound && error.message.hasPrefix("Nothing was recorded for \(miss.method.rawValue) /posts"))
+                    throw error
+                }
+            }
+        }
+    }
+
+    @Test("base64 bodies are decoded; entries whose body was left out are skipped, so an older whole one answers")
+    func bodies() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let replay = try origin([
+            Self.entry("GET", "/posts/1", text: "whole", started: "2026-11-23T10:00:00.000Z"),
+            Self.entry("GET", "/posts/1", text: "", started: "2026-11-23T10:00:05.000Z", content: #","_bodyOmitted":true"#),
+            Self.entry("GET", "/posts/2", text: "/9gA", started: "2026-11-23T10:00:00.000Z", content: #","encoding":"base64""#),
+        ], in: directory)
+        #expect(text(try await replay.handle(ProxyRequest(method: .get, route: .item(.posts, "1")))) == "whole")
+        #expect(Array(try await replay.handle(ProxyRequest(method: .get, route: .item(.posts, "2"))).body.readableBytesView) == [0xFF, 0xD8, 0x00])
+        #expect(try Self.decode("{file: r.har}", directory: directory).book.skipped == 1)
+    }
+
+    @Test("several files read in order; options are checked: a missing or broken file, on_miss, upstream")
+    func options() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try Self.har([Self.entry("GET", "/posts/1", text: "a", started: "2026-11-23T10:00:00.000Z")]).write(toFile: directory + "/a.1.har", atomically: true, encoding: .utf8)
+        try Self.har([Self.entry("GET", "/posts/1", text: "b", started: "2026-11-23T10:00:09.000Z")]).write(toFile: directory + "/a.har", atomically: true, encoding: .utf8)
+        let both = try Self.decode("{file: [a.1.har, a.har], on_miss: upstream, upstream: {url: 'http://127.0.0.1:1'}}", directory: directory)
+        #expect(both.files == [directory + "/a.1.har", directory + "/a.har"] && both.onMiss == .upstream && both.upstream != nil)
+        #expect(both.book.answer(method: "GET", path: "/posts/1", query: nil).map { String(buffer: $0.body) } == "b")
+        try "{\"log\": {}}".write(toFile: directory + "/empty.har", atomically: true, encoding: .utf8)
+        try "{".write(toFile: directory + "/broken.har", atomically: true, encoding: .utf8)
+        #expect(Self.problems("{file: nope.har}", directory: directory) == ["t.yaml:1:54: environments.development.origin.replay.file: HAR file \(directory)/nope.har does not exist"])
+        #expect(Self.problems("{file: empty.har}", directory: directory).first?.contains("has no log.entries (is it a HAR file?)") == true)
+        #expect(Self.problems("{file: broken.har}", directory: directory).first?.contains("is not valid JSON") == true)
+        #expect(Self.problems("{}", directory: directory).first?.contains("replay.file: required") == true)
+        #expect(Self.problems("{file: a.har, on_miss: upstream}", directory: directory).first?.contains("required with on_miss: upstream") == true)
+        #expect(Self.problems("{file: a.har, on_miss: mock}", directory: directory).first?.contains("is not one of not_found, upstream") == true)
+        #expect(Self.problems("{file: a.har, upstream: {url: 'http://x'}}", directory: directory).first?.contains("only used with on_miss: upstream") == true)
+        #expect(Self.problems("{file: a.har, on_miss: upstream, upstream: {ur: 'http://x'}}", directory: directory).contains { $0.contains("unknown key 'ur'") })
+    }
+}
