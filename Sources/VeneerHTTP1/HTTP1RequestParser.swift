@@ -248,8 +248,13 @@ public struct HTTP1RequestParser {
 
         var target = String(decoding: targetBytes, as: UTF8.self)
         var authority = framing.host
-        if targetBytes.first != UInt8(ascii: "/"), let absolute = Self.absoluteForm(target) {
-            (authority, target) = absolute
+        if targetBytes.first != UInt8(ascii: "/") {
+            if let absolute = Self.absoluteForm(target) {
+                (authority, target) = absolute
+            } else if target != "*", method != .connect {
+                // RFC 9112 §3.2: no other form exists; a relative path would reach the upstream as one.
+                throw HTTP1ParseError("The request target is not a path, an absolute URI, * or (for CONNECT) host:port.")
+            }
         }
         let keepAlive = minorVersion >= 1 ? !framing.connectionClose : framing.connectionKeepAlive && !framing.connectionClose
         let head = Head(method: method, target: target, minorVersion: minorVersion, fields: fields, authority: authority,

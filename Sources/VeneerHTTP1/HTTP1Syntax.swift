@@ -99,15 +99,17 @@ enum HTTP1Syntax {
     }
 
     /// ``headEnd(_:from:)`` for a request, refusing at once what can never become a valid
-    /// head: a bare LF, a CR followed by anything but LF, or a NUL. So a client that ends its
-    /// lines with LF alone gets its 400 now, not when it gives up waiting.
+    /// head: a bare LF, a CR followed by anything but LF, a NUL or another control character
+    /// but tab (RFC 9110 §5.5: invalid in a field value; HTTPField would turn it into a space,
+    /// and a request is forwarded unaltered or not at all). So a client that ends its lines
+    /// with LF alone gets its 400 now, not when it gives up waiting.
     static func checkedHeadEnd(_ bytes: UnsafeRawBufferPointer, from start: Int) throws(HTTP1ParseError) -> Int? {
         var index = start
         let count = bytes.count
         while index < count {
             let byte = bytes[index]
-            // One comparison for the usual byte: CR (13) is the highest of the three.
-            if byte <= cr {
+            // One comparison for the usual byte: every control character is below the space but DEL.
+            if byte < space {
                 if byte == lf {
                     guard index > 0, bytes[index - 1] == cr else { throw HTTP1ParseError("A line ends in a bare LF.") }
                     if index >= 3, bytes[index - 2] == lf, bytes[index - 3] == cr { return index + 1 }
@@ -116,7 +118,11 @@ enum HTTP1Syntax {
                     if index + 1 < count, bytes[index + 1] != lf { throw HTTP1ParseError("A line ends in a bare CR.") }
                 } else if byte == 0 {
                     throw HTTP1ParseError("The request head contains NUL.")
+                } else if byte != tab {
+                    throw HTTP1ParseError("The request head contains a control character.")
                 }
+            } else if byte == 0x7F {
+                throw HTTP1ParseError("The request head contains a control character.")
             }
             index += 1
         }

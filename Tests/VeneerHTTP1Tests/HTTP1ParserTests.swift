@@ -139,6 +139,12 @@ struct HTTP1ParserTests {
         "GET  / HTTP/1.1\r\nHost: h\r\n\r\n",
         "G(T / HTTP/1.1\r\nHost: h\r\n\r\n",
         "GET /\u{7F} HTTP/1.1\r\nHost: h\r\n\r\n",
+        // Found by the differential fuzz target (NIO refuses them): a target in no form of
+        // RFC 9112 §3.2, and control characters in a field value (RFC 9110 §5.5).
+        "POST p/osts HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n",
+        "GET posts HTTP/1.1\r\nHost: h\r\n\r\n",
+        "PROPFIND /dav HTTP/1.1\r\nHost: h\r\nDepth:\u{5} 1\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: h\r\nX-Del: a\u{7F}b\r\n\r\n",
         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n",
     ])
@@ -159,6 +165,7 @@ struct HTTP1ParserTests {
         ("bare CR ends a field line", "GET / HTTP/1.1\r\nHost: h\rX"),
         ("NUL in the request line", "GET /\u{0}"),
         ("NUL in a field value", "GET / HTTP/1.1\r\nX-A: \u{0}"),
+        ("a control character in a field value", "GET / HTTP/1.1\r\nX-A: \u{1B}"),
         ("a head over the limit", "GET / HTTP/1.1\r\nX-Long: " + String(repeating: "a", count: 300)),
         ("obsolete line folding", "GET / HTTP/1.1\r\nHost: h\r\nX-A: a\r\n b\r\n\r\n"),
         ("whitespace before the colon", "GET / HTTP/1.1\r\nHost: h\r\nX-A : a\r\n\r\n"),
