@@ -43,6 +43,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        // Targeted cache-control fields (RFC 9213) are structured Dictionaries (RFC 8941).
+        .package(url: "https://github.com/apple/swift-http-structured-headers.git", from: "1.7.0"),
     ],
     targets: [
         .systemLibrary(
@@ -112,6 +114,7 @@ let package = Package(
                 "VeneerCore", "VeneerConfig", "VeneerStores",
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -129,6 +132,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: swiftSettings

@@ -50,19 +50,23 @@ public struct DecoratorFactory: Sendable {
     public let options: [OptionDoc]
     let decodeOptions: @Sendable (ConfigMapping, ChainSite) -> (any Sendable)?
     let makeHandler: @Sendable (any Sendable, any Handler, BuildContext) async throws -> any Handler
+    let warnAbout: @Sendable (any Sendable, EnvironmentSpec) -> [String]
 
-    /// Creates a factory from a typed decoder and builder.
+    /// Creates a factory from a typed decoder and builder. `warn` finds what `veneer check`
+    /// should warn about without building anything (a folder that cannot be written, ...).
     public init<Options: Sendable>(
         name: String,
         summary: String,
         options: [OptionDoc],
         decode: @escaping @Sendable (ConfigMapping, ChainSite) -> Options?,
-        make: @escaping @Sendable (Options, any Handler, BuildContext) async throws -> any Handler
+        make: @escaping @Sendable (Options, any Handler, BuildContext) async throws -> any Handler,
+        warn: @escaping @Sendable (Options, EnvironmentSpec) -> [String] = { _, _ in [] }
     ) {
         self.name = name
         self.summary = summary
         self.options = options
         self.decodeOptions = { decode($0, $1) }
+        self.warnAbout = { options, environment in (options as? Options).map { warn($0, environment) } ?? [] }
         self.makeHandler = { options, inner, context in
             guard let typed = options as? Options else {
                 preconditionFailure("\(name): options of type \(type(of: options)) given to a factory for \(Options.self)")
@@ -77,6 +81,11 @@ public struct DecoratorFactory: Sendable {
     /// Builds the decorator around `inner`.
     public func make(options: any Sendable, inner: any Handler, context: BuildContext) async throws -> any Handler {
         try await makeHandler(options, inner, context)
+    }
+
+    /// What `veneer check` warns about for these options in `environment` (nothing is built).
+    public func warnings(options: any Sendable, environment: EnvironmentSpec) -> [String] {
+        warnAbout(options, environment)
     }
 }
 

@@ -10,6 +10,7 @@ public final class CarriedState: Sendable {
     private struct State {
         var previous: [CarriedKey: any Sendable] = [:]
         var current: [CarriedKey: any Sendable] = [:]
+        var onCommit: [@Sendable () async -> Void] = []
     }
     private let state = Mutex(State())
 
@@ -59,6 +60,22 @@ public final class CarriedState: Sendable {
     /// What this chain holds under `key`, without taking anything from the previous chain.
     public func held(_ key: CarriedKey) -> (any Sendable)? {
         state.withLock { $0.current[key] }
+    }
+
+    /// Runs `action` once the chain built with this carrier serves (``commit()``), never if
+    /// its build fails: for changes to state the serving chain shares (a token manager's
+    /// options), which a reload that fails on another entry must leave as they were.
+    public func whenCommitted(_ action: @escaping @Sendable () async -> Void) {
+        state.withLock { $0.onCommit.append(action) }
+    }
+
+    /// The chain built with this carrier serves now: runs what its factories deferred, in order.
+    public func commit() async {
+        let actions = state.withLock { state in
+            defer { state.onCommit.removeAll() }
+            return state.onCommit
+        }
+        for action in actions { await action() }
     }
 
     /// The keys held by this chain.

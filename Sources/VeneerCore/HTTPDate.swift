@@ -49,65 +49,128 @@ public enum HTTPDate {
     /// `format` of a `Date`.
     public static func format(_ date: Date) -> String { format(Int(date.timeIntervalSince1970.rounded(.down))) }
 
-    /// Parses any of the three HTTP date formats; nil when it is none of them.
-    public static func parse(_ text: String) -> Date? {
-        if let fixed = parseFixdate(text) { return fixed }
-        return parseAnyFormat(text)
-    }
-
-    /// IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, what servers send today) read at fixed
-    /// positions; nil for anything else, which the general parser then tries.
-    static func parseFixdate(_ text: String) -> Date? {
+    /// Parses an HTTP-date (RFC 9110 §5.6.7) exactly: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37
+    /// GMT`), or one of the obsolete RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime
+    /// (`Sun Nov  6 08:49:37 1994`) formats. Letters are compared without regard to case, as
+    /// RFC 9111 §4.2 asks of caches; anything else is refused: other spacing, dashes in
+    /// IMF-fixdate, one-digit hours, two-digit years outside RFC 850, other zones, impossible
+    /// days. An RFC 850 year more than 50 years after `reference` is the century before.
+    public static func parse(_ text: String, reference: Date = Date()) -> Date? {
         var text = text
         return text.withUTF8 { bytes -> Date? in
-            guard bytes.count == 29, bytes[3] == UInt8(ascii: ","), bytes[4] == 0x20, bytes[7] == 0x20, bytes[11] == 0x20,
-                  bytes[16] == 0x20, bytes[19] == UInt8(ascii: ":"), bytes[22] == UInt8(ascii: ":"), bytes[25] == 0x20,
-                  bytes[26] == UInt8(ascii: "G"), bytes[27] == UInt8(ascii: "M"), bytes[28] == UInt8(ascii: "T") else { return nil }
-            func number(_ start: Int, _ count: Int) -> Int? {
-                var value = 0
-                for index in start..<(start + count) {
-                    let digit = bytes[index]
-                    guard digit >= UInt8(ascii: "0"), digit <= UInt8(ascii: "9") else { return nil }
-                    value = value * 10 + Int(digit - UInt8(ascii: "0"))
-                }
-                return value
-            }
-            let monthText = String(decoding: UnsafeBufferPointer(rebasing: bytes[8..<11]), as: UTF8.self)
-            guard let day = number(5, 2), let year = number(12, 4), let hour = number(17, 2), let minute = number(20, 2),
-                  let second = number(23, 2), let month = months.firstIndex(of: monthText),
-                  (1...31).contains(day), hour <= 23, minute <= 59, second <= 60 else { return nil }
-            let days = CivilDate.toDays(year: year, month: month + 1, day: day)
-            return Date(timeIntervalSince1970: TimeInterval(days * 86400 + hour * 3600 + minute * 60 + second))
+            var reader = DateReader(bytes: bytes)
+            return reader.httpDate(referenceYear: { CivilDate.fromDays(Int((reference.timeIntervalSince1970 / 86400).rounded(.down))).year })
         }
     }
 
-    static func parseAnyFormat(_ text: String) -> Date? {
-        let parts = text.split(separator: " ", omittingEmptySubsequences: true)
-        var day = 0, month = 0, year = 0
-        var time: Substring = ""
-        if parts.count == 6, parts[0].hasSuffix(","), parts[5] == "GMT" {
-            // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
-            guard let d = Int(parts[1]), let m = months.firstIndex(of: String(parts[2])), let y = Int(parts[3]) else { return nil }
-            (day, month, year, time) = (d, m + 1, y, parts[4])
-        } else if parts.count == 4, parts[0].hasSuffix(","), parts[3] == "GMT" {
-            // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
-            let dateParts = parts[1].split(separator: "-")
-            guard dateParts.count == 3, let d = Int(dateParts[0]), let m = months.firstIndex(of: String(dateParts[1])),
-                  var y = Int(dateParts[2]) else { return nil }
-            if y < 100 { y += y < 70 ? 2000 : 1900 }
-            (day, month, year, time) = (d, m + 1, y, parts[2])
-        } else if parts.count == 5 {
-            // asctime: Sun Nov  6 08:49:37 1994
-            guard let m = months.firstIndex(of: String(parts[1])), let d = Int(parts[2]), let y = Int(parts[4]) else { return nil }
-            (day, month, year, time) = (d, m + 1, y, parts[3])
-        } else {
-            return nil
-        }
-        let clock = time.split(separator: ":")
-        guard clock.count == 3, let hour = Int(clock[0]), let minute = Int(clock[1]), let second = Int(clock[2]),
-              (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second) else { return nil }
+    /// Seconds since 1970 of a checked calendar date and time of day; nil for a day the month does not have.
+    static func epoch(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) -> Date? {
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let lengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        guard (1...12).contains(month), (1...lengths[month - 1]).contains(day), hour <= 23, minute <= 59, second <= 60 else { return nil }
         let days = CivilDate.toDays(year: year, month: month, day: day)
         return Date(timeIntervalSince1970: TimeInterval(days * 86400 + hour * 3600 + minute * 60 + second))
+    }
+}
+
+/// Reads the three HTTP-date formats byte by byte, consuming exactly what the grammar allows.
+private struct DateReader {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var index = 0
+
+    static let longDays = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+    static let shortDays = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+    static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+
+    init(bytes: UnsafeBufferPointer<UInt8>) {
+        self.bytes = bytes
+    }
+
+    mutating func httpDate(referenceYear: () -> Int) -> Date? {
+        // day-name (3 letters), day-name-l (RFC 850) or asctime's day-name followed by a space.
+        guard let name = letters() else { return nil }
+        if Self.shortDays.contains(name) {
+            if take(UInt8(ascii: ",")) {
+                // IMF-fixdate: ", " 2DIGIT " " month " " 4DIGIT " " time " GMT"
+                guard take(0x20), let day = digits(2), take(0x20), let month = month(), take(0x20), let year = digits(4), take(0x20),
+                      let (hour, minute, second) = time(), take(0x20), gmt(), atEnd else { return nil }
+                return HTTPDate.epoch(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
+            }
+            // asctime: " " month " " (2DIGIT / " " DIGIT) " " time " " 4DIGIT
+            guard take(0x20), let month = month(), take(0x20) else { return nil }
+            let day: Int
+            if take(0x20) {
+                guard let digit = digits(1) else { return nil }
+                day = digit
+            } else {
+                guard let two = digits(2) else { return nil }
+                day = two
+            }
+            guard take(0x20), let (hour, minute, second) = time(), take(0x20), let year = digits(4), atEnd else { return nil }
+            return HTTPDate.epoch(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
+        }
+        // RFC 850: day-name-l ", " 2DIGIT "-" month "-" 2DIGIT " " time " GMT"
+        guard Self.longDays.contains(name), take(UInt8(ascii: ",")), take(0x20), let day = digits(2), take(UInt8(ascii: "-")),
+              let month = month(), take(UInt8(ascii: "-")), let shortYear = digits(2), take(0x20), let (hour, minute, second) = time(),
+              take(0x20), gmt(), atEnd else { return nil }
+        // RFC 9110 §5.6.7: a year that appears more than 50 years in the future is the most
+        // recent past year with the same last two digits.
+        let current = referenceYear()
+        var year = current - current % 100 + shortYear
+        if year > current + 50 { year -= 100 }
+        return HTTPDate.epoch(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
+    }
+
+    var atEnd: Bool { index == bytes.count }
+
+    mutating func take(_ byte: UInt8) -> Bool {
+        guard index < bytes.count, bytes[index] == byte else { return false }
+        index += 1
+        return true
+    }
+
+    /// A run of ASCII letters, lower-cased.
+    mutating func letters() -> String? {
+        let start = index
+        while index < bytes.count, (bytes[index] | 0x20) >= UInt8(ascii: "a"), (bytes[index] | 0x20) <= UInt8(ascii: "z") { index += 1 }
+        guard index > start, index - start <= 9 else { return nil }
+        return String(decoding: bytes[start..<index].map { $0 | 0x20 }, as: UTF8.self)
+    }
+
+    /// Exactly `count` digits.
+    mutating func digits(_ count: Int) -> Int? {
+        guard index + count <= bytes.count else { return nil }
+        var value = 0
+        for offset in 0..<count {
+            let byte = bytes[index + offset]
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        index += count
+        return value
+    }
+
+    /// A three-letter month, 1 to 12.
+    mutating func month() -> Int? {
+        guard index + 3 <= bytes.count else { return nil }
+        let name = String(decoding: bytes[index..<index + 3].map { $0 | 0x20 }, as: UTF8.self)
+        guard let month = Self.months.firstIndex(of: name) else { return nil }
+        index += 3
+        return month + 1
+    }
+
+    /// `HH:MM:SS`, two digits each (ranges checked with the date).
+    mutating func time() -> (Int, Int, Int)? {
+        guard let hour = digits(2), take(UInt8(ascii: ":")), let minute = digits(2), take(UInt8(ascii: ":")), let second = digits(2) else { return nil }
+        return (hour, minute, second)
+    }
+
+    /// `GMT`, in any case.
+    mutating func gmt() -> Bool {
+        guard index + 3 <= bytes.count, bytes[index] | 0x20 == UInt8(ascii: "g"), bytes[index + 1] | 0x20 == UInt8(ascii: "m"),
+              bytes[index + 2] | 0x20 == UInt8(ascii: "t") else { return false }
+        index += 3
+        return true
     }
 }
 

@@ -99,6 +99,9 @@ public struct OutboundRequest: Sendable {
 ///
 /// Implementations throw ``ProxyError`` `upstream_unavailable` when the peer cannot be
 /// reached or breaks the exchange, and `upstream_timeout` when ``OutboundRequest/timeout`` passes.
+/// They mark with ``ProxyError/requestNeverSent`` the failures that prove that no byte of
+/// the request was written (a refused connection, a failed TLS handshake, a deadline that
+/// passed while it waited for a connection); every other failure may have reached the peer.
 public protocol HTTPTransport: Sendable {
     /// Sends one request and returns the whole response; redirects are returned, not followed.
     func send(_ request: OutboundRequest) async throws -> ProxyResponse

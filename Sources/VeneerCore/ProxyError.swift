@@ -42,6 +42,11 @@ public struct ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
     /// Extra response headers, such as `Allow` for 405 or `Retry-After`.
     public var headers: HTTPFields
+    /// For the failure of an outbound request (``HTTPTransport``): true only when the request
+    /// provably never reached the peer (connecting or the TLS handshake failed, or it never
+    /// left the queue), so that even a request that must not be repeated once received (a
+    /// refresh token grant) may be sent again. False when any of it may have been written.
+    public var requestNeverSent = false
 
     /// Creates an error.
     public init(_ code: Code, _ message: String, headers: HTTPFields = [:]) {
@@ -52,6 +57,13 @@ public struct ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// The status the error is answered with.
     public var status: HTTPResponse.Status { code.status }
+
+    /// The same error, marked as the failure of a request that never reached its peer.
+    public var neverSent: ProxyError {
+        var copy = self
+        copy.requestNeverSent = true
+        return copy
+    }
 
     /// `code: message`.
     public var description: String { "\(code.rawValue): \(message)" }

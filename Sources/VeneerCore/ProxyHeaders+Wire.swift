@@ -10,32 +10,48 @@ import Synchronization
 /// knows how to read fields back out of them.
 @_spi(Wire)
 public struct FieldLines: Sendable {
+    // Stored compactly (53 bytes), with the small facts behind computed properties: every
+    // cached entry's header storage holds one, and a storage of 88 bytes or less takes one
+    // size class of the allocator less.
     /// The lines.
     public let bytes: [UInt8]
-    /// How many fields they stand for (a `Content-Length` left out included).
-    public let count: Int
-    /// Whether one of them is `Date`.
-    public let hasDate: Bool
-    /// The value of a `Content-Length` field they stand for but left out.
-    public let declaredLength: String?
-    /// Whether the fields had a `Connection` field: the fields it names must go too, which
-    /// the lines do not know, so they cannot be used.
-    public let sawConnection: Bool
     /// A summary of the lines' names that ``reader`` uses to answer most lookups without a scan.
     public let nameBits: UInt64
     /// Reads fields out of the lines.
     public let reader: any FieldLineReader.Type
+    /// The value of a `Content-Length` field they stand for but left out.
+    public let declaredLength: String?
+    private let storedCount: UInt32
+    private let flags: UInt8
+
+    /// How many fields they stand for (a `Content-Length` left out included).
+    public var count: Int { Int(storedCount) }
+    /// Whether one of them is `Date`.
+    public var hasDate: Bool { flags & 1 != 0 }
+    /// Whether the fields had a `Connection` field: the fields it names must go too, which
+    /// the lines do not know, so they cannot be used.
+    public var sawConnection: Bool { flags & 2 != 0 }
 
     /// Lines and what is known of them.
     public init(bytes: [UInt8], count: Int, hasDate: Bool, declaredLength: String?, sawConnection: Bool, nameBits: UInt64,
                 reader: any FieldLineReader.Type) {
         self.bytes = bytes
-        self.count = count
-        self.hasDate = hasDate
+        storedCount = UInt32(clamping: count)
+        flags = (hasDate ? 1 : 0) | (sawConnection ? 2 : 0)
         self.declaredLength = declaredLength
-        self.sawConnection = sawConnection
         self.nameBits = nameBits
         self.reader = reader
+    }
+
+    /// The same lines in an array of their own size (lines read off a connection grow as they
+    /// are read, and keep the room they grew into).
+    func compacted() -> FieldLines {
+        guard bytes.capacity > bytes.count + 16 else { return self }
+        let exact = [UInt8](unsafeUninitializedCapacity: bytes.count) { buffer, count in
+            count = buffer.initialize(fromContentsOf: bytes)
+        }
+        return FieldLines(bytes: exact, count: count, hasDate: hasDate, declaredLength: declaredLength, sawConnection: sawConnection,
+                          nameBits: nameBits, reader: reader)
     }
 }
 
@@ -51,49 +67,83 @@ public protocol FieldLineReader: Sendable {
     static func values(_ name: HTTPField.Name, in lines: FieldLines) -> [String]
 }
 
-/// The fields that copies of ``ProxyHeaders`` share: fields that many responses carry (a
-/// cached entry's), or the lines of a response read off a connection, made into
-/// `HTTPFields` when first asked for, at most once.
+/// The fields that copies of ``ProxyHeaders`` share: the lines of a response read off a
+/// connection (made into `HTTPFields` when first asked for, at most once), or fields that many
+/// responses carry (a cached entry's, made into lines when first written, at most once).
+///
+/// Storage made for a cache (``ProxyHeaders/sharedCopy(removing:)``) is compact: it keeps one
+/// form only, the lines once they exist, and makes fields anew whenever they are asked for, so
+/// that an entry held for hours does not carry both forms.
 @_spi(Wire)
 public final class HeaderStorage: Sendable {
-    /// What the storage was made from.
+    /// What the storage holds.
     public enum Source: Sendable {
         /// Fields.
         case fields(HTTPFields)
-        /// Lines off the wire.
+        /// Lines off the wire (or made from fields).
         case lines(FieldLines)
     }
 
-    /// What it was made from.
-    public let source: Source
-    /// The fields made from lines, or the lines made from fields, once made.
-    private let made: Mutex<(fields: HTTPFields?, lines: FieldLines?)>
-
-    init(_ fields: HTTPFields) {
-        source = .fields(fields)
-        made = Mutex((nil, nil))
+    /// The forms held now. One lock for all: a lookup costs one uncontended lock, and the
+    /// storage stays one small object (a cached entry holds one for its whole life; the
+    /// fields come first in each case so that both pack into 61 bytes).
+    private enum Held: Sendable {
+        /// Lines, and the fields once made from them.
+        case lines(madeFields: HTTPFields?, FieldLines)
+        /// Fields, and the lines once made from them.
+        case fields(HTTPFields, madeLines: FieldLines?)
     }
 
-    init(_ lines: FieldLines) {
-        source = .lines(lines)
-        made = Mutex((nil, nil))
+    private let held: Mutex<Held>
+    /// Whether forms made on demand are dropped rather than kept (see the type's note).
+    private let compact: Bool
+
+    init(_ fields: HTTPFields, compact: Bool = false) {
+        held = Mutex(.fields(fields, madeLines: nil))
+        self.compact = compact
+    }
+
+    init(_ lines: FieldLines, compact: Bool = false) {
+        held = Mutex(.lines(madeFields: nil, lines))
+        self.compact = compact
     }
 
     init(_ fields: HTTPFields, lines: FieldLines) {
-        source = .fields(fields)
-        made = Mutex((nil, lines))
+        held = Mutex(.fields(fields, madeLines: lines))
+        compact = false
     }
 
-    /// The fields (made from the lines the first time, under the lock, then kept).
+    /// What it holds: the lines when it has them, else the fields.
+    public var source: Source {
+        held.withLock { held in
+            switch held {
+            case .lines(_, let lines), .fields(_, madeLines: let lines?): return .lines(lines)
+            case .fields(let fields, madeLines: nil): return .fields(fields)
+            }
+        }
+    }
+
+    /// The lines it was made from or has made, if any, without making them.
+    var lines: FieldLines? {
+        held.withLock { held in
+            switch held {
+            case .lines(_, let lines), .fields(_, madeLines: let lines?): return lines
+            case .fields(_, madeLines: nil): return nil
+            }
+        }
+    }
+
+    /// The fields (made from the lines the first time, under the lock, then kept unless compact).
     var fields: HTTPFields {
-        switch source {
-        case .fields(let fields):
-            return fields
-        case .lines(let lines):
-            return made.withLock { made in
-                if let fields = made.fields { return fields }
+        held.withLock { held in
+            switch held {
+            case .fields(let fields, _):
+                return fields
+            case .lines(let made?, _):
+                return made
+            case .lines(madeFields: nil, let lines):
                 let fields = lines.reader.fields(of: lines)
-                made.fields = fields
+                if !compact { held = .lines(madeFields: fields, lines) }
                 return fields
             }
         }
@@ -101,37 +151,55 @@ public final class HeaderStorage: Sendable {
 
     /// How many fields there are (without making them from lines).
     var count: Int {
-        switch source {
-        case .fields(let fields): return fields.count
-        case .lines(let lines): return lines.count
+        held.withLock { held in
+            switch held {
+            case .fields(let fields, _): return fields.count
+            case .lines(_, let lines): return lines.count
+            }
+        }
+    }
+
+    /// How many bytes the fields take as `Name: value` lines.
+    var textSize: Int {
+        held.withLock { held in
+            switch held {
+            case .lines(_, let lines), .fields(_, madeLines: let lines?): return lines.bytes.count
+            case .fields(let fields, madeLines: nil): return ProxyHeaders.textSize(of: fields)
+            }
         }
     }
 
     func contains(_ name: HTTPField.Name) -> Bool {
-        switch source {
-        case .fields(let fields): return fields.contains(name)
-        case .lines(let lines): return lines.reader.contains(name, in: lines)
+        held.withLock { held in
+            switch held {
+            case .fields(let fields, _): return fields.contains(name)
+            case .lines(let made?, _): return made.contains(name)
+            case .lines(madeFields: nil, let lines): return lines.reader.contains(name, in: lines)
+            }
         }
     }
 
     func values(_ name: HTTPField.Name) -> [String] {
-        switch source {
-        case .fields(let fields): return fields[values: name]
-        case .lines(let lines): return lines.reader.contains(name, in: lines) ? lines.reader.values(name, in: lines) : []
+        held.withLock { held in
+            switch held {
+            case .fields(let fields, _): return fields[values: name]
+            case .lines(let made?, _): return made[values: name]
+            case .lines(madeFields: nil, let lines): return lines.reader.contains(name, in: lines) ? lines.reader.values(name, in: lines) : []
+            }
         }
     }
 
     /// The fields as lines: those it was made from, or those `make` makes of its fields the
-    /// first time (kept for every later answer that carries them).
+    /// first time (kept for every later answer that carries them; compact storage then lets
+    /// go of the fields).
     public func lines(orMake make: (HTTPFields) -> FieldLines) -> FieldLines {
-        switch source {
-        case .lines(let lines):
-            return lines
-        case .fields(let fields):
-            return made.withLock { made in
-                if let lines = made.lines { return lines }
+        held.withLock { held in
+            switch held {
+            case .lines(_, let lines), .fields(_, madeLines: let lines?):
+                return lines
+            case .fields(let fields, madeLines: nil):
                 let lines = make(fields)
-                made.lines = lines
+                held = compact ? .lines(madeFields: nil, lines) : .fields(fields, madeLines: lines)
                 return lines
             }
         }
@@ -168,5 +236,37 @@ extension ProxyHeaders {
     @_spi(Wire)
     public init(fields: HTTPFields, lines: FieldLines) {
         self.init(base: .shared(HeaderStorage(fields, lines: lines)))
+    }
+}
+
+extension ProxyHeaders {
+    /// These fields without those named, held as compactly as they can be for the many
+    /// answers that will share them (a cached entry's): fields read off a connection stay in the
+    /// form they came in, in storage of their own size; other fields are kept until the server
+    /// first needs them in its own form, which then replaces them. Either way, fields asked for
+    /// later are made anew each time rather than kept.
+    public func sharedCopy(removing names: [HTTPField.Name]) -> ProxyHeaders {
+        if appended.isEmpty, case .shared(let storage) = base, let lines = storage.lines, !lines.sawConnection,
+           !names.contains(where: { lines.reader.contains($0, in: lines) }) {
+            return ProxyHeaders(base: .shared(HeaderStorage(lines.compacted(), compact: true)))
+        }
+        var kept = HTTPFields()
+        kept.reserveCapacity(count)
+        for field in fields where !names.contains(field.name) { kept.append(field) }
+        return ProxyHeaders(base: .shared(HeaderStorage(kept, compact: true)))
+    }
+}
+
+extension ProxyHeaders {
+    /// Roughly how many bytes the fields take as `Name: value` lines, without making any.
+    public var textSize: Int {
+        switch base {
+        case .owned(let fields): return Self.textSize(of: fields)
+        case .shared(let storage): return storage.textSize + Self.textSize(of: appended)
+        }
+    }
+
+    static func textSize(of fields: some Sequence<HTTPField>) -> Int {
+        fields.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count + 4 }
     }
 }

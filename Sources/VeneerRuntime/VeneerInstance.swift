@@ -192,6 +192,7 @@ public final class VeneerInstance: Service, Sendable {
                                                     adminRoutes: context.admin))
             adopt(carried)
             active.withLock { $0 = chain }
+            await carried.commit()
             return .success(chain)
         } catch {
             await release(carried.fresh())
@@ -299,6 +300,8 @@ public final class VeneerInstance: Service, Sendable {
                                        carried: carried, adminRoutes: context.admin)
             adopt(carried)
             _ = chain.swap(to: next)
+            // Only now may the build's changes to state the old chain shares take effect.
+            await carried.commit()
             // No new request enters the old generation: it drains as its last ones finish.
             old.serving.retire()
             reloadStatus.set(nil)

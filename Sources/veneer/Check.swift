@@ -25,15 +25,31 @@ struct Check: ParsableCommand {
         if all {
             let problems = document.checkAll(registry: .standard, variables: options.variables, workingDirectory: cwd)
             guard problems.isEmpty else { throw failWithConfigError(ConfigError(problems)) }
+            for name in document.environmentNames {
+                if let spec = try? document.environment(name, registry: .standard, variables: options.variables, workingDirectory: cwd) {
+                    printWarnings(spec)
+                }
+            }
             print("\(source.file): OK (\(document.environmentNames.count) environments: \(document.environmentNames.joined(separator: ", ")))")
             return
         }
         let name = options.environmentName
         do {
             let spec = try document.environment(name, registry: .standard, variables: options.variables, workingDirectory: cwd)
+            printWarnings(spec)
             print("\(source.file): environment \(name) OK (\(spec.chain.map(\.name).joined(separator: " -> "))\(spec.chain.isEmpty ? "" : " -> ")\(spec.origin.name))")
         } catch {
             throw failWithConfigError(error)
+        }
+    }
+
+    /// Warnings leave the exit status alone: the file is valid, the machine may not be ready.
+    func printWarnings(_ spec: EnvironmentSpec) {
+        var stderr = StandardError()
+        for decorator in spec.chain {
+            for warning in decorator.factory.warnings(options: decorator.options, environment: spec) {
+                print("warning: environments.\(spec.name).chain[\(decorator.site.index)].\(decorator.name): \(warning)", to: &stderr)
+            }
         }
     }
 }

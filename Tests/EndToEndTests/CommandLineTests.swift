@@ -57,6 +57,9 @@ struct CommandLineTests {
     func listing() async throws {
         let decorators = try await VeneerProcess.run(["decorators"])
         #expect(decorators.status == 0 && decorators.stdout.contains("latency_log") && decorators.stdout.contains("upstream"))
+        for option in ["duration or heuristic: freshness", "heuristic_max", "targeted_fields", "list of field names:", "[Veneer-Cache-Control]", "[1d]"] {
+            #expect(decorators.stdout.contains(option), "\(option)")
+        }
         let version = try await VeneerProcess.run(["version"])
         #expect(version.status == 0 && version.stdout.hasPrefix("veneer "))
     }

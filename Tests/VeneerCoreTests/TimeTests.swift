@@ -18,6 +18,39 @@ struct TimeTests {
         }
     }
 
+    @Test("RFC 9110 §5.6.7: only exact HTTP-dates are read", arguments: [
+        "Sun, 06-Nov-1994 08:49:37 GMT",     // dashes in IMF-fixdate
+        "Sun,  06 Nov 1994 08:49:37 GMT",    // an extra space
+        "Sun, 06 Nov 1994 08:49:37 GMT ",    // a trailing space
+        " Sun, 06 Nov 1994 08:49:37 GMT",    // a leading space
+        "Sun, 6 Nov 1994 08:49:37 GMT",      // a one-digit day in IMF-fixdate
+        "Sun, 06 Nov 1994 8:49:37 GMT",      // a one-digit hour
+        "Sun, 06 Nov 94 08:49:37 GMT",       // a two-digit year outside RFC 850
+        "Sun Nov  6 08:49:37 94",            // a two-digit year in asctime
+        "Sunday, 06-Nov-1994 08:49:37 GMT",  // a four-digit year in RFC 850
+        "Sunday, 06 Nov 1994 08:49:37 GMT",  // a long day name in IMF-fixdate
+        "Sun Nov 6 08:49:37 1994",           // asctime with one space before a one-digit day
+        "Sun, 31 Nov 1994 08:49:37 GMT",     // a day November does not have
+        "Sun, 29 Feb 1995 08:49:37 GMT",     // nor February in a common year
+        "Sun, 06 Nov 1994 08:49:37 +0000",   // another zone
+        "Sun, 06 Nov 1994 08:49:37",         // no zone
+        "Sun, 06 Nov 1994 08:49:37 GMT+1", "1994-11-06T08:49:37Z", "784111777", "",
+    ])
+    func refused(_ text: String) {
+        #expect(HTTPDate.parse(text) == nil)
+    }
+
+    @Test("RFC 9110 §5.6.7, RFC 9111 §4.2: day and month names and GMT are read in any case; RFC 850 years follow the 50-year rule")
+    func lenientCase() throws {
+        for text in ["sun, 06 nov 1994 08:49:37 gmt", "SUN, 06 NOV 1994 08:49:37 GMT", "SUNDAY, 06-NOV-94 08:49:37 GMT", "sun nov  6 08:49:37 1994",
+                     "Sun Nov 06 08:49:37 1994"] {
+            #expect(try #require(HTTPDate.parse(text)).timeIntervalSince1970 == 784_111_777, "\(text)")
+        }
+        #expect(HTTPDate.parse("Thu, 29 Feb 2024 00:00:00 GMT") != nil)
+        let recent = try #require(HTTPDate.parse("Monday, 02-Jan-23 00:00:00 GMT"))
+        #expect(Timestamp.iso8601(recent).hasPrefix("2023-01-02"))
+    }
+
     @Test("the fixed-position reading of IMF-fixdate agrees with the general parser", arguments: Array(stride(from: 0, to: 4_000_000_000, by: 97_654_321)))
     func fixdateAgrees(seconds: Int) throws {
         let text = HTTPDate.format(seconds)

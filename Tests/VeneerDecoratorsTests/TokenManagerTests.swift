@@ -7,22 +7,20 @@ import VeneerCore
 import VeneerOrigins
 import VeneerTestSupport
 
-/// A token store whose saves start failing after `workingSaves` of them: what a shared
-/// database going away between two refreshes looks like to the token manager.
+/// A token store whose saves of granted states (not the in-flight marks) fail while
+/// `failing` is set: what a disk or a database going away between two refreshes looks like
+/// to the token manager.
 final class FlakyTokenStore: RefreshTokenStore {
-    private let state: Mutex<(record: RefreshTokenRecord?, saves: Int)> = Mutex((nil, 0))
-    let workingSaves: Int
-
-    init(workingSaves: Int) { self.workingSaves = workingSaves }
+    private let state: Mutex<(record: RefreshTokenRecord?, failing: Bool)> = Mutex((nil, false))
 
     var saved: RefreshTokenRecord? { state.withLock { $0.record } }
+    func fail(_ failing: Bool) { state.withLock { $0.failing = failing } }
 
     func load() async throws -> RefreshTokenRecord? { state.withLock { $0.record } }
 
     func save(_ record: RefreshTokenRecord) async throws {
         try state.withLock { state in
-            state.saves += 1
-            guard state.saves <= workingSaves else { throw StoreError(store: "flaky", reason: "the database went away") }
+            guard !state.failing || record.inFlightSince != nil else { throw StoreError(store: "flaky", reason: "the database went away") }
             state.record = record
         }
     }
@@ -30,11 +28,18 @@ final class FlakyTokenStore: RefreshTokenStore {
     func withLock<T: Sendable>(_ name: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         try await body()
     }
+
+    func probe() async -> TokenStoreProbe {
+        state.withLock { $0.failing } ? .unwritable(reason: "the database went away", permanent: false) : .writable
+    }
+
+    func removeLeftovers() -> Int { 0 }
+    func changes() -> AsyncStream<StoreChange>? { nil }
 }
 
 @Suite("auth_refresh token manager")
 struct TokenManagerTests {
-    @Test("a rotated refresh token that could not be saved is still the one presented next, never the older saved one")
+    @Test("a rotated refresh token that could not be saved is held: nothing is sent until it is saved, then it (never the older one) is presented")
     func noDowngradeAfterFailedSave() async throws {
         let tokens = try await TestTokenServer.start()
         let transports = StandardTransportProvider()
@@ -46,14 +51,27 @@ struct TokenManagerTests {
             let spec = try ConfigDocument(source: ConfigSource(file: "t.yaml", text: yaml)).environment("development", registry: registry, variables: [:], workingDirectory: "/tmp")
             let options = try #require(spec.chain.first?.options as? AuthRefreshOptions)
             let endpoint = TokenEndpoint(options: options, transport: transports.transport(TransportOptions()), clientSecret: "s3cret")
-            let store = FlakyTokenStore(workingSaves: 1)
-            let manager = TokenManager(options: options, endpoint: endpoint, store: store, clock: SystemClock(), health: HealthBoard(), logger: quietLogger())
+            let store = FlakyTokenStore()
+            let clock = ManualClock(start: Date())
+            let manager = TokenManager(options: options, initialToken: "rt-0", endpoint: endpoint, store: store, clock: clock,
+                                       health: HealthBoard(), logger: quietLogger())
 
-            _ = try await manager.refresh(because: "first")     // rt-0 -> rt-1, saved
-            let savedAfterFirst = try #require(store.saved).refreshToken
-            _ = try await manager.refresh(because: "second")    // rt-1 -> rt-2, the save fails
-            #expect(store.saved?.refreshToken == savedAfterFirst, "the store still holds the older record")
-            _ = try await manager.refresh(because: "third")     // must present rt-2, not rt-1 again
+            let first = try await manager.token()                                  // rt-0 -> rt-1, saved
+            #expect(store.saved?.refreshToken == "rt-1")
+            store.fail(true)
+            let second = try await manager.tokenAfterUnauthorized(seen: first)    // rt-1 -> rt-2, the save fails
+            #expect(second.generation == 2, "the new access token is used although its state is unsaved")
+            #expect(store.saved?.refreshToken == "rt-1", "the store still holds the older record")
+            await #expect(throws: ProxyError.self) { try await manager.tokenAfterUnauthorized(seen: second) }
+            #expect(tokens.forms.count == 2, "no refresh while the newest refresh token is unsaved")
+
+            store.fail(false)
+            let loop = Task { await manager.run() }
+            defer { loop.cancel() }
+            for _ in 0..<300 where await manager.state != .idle { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(store.saved?.refreshToken == "rt-2", "the held state was saved once the store took it")
+            _ = try await manager.tokenAfterUnauthorized(seen: second)            // must present rt-2, not rt-1 again
+            #expect(tokens.forms.last?["refresh_token"] == "rt-2")
             #expect(tokens.reuses == 0, "a used refresh token was presented again")
             #expect(tokens.refreshes == 3)
         } catch {

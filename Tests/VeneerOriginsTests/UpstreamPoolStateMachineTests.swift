@@ -144,8 +144,8 @@ struct UpstreamPoolStateMachineTests {
         let (r1, r2) = (Request("r1"), Request("r2"))
         _ = execute(&machine, r1)
         _ = execute(&machine, r2)
-        #expect(machine.connectionFailed(id(0), timedOut: true).summary == "create #0.1 127.0.0.1:8080, fail r1 connectTimedOut")
-        #expect(machine.connectionFailed(id(0, 1), timedOut: false).summary == "fail r2 unreachable")
+        #expect(machine.connectionFailed(id(0), timedOut: true).summary == "create #0.1 127.0.0.1:8080, fail r1 connectTimedOut unsent")
+        #expect(machine.connectionFailed(id(0, 1), timedOut: false).summary == "fail r2 unreachable unsent")
         #expect(counts(machine) == "open 0 idle 0 waiting 0")
         #expect(machine.connectionFailed(id(0, 1), timedOut: false).summary == "", "reported twice: nothing")
     }
@@ -163,13 +163,38 @@ struct UpstreamPoolStateMachineTests {
         let early = machine.deadlineTick(now: Self.start)
         #expect(early.summary == "keepTicking")
         let sweep = machine.deadlineTick(now: Self.start + .seconds(1))
-        #expect(sweep.summary == "fail waiting timedOut, fail running timedOut, fail connecting timedOut, close c0, keepTicking")
+        #expect(sweep.summary == "fail waiting timedOut unsent, fail running timedOut, fail connecting timedOut unsent, close c0, keepTicking")
         #expect(counts(machine) == "open 2 idle 0 waiting 1")
         // The connection opened for a request that timed out serves the next one.
         #expect(machine.connectionEstablished(id(1), "c1").summary == "run later on c1")
         #expect(machine.responseReceived(on: id(1), keepAlive: true).summary == "succeed later")
         #expect(machine.deadlineTick(now: Self.start + .seconds(9)).summary == "", "nothing held: the sweep stops")
         #expect(execute(&machine, Request("next")) == "startDeadlineSweep, run next on c1", "and starts again")
+    }
+
+    @Test("a failure is marked unsent only until a connection may have written the request, a retry's included")
+    func unsentOnlyBeforeAWrite() {
+        // Not written on a reused connection that had closed, then no new connection: nothing went out.
+        var machine = withIdleConnection()
+        let post = Request("post")
+        _ = execute(&machine, post, retryable: false)
+        #expect(machine.closedBeforeResponse(on: id(0), requestSent: false).summary == "create #1.0 127.0.0.1:8080")
+        #expect(machine.connectionFailed(id(1), timedOut: false).summary == "fail post unreachable unsent")
+
+        // Written once, then retried: its new connection fails to open, yet the first attempt may have arrived.
+        var retried = withTwoIdleConnections()
+        let get = Request("get")
+        _ = execute(&retried, get)
+        #expect(retried.closedBeforeResponse(on: id(1), requestSent: true).summary == "run get on c0")
+        #expect(retried.closedBeforeResponse(on: id(0), requestSent: false).summary == "create #2.0 127.0.0.1:8080")
+        #expect(retried.connectionFailed(id(2), timedOut: false).summary == "fail get unreachable")
+
+        // Written once, then waiting for a connection for its retry until its deadline.
+        var queued = withIdleConnection(limit: 1)
+        let again = Request("again")
+        _ = execute(&queued, again, due: 1)
+        #expect(queued.closedBeforeResponse(on: id(0), requestSent: true).summary == "", "waits: the closing connection still counts")
+        #expect(queued.deadlineTick(now: Self.start + .seconds(1)).summary == "fail again timedOut")
     }
 
     @Test("a timeout after the answer, a cancel after it, a second answer: nothing")
@@ -214,8 +239,8 @@ struct UpstreamPoolStateMachineTests {
         let (r1, r2) = (Request("r1"), Request("r2"))
         _ = execute(&machine, r1)
         _ = execute(&machine, r2)
-        #expect(machine.cancel(r2).summary == "fail r2 cancelled")
-        #expect(machine.cancel(r1).summary == "fail r1 cancelled")
+        #expect(machine.cancel(r2).summary == "fail r2 cancelled unsent")
+        #expect(machine.cancel(r1).summary == "fail r1 cancelled unsent")
         #expect(machine.connectionEstablished(id(0), "c0").summary == "startIdleSweep", "it idles")
         #expect(counts(machine) == "open 1 idle 1 waiting 0")
         let r3 = Request("r3")
@@ -250,9 +275,9 @@ struct UpstreamPoolStateMachineTests {
         _ = execute(&machine, waiting)
         _ = machine.connectionEstablished(id(0), "c0")
         #expect(machine.shutdown().summary
-            == "fail waiting shuttingDown, fail running shuttingDown, fail connecting shuttingDown, close c0")
+            == "fail waiting shuttingDown unsent, fail running shuttingDown, fail connecting shuttingDown unsent, close c0")
         #expect(machine.shutdown().summary == "", "once")
-        #expect(execute(&machine, Request("late")) == "fail late shuttingDown")
+        #expect(execute(&machine, Request("late")) == "fail late shuttingDown unsent")
         #expect(machine.connectionEstablished(id(1), "c1").summary == "close c1", "a connection that opens after shutdown closes")
         #expect(machine.connectionClosed(id(0)).summary == "", "no new connection for anyone")
         #expect(machine.deadlineTick(now: Self.start).summary == "")
@@ -290,7 +315,7 @@ extension UpstreamPoolStateMachine.Action {
         switch request {
         case .none: break
         case .succeed(let request): parts.append("succeed \(request)")
-        case .fail(let request, let failure): parts.append("fail \(request) \(failure)")
+        case .fail(let request, let failure, let neverSent): parts.append("fail \(request) \(failure)" + (neverSent ? " unsent" : ""))
         }
         return parts.joined(separator: ", ")
     }
@@ -299,7 +324,7 @@ extension UpstreamPoolStateMachine.Action {
 extension UpstreamPoolStateMachine.SweepAction {
     /// What a sweep found, in words.
     var summary: String {
-        var parts = failed.map { "fail \($0.0) \($0.1)" }
+        var parts = failed.map { "fail \($0.0) \($0.1)" + ($0.neverSent ? " unsent" : "") }
         parts += close.map { "close \($0)" }
         if keepTicking { parts.append("keepTicking") }
         return parts.joined(separator: ", ")

@@ -22,8 +22,11 @@ struct AuthRig {
     }
 }
 
+/// `reloadable`: the auth_refresh options and the entries before it, read again at each reload
+/// (then `options` is unused).
 func withAuth<T>(
-    options: String = "", settings: TestTokenServer.Settings = TestTokenServer.Settings(),
+    options: String = "", reloadable: (options: YAMLBox, before: YAMLBox)? = nil,
+    settings: TestTokenServer.Settings = TestTokenServer.Settings(),
     upstreamReply: (@Sendable (RecordedRequest, TestTokenServer) -> UpstreamReply)? = nil,
     _ body: (AuthRig) async throws -> T
 ) async throws -> T {
@@ -37,12 +40,14 @@ func withAuth<T>(
         let result = try await withTestUpstream({ request in
             upstreamReply?(request, tokens) ?? tokens.protectedReply(request)
         }) { (upstream: TestUpstream) async throws -> T in
-            let yaml = """
+            let yaml = { @Sendable (options: String, before: String) in
+                """
                 state_dir: \(directory)/state
                 environments:
                   development:
                     origin: { upstream: { url: "\(upstream.url)" } }
                     chain:
+                      \(before)
                       - auth_refresh:
                           token_url: \(tokens.url)
                           client_id: veneer
@@ -50,7 +55,9 @@ func withAuth<T>(
                           refresh_token_file: \(directory)/refresh-token
                           \(options)
                 """
-            return try await withVeneer(yaml: yaml, clock: clock) { (veneer: RunningVeneer) async throws -> T in
+            }
+            let provider = reloadable.map { boxes in { @Sendable in yaml(boxes.options.value, boxes.before.value) } }
+            return try await withVeneer(yaml: yaml(options, ""), clock: clock, yamlProvider: provider) { (veneer: RunningVeneer) async throws -> T in
                 try await body(AuthRig(veneer: veneer, tokens: tokens, upstream: upstream, clock: clock, stateDirectory: directory))
             }
         }
@@ -119,6 +126,37 @@ struct AuthRefreshTests {
             #expect(rig.tokens.refreshes == 2)
             #expect(try await rig.veneer.request("GET", "/posts/1").status == 200)
             #expect(rig.tokens.refreshes == 2)
+        }
+    }
+
+    @Test("a reload whose build fails on another entry leaves the token manager's options as they were; a good one applies them")
+    func failedReloadKeepsOptions() async throws {
+        let options = YAMLBox("scope: before\n          refresh_wait: 5m\n          refresh_before_expiry: 0s")
+        let before = YAMLBox("")
+        var settings = TestTokenServer.Settings()
+        settings.expiresIn = 60
+        try await withAuth(reloadable: (options, before), settings: settings) { (rig: AuthRig) async throws in
+            #expect(try await rig.veneer.request("GET", "/posts/1").status == 200)
+            #expect(rig.tokens.forms.last?["scope"] == "before")
+            options.set("scope: after\n          refresh_wait: 10m\n          refresh_before_expiry: 0s")
+            // Decodes, and fails only when built (its directory is a file), after auth_refresh was built.
+            before.set("- latency_log: {label: broken, file: \(rig.stateDirectory)/refresh-token/latency.log}")
+            guard case .failure(let error) = await rig.veneer.instance.reload() else {
+                Issue.record("the reload should fail")
+                return
+            }
+            #expect(error.diagnostics.contains { $0.description.contains("latency_log") })
+            rig.clock.advance(by: .seconds(61))
+            #expect(try await rig.veneer.request("GET", "/posts/1").status == 200)
+            #expect(rig.tokens.refreshes == 2)
+            #expect(rig.tokens.forms.last?["scope"] == "before", "the failed reload changed nothing")
+
+            before.set("")
+            #expect((try? await rig.veneer.instance.reload().get())?.number == 2)
+            rig.clock.advance(by: .seconds(61))
+            #expect(try await rig.veneer.request("GET", "/posts/1").status == 200)
+            #expect(rig.tokens.refreshes == 3)
+            #expect(rig.tokens.forms.last?["scope"] == "after")
         }
     }
 
@@ -224,7 +262,7 @@ struct AuthRefreshTests {
     @Test("a slow token endpoint is a 504 after the timeout")
     func slowEndpoint() async throws {
         var settings = TestTokenServer.Settings()
-        settings.delay = .seconds(3)
+        settings.delay = .seconds(1)
         try await withAuth(options: "timeout: 300ms", settings: settings) { (rig: AuthRig) async throws in
             let response = try await rig.veneer.request("GET", "/posts/1")
             #expect(response.status == 504 && response.errorCode == "upstream_timeout")

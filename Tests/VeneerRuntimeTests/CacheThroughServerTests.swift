@@ -111,6 +111,26 @@ struct CacheThroughServerTests {
         }
     }
 
+    @Test("RFC 9111 §4.1: two callers miss at the same moment on an upstream that varies on X-Tenant slowly; each gets its own tenant's data")
+    func collapsedMissesVary() async throws {
+        try await withTestUpstream({ request in
+            var reply = UpstreamReply.json(#"{"id":1,"title":"\#(request.header("x-tenant") ?? "none")","body":"b"}"#,
+                                           headers: [("Vary", "X-Tenant"), ("Cache-Control", "max-age=600")])
+            reply.delay = .milliseconds(300)
+            return reply
+        }) { (upstream: TestUpstream) async throws in
+            let yaml = "environments: {development: {origin: {upstream: {url: \"\(upstream.url)\"}}, chain: [{cache: {ttl: 1h}}]}}"
+            try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
+                async let alpha = veneer.request("GET", "/posts/1", headers: [("X-Tenant", "alpha")])
+                async let beta = veneer.request("GET", "/posts/1", headers: [("X-Tenant", "beta")])
+                let (first, second) = try await (alpha, beta)
+                #expect(first.json?["title"] as? String == "alpha")
+                #expect(second.json?["title"] as? String == "beta", "\(second.header("Cache-Status") ?? "")")
+                #expect(upstream.count == 2)
+            }
+        }
+    }
+
     @Test("a reload with the same cache options keeps the cache warm")
     func warmAcrossReload() async throws {
         try await withTestUpstream({ _ in post(1) }) { (upstream: TestUpstream) async throws in

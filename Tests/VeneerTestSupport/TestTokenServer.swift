@@ -4,7 +4,12 @@ import VeneerCore
 
 /// A real OAuth 2.0 token endpoint for tests (served by a ``TestUpstream``): it issues
 /// short-lived access tokens, rotates refresh tokens, and — as RFC 9700 §4.14.2 asks —
-/// revokes the whole token family when an already-rotated refresh token is presented again.
+/// revokes the whole token family when an already-rotated refresh token is presented again
+/// (unless ``Settings/reuseGrace`` allows the previous one for a while, as some servers do).
+///
+/// It rotates when it receives a request, before its (maybe delayed, ``Settings/delay``)
+/// answer, and answers whether or not the client still waits: an answer the client gave up
+/// on is lost with the only valid refresh token in it, as with a real server.
 public final class TestTokenServer: Sendable {
     public struct Settings: Sendable {
         /// Seconds an access token lives.
@@ -16,8 +21,12 @@ public final class TestTokenServer: Sendable {
         public var clientSecret = "s3cret"
         /// Answer this status (for failure tests) instead of issuing tokens; nil: work normally.
         public var failWith: Int?
-        /// Wait before answering.
+        /// Wait before answering (after rotating).
         public var delay: Duration = .zero
+        /// For this long after a rotation, the refresh token it replaced is accepted again
+        /// (answered with a new access token and the current refresh token) instead of
+        /// revoking the family; nil: never (strict rotation).
+        public var reuseGrace: Duration?
         public init() {}
     }
 
@@ -26,12 +35,17 @@ public final class TestTokenServer: Sendable {
         /// refresh token -> family; the current token of each family.
         var family: [String: Int] = [:]
         var current: [Int: String] = [:]
+        /// The token each family's current one replaced, and when (for the reuse grace).
+        var previous: [Int: (token: String, at: ContinuousClock.Instant)] = [:]
         var revoked: Set<Int> = []
         /// access token -> (expiry, family)
         var access: [String: (Date, Int)] = [:]
         var counter = 0
         var refreshes = 0
         var reuses = 0
+        var graceReuses = 0
+        var pending = 0
+        var rotatedAt: [String: ContinuousClock.Instant] = [:]
         var requests: [[String: String]] = []
         var authorizations: [String?] = []
     }
@@ -39,8 +53,9 @@ public final class TestTokenServer: Sendable {
     private let box: StateBox
     /// The clock that decides expiry (the same manual clock as Veneer's in in-process tests).
     public let clock: any VeneerClock
-    /// The upstream serving it.
-    public let upstream: TestUpstream
+    private let server: Mutex<TestUpstream?>
+    /// Its port (the same after ``stopListening()`` and ``listenAgain()``).
+    public let port: Int
 
     final class StateBox: Sendable {
         let state = Mutex(State())
@@ -54,28 +69,51 @@ public final class TestTokenServer: Sendable {
             state.family[initial] = 0
             state.current[0] = initial
         }
-        let upstream = try await TestUpstream.start { request in TestTokenServer.answer(request, box: box, clock: clock) }
+        let upstream = try await serve(box: box, clock: clock, port: 0)
         return TestTokenServer(box: box, clock: clock, upstream: upstream)
+    }
+
+    static func serve(box: StateBox, clock: any VeneerClock, port: Int) async throws -> TestUpstream {
+        try await TestUpstream.start(port: port) { request in TestTokenServer.answer(request, box: box, clock: clock) }
     }
 
     private init(box: StateBox, clock: any VeneerClock, upstream: TestUpstream) {
         self.box = box
         self.clock = clock
-        self.upstream = upstream
+        self.server = Mutex(upstream)
+        self.port = upstream.port
     }
 
+    /// The upstream serving it (while it listens).
+    public var upstream: TestUpstream { server.withLock { $0! } }
     /// `http://127.0.0.1:PORT/oauth/token`.
-    public var url: String { upstream.url + "/oauth/token" }
+    public var url: String { "http://127.0.0.1:\(port)/oauth/token" }
     /// Refresh grants answered with new tokens.
     public var refreshes: Int { box.state.withLock { $0.refreshes } }
-    /// Presentations of already-rotated refresh tokens (each revoked a family).
+    /// Presentations of already-rotated refresh tokens that revoked a family.
     public var reuses: Int { box.state.withLock { $0.reuses } }
+    /// Presentations of the previous refresh token within ``Settings/reuseGrace``.
+    public var graceReuses: Int { box.state.withLock { $0.graceReuses } }
+    /// Requests received and not answered yet.
+    public var pending: Int { box.state.withLock { $0.pending } }
     /// The form fields of every request.
     public var forms: [[String: String]] { box.state.withLock { $0.requests } }
+    /// The refresh tokens presented, in order.
+    public var presented: [String] { box.state.withLock { $0.requests.compactMap { $0["refresh_token"] } } }
     /// The Authorization header of every request.
     public var authorizations: [String?] { box.state.withLock { $0.authorizations } }
     /// The refresh token that is valid now for family 0.
     public var currentRefreshToken: String? { box.state.withLock { $0.current[0] } }
+    /// The refresh token valid now in the family that `token` belongs to.
+    public func currentRefreshToken(inFamilyOf token: String) -> String? {
+        box.state.withLock { state in state.family[token].flatMap { state.current[$0] } }
+    }
+    /// When `token` was issued (by rotation).
+    public func rotatedAt(_ token: String) -> ContinuousClock.Instant? { box.state.withLock { $0.rotatedAt[token] } }
+    /// The family `token` belongs to, and whether it is revoked.
+    public func isRevoked(_ token: String) -> Bool {
+        box.state.withLock { state in state.family[token].map { state.revoked.contains($0) } ?? false }
+    }
 
     /// Changes how it behaves from now on.
     public func update(_ change: (inout Settings) -> Void) { box.state.withLock { change(&$0.settings) } }
@@ -107,6 +145,21 @@ public final class TestTokenServer: Sendable {
         return .json(body)
     }
 
+    /// Stops accepting connections (clients are refused) while keeping every token.
+    public func stopListening() async {
+        let upstream = server.withLock { server in
+            defer { server = nil }
+            return server
+        }
+        await upstream?.stop()
+    }
+
+    /// Listens again on the same port.
+    public func listenAgain() async throws {
+        let upstream = try await Self.serve(box: box, clock: clock, port: port)
+        server.withLock { $0 = upstream }
+    }
+
     static func answer(_ request: RecordedRequest, box: StateBox, clock: any VeneerClock) -> UpstreamReply {
         var form: [String: String] = [:]
         for pair in request.text.split(separator: "&") {
@@ -117,6 +170,7 @@ public final class TestTokenServer: Sendable {
         let (reply, delay): (UpstreamReply, Duration) = box.state.withLock { state in
             state.requests.append(form)
             state.authorizations.append(request.header("authorization"))
+            state.pending += 1
             let settings = state.settings
             if let status = settings.failWith {
                 return (.json(#"{"error":"temporarily_unavailable"}"#, status: status), settings.delay)
@@ -132,11 +186,19 @@ public final class TestTokenServer: Sendable {
             guard let family = state.family[presented], !state.revoked.contains(family) else {
                 return (.json(#"{"error":"invalid_grant"}"#, status: 400), settings.delay)
             }
-            guard state.current[family] == presented else {
-                // Reuse of a rotated token: a stolen copy or a lost update. Revoke everything.
-                state.reuses += 1
-                state.revoked.insert(family)
-                return (.json(#"{"error":"invalid_grant","error_description":"refresh token reuse"}"#, status: 400), settings.delay)
+            var refreshToken: String?
+            if state.current[family] != presented {
+                if let grace = settings.reuseGrace, let previous = state.previous[family], previous.token == presented,
+                   ContinuousClock.now - previous.at <= grace {
+                    // Within the grace period: the answer that was lost, again (no new rotation).
+                    state.graceReuses += 1
+                    refreshToken = state.current[family]
+                } else {
+                    // Reuse of a rotated token: a stolen copy or a lost update. Revoke everything.
+                    state.reuses += 1
+                    state.revoked.insert(family)
+                    return (.json(#"{"error":"invalid_grant","error_description":"refresh token reuse"}"#, status: 400), settings.delay)
+                }
             }
             state.counter += 1
             state.refreshes += 1
@@ -144,19 +206,23 @@ public final class TestTokenServer: Sendable {
             state.access[accessToken] = (now.addingTimeInterval(TimeInterval(settings.expiresIn)), family)
             var body: [(String, JSONValue)] = [("access_token", .string(accessToken)), ("token_type", .string("Bearer")),
                                                ("expires_in", .int(settings.expiresIn))]
-            if settings.rotate {
+            if refreshToken == nil, settings.rotate {
                 let next = "rt-\(state.counter)"
                 state.family[next] = family
+                state.previous[family] = (presented, ContinuousClock.now)
                 state.current[family] = next
-                body.append(("refresh_token", .string(next)))
+                state.rotatedAt[next] = ContinuousClock.now
+                refreshToken = next
             }
+            if let refreshToken { body.append(("refresh_token", .string(refreshToken))) }
             return (.json(JSONValue.object(body).text), settings.delay)
         }
         var delayed = reply
         delayed.delay = delay
+        delayed.onAnswer = { box.state.withLock { $0.pending -= 1 } }
         return delayed
     }
 
     /// Stops the server.
-    public func stop() async { await upstream.stop() }
+    public func stop() async { await stopListening() }
 }

@@ -40,6 +40,8 @@ public struct UpstreamReply: Sendable {
     public var body: String
     /// Wait this long before answering.
     public var delay: Duration
+    /// Called just before the answer is written (after `delay`).
+    public var onAnswer: (@Sendable () -> Void)?
 
     /// Creates a reply.
     public init(status: Int = 200, headers: [(String, String)] = [("Content-Type", "application/json")], body: String = "{}", delay: Duration = .zero) {
@@ -78,7 +80,7 @@ public final class TestUpstream: Sendable {
     /// It runs Hummingbird's HTTP/1.1 server without the Application layer, so that the
     /// replies carry exactly the headers a test gives (no `Date` unless asked for): cache
     /// tests that move a manual clock need that.
-    public static func start(_ handler: @escaping @Sendable (RecordedRequest) async throws -> UpstreamReply) async throws -> TestUpstream {
+    public static func start(port requestedPort: Int = 0, _ handler: @escaping @Sendable (RecordedRequest) async throws -> UpstreamReply) async throws -> TestUpstream {
         let recorded = RequestLog()
         let responder: HTTPChannelHandler.Responder = { request, writer, _ in
             var body = try await request.body.collect(upTo: 64 << 20)
@@ -94,6 +96,7 @@ public final class TestUpstream: Sendable {
                 reply = UpstreamReply(status: 500, body: "{}")
             }
             if reply.delay > .zero { try await Task.sleep(for: reply.delay) }
+            reply.onAnswer?()
             var fields = HTTPFields()
             for (name, value) in reply.headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
             let bodyBuffer = ByteBuffer(string: reply.body)
@@ -106,14 +109,22 @@ public final class TestUpstream: Sendable {
         logger.logLevel = .critical
         let server = Server(
             childChannelSetup: HTTP1Channel(responder: responder),
-            configuration: ServerConfiguration(address: .hostname("127.0.0.1", port: 0)),
+            configuration: ServerConfiguration(address: .hostname("127.0.0.1", port: requestedPort)),
             onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
             eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
             logger: logger)
         let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
-        let task = Task { try await group.run() }
+        // The stream ends when the server does: a failed bind (a port asked for and taken)
+        // is thrown here instead of waiting for a start that never comes.
+        let task = Task {
+            defer { continuation.finish() }
+            try await group.run()
+        }
         var iterator = stream.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CancellationError() }
+        guard let port = await iterator.next() else {
+            try await task.value
+            throw CancellationError()
+        }
         return TestUpstream(port: port, recorded: recorded, group: group, task: task)
     }
 

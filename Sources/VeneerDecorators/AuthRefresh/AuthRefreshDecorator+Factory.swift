@@ -12,38 +12,62 @@ extension AuthRefreshDecorator {
         decode: AuthRefreshOptions.decode,
         make: { (options: AuthRefreshOptions, inner: any Handler, context: BuildContext) in
             let clientSecret: String?
+            let initialToken: String
             do {
                 clientSecret = try options.clientSecret?.reveal()
-                _ = try options.refreshToken.reveal()
+                initialToken = try options.refreshToken.reveal()
             } catch {
                 throw ConfigError([ConfigDiagnostic(mark: nil, path: "", message: String(describing: error))])
             }
+            // One manager per token endpoint, client id and store, whatever the other options:
+            // a reload keeps it, its token and a refresh it has under way. The store object,
+            // not only its name: a store redefined under the same name gets a manager over
+            // the new store (the old one is closed once its chain has drained).
             let store: any RefreshTokenStore
+            let key: CarriedKey
             if let name = options.store {
-                store = KeyValueRefreshTokenStore(store: try await context.stores.store(named: name), key: options.stateName)
+                let named = try await context.stores.store(named: name)
+                store = KeyValueRefreshTokenStore(store: named, key: options.stateName)
+                key = .shared("auth_refresh.token", options.tokenEndpoint, options.clientID, name, ObjectIdentifier(named as AnyObject))
             } else {
-                store = FileRefreshTokenStore(path: context.stateDirectory + "/auth_refresh/\(options.stateName).json")
+                let path = context.stateDirectory + "/auth_refresh/\(options.stateName).json"
+                store = FileRefreshTokenStore(path: path)
+                key = .shared("auth_refresh.token", options.tokenEndpoint, options.clientID, "file", path)
             }
             let endpoint = TokenEndpoint(options: options, transport: context.transports.transport(TransportOptions()),
                                          clientSecret: clientSecret)
-            // One manager per client and options: a reload with the same options keeps the
-            // token; after invalid_grant, a reload makes it try again.
-            let manager = context.carried.value(for: context.entryKey()) {
-                TokenManager(options: options, endpoint: endpoint, store: store, clock: context.clock, health: context.health,
-                             logger: context.logger)
+            var made = false
+            let manager = context.carried.value(for: key) {
+                made = true
+                return TokenManager(options: options, initialToken: initialToken, endpoint: endpoint, store: store, clock: context.clock,
+                                    health: context.health, logger: context.logger)
             }
-            await manager.resumeIfStopped(initial: options.refreshToken)
+            if made {
+                if case .unwritable(let reason, permanent: true) = await manager.prepare() {
+                    // Refreshing could never save a rotated token: better not to start than to
+                    // start and burn the token family at the next restart.
+                    throw ConfigError([ConfigDiagnostic(mark: nil, path: "store", message: "the token store cannot be written: \(reason)")])
+                }
+            } else {
+                // The running chain shares the manager: a reload whose build fails later
+                // (another entry's error) must leave its options as they are.
+                context.carried.whenCommitted { await manager.reconfigure(options, endpoint: endpoint) }
+            }
             return AuthRefreshDecorator(inner: inner, manager: manager, callerAuthorization: options.callerAuthorization)
-        }
+        },
+        warn: { (options: AuthRefreshOptions, environment: EnvironmentSpec) in options.storeWarnings(environment: environment) }
     )
 
     /// A decorator with its own token manager, for code that builds chains by hand.
     public static func make(inner: any Handler, options: AuthRefreshOptions, transport: any HTTPTransport, stateDirectory: String,
-                            clock: any VeneerClock = SystemClock(), health: HealthBoard = HealthBoard()) throws -> AuthRefreshDecorator {
+                            clock: any VeneerClock = SystemClock(), health: HealthBoard = HealthBoard()) async throws -> AuthRefreshDecorator {
         let endpoint = TokenEndpoint(options: options, transport: transport, clientSecret: try options.clientSecret?.reveal())
-        let manager = TokenManager(options: options, endpoint: endpoint,
+        let manager = TokenManager(options: options, initialToken: try options.refreshToken.reveal(), endpoint: endpoint,
                                    store: FileRefreshTokenStore(path: stateDirectory + "/auth_refresh/\(options.stateName).json"),
                                    clock: clock, health: health, logger: .init(label: "veneer.auth_refresh"))
+        if case .unwritable(let reason, permanent: true) = await manager.prepare() {
+            throw StoreError(store: stateDirectory + "/auth_refresh", reason: reason)
+        }
         return AuthRefreshDecorator(inner: inner, manager: manager, callerAuthorization: options.callerAuthorization)
     }
 

@@ -38,8 +38,11 @@ public struct AuthRefreshOptions: Sendable, Hashable {
     public var callerAuthorization: CallerAuthorization = .replace
     /// A named store for the rotated refresh token; nil: a file under `state_dir`.
     public var store: String?
-    /// How long a token request may take.
+    /// How long a caller waits for a token request (then 504; the request itself goes on).
     public var timeout: Duration = .seconds(10)
+    /// How long a refresh request already sent is awaited: its answer may carry the only valid
+    /// refresh token, so it is never abandoned before this.
+    public var refreshWait: Duration = .seconds(300)
 
     static let docs: [OptionDoc] = [
         OptionDoc("token_url", "URL", "the OAuth 2.0 token endpoint (required)"),
@@ -51,7 +54,9 @@ public struct AuthRefreshOptions: Sendable, Hashable {
         OptionDoc("refresh_before_expiry", "duration", default: "30s", "refresh this long before the access token expires"),
         OptionDoc("caller_authorization", "replace or pass", default: "replace", "replace a caller's own Authorization, or pass it untouched"),
         OptionDoc("store", "store name", default: "a file under state_dir", "where the rotated refresh token is kept"),
-        OptionDoc("timeout", "duration", default: "10s", "how long a token request may take"),
+        OptionDoc("timeout", "duration", default: "10s", "how long a caller waits for the token endpoint (then 504; the refresh goes on)"),
+        OptionDoc("refresh_wait", "duration", default: "5m",
+                  "how long a refresh request already sent is awaited; without an answer by then, refreshing stops (outcome unknown)"),
     ]
 
     static func decode(_ mapping: ConfigMapping, site: ChainSite) -> AuthRefreshOptions? {
@@ -68,6 +73,10 @@ public struct AuthRefreshOptions: Sendable, Hashable {
         if store == nil && !mapping.contains("store") { mapping.note("store", .string("file under state_dir")) }
         let timeout = mapping.duration("timeout", default: .seconds(10)) ?? .seconds(10)
         if timeout <= .zero { mapping.error("timeout", "must be more than 0s") }
+        let refreshWait = mapping.duration("refresh_wait", default: .seconds(300)) ?? .seconds(300)
+        if refreshWait < timeout {
+            mapping.error("refresh_wait", "must be at least timeout (\(Units.format(timeout))): a refresh is awaited at least as long as its callers")
+        }
         guard let url, let clientID, let refreshToken else { return nil }
         guard let endpoint = Endpoint(url: url) else {
             urlValue?.error("\"\(url)\" is not a token endpoint URL (use http(s)://host[:port]/path)")
@@ -83,6 +92,7 @@ public struct AuthRefreshOptions: Sendable, Hashable {
         options.callerAuthorization = CallerAuthorization(rawValue: caller) ?? .replace
         options.store = store == "memory" ? "memory" : store
         options.timeout = timeout
+        options.refreshWait = refreshWait
         return options
     }
 

@@ -1,16 +1,22 @@
 import Foundation
 import HTTPTypes
 import NIOCore
+import VeneerConfig
 import VeneerCore
 
-/// What the token endpoint answered.
-enum TokenGrantResult: Sendable {
+/// What came of one refresh request.
+enum TokenGrantResult: Sendable, Equatable {
     /// A new access token (and maybe a rotated refresh token).
     case granted(accessToken: String, expiresIn: Int?, refreshToken: String?)
-    /// The grant was refused for good (`invalid_grant` and other 400/401 answers).
+    /// The grant was refused for good (`invalid_grant` and other 400/401/403 answers).
     case rejected(reason: String)
-    /// The endpoint could not answer now (down, slow, 5xx, nonsense); worth retrying later.
-    case unavailable(ProxyError)
+    /// No grant, and the refresh token was not used up: the endpoint answered with a failure
+    /// (5xx, nonsense), or the request provably never reached it. The same token may be sent again.
+    case failed(ProxyError)
+    /// No answer, and the request may have reached the endpoint (no answer within
+    /// `refresh_wait`, a connection lost after the request went out): the endpoint may have
+    /// rotated the token, so it must not be sent again.
+    case unknown(ProxyError)
 }
 
 /// The OAuth 2.0 `refresh_token` grant (RFC 6749 §6) over the shared HTTP transport.
@@ -37,22 +43,25 @@ struct TokenEndpoint: Sendable {
             method: .post, endpoint: Endpoint(scheme: options.tokenEndpoint.scheme, host: options.tokenEndpoint.host,
                                               port: options.tokenEndpoint.port, basePath: ""),
             target: options.tokenEndpoint.basePath.isEmpty ? "/" : options.tokenEndpoint.basePath,
-            headers: headers, body: ByteBuffer(string: body), timeout: options.timeout, maxResponseBodySize: 1 << 20)
+            // The request is awaited for refresh_wait, not timeout: its answer may hold the
+            // only valid refresh token. Callers stop waiting at timeout (TokenManager).
+            headers: headers, body: ByteBuffer(string: body), timeout: options.refreshWait, maxResponseBodySize: 1 << 20)
         let response: ProxyResponse
         do {
             response = try await transport.send(request)
         } catch let error as ProxyError {
-            return .unavailable(error.code == .upstreamTimeout
-                ? .upstreamTimeout("The token endpoint did not answer in time.")
-                : .upstreamUnavailable("The token endpoint is unreachable."))
+            if error.requestNeverSent { return .failed(.upstreamUnavailable("The token endpoint is unreachable.")) }
+            return .unknown(error.code == .upstreamTimeout
+                ? .upstreamTimeout("The token endpoint did not answer a refresh within \(Units.format(options.refreshWait)).")
+                : .upstreamUnavailable("The connection to the token endpoint broke before its answer."))
         } catch {
-            return .unavailable(.upstreamUnavailable("The token endpoint is unreachable."))
+            return .unknown(.upstreamUnavailable("The connection to the token endpoint broke before its answer."))
         }
         let json = try? JSONValue.parse(response.body)
         switch response.status.code {
         case 200:
             guard let json, let accessToken = json["access_token"]?.stringValue, !accessToken.isEmpty else {
-                return .unavailable(.upstreamUnavailable("The token endpoint answered without an access token."))
+                return .failed(.upstreamUnavailable("The token endpoint answered without an access token."))
             }
             if let type = json["token_type"]?.stringValue, type.lowercased() != "bearer" {
                 return .rejected(reason: "the token endpoint issued a '\(type)' token; only Bearer tokens are supported")
@@ -64,7 +73,7 @@ struct TokenEndpoint: Sendable {
             // The description comes from the endpoint, not from us: keep it short, never echo tokens.
             return .rejected(reason: "refresh token rejected (\(code.prefix(64)))")
         default:
-            return .unavailable(.upstreamUnavailable("The token endpoint failed with HTTP \(response.status.code)."))
+            return .failed(.upstreamUnavailable("The token endpoint failed with HTTP \(response.status.code)."))
         }
     }
 

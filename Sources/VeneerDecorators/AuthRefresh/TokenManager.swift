@@ -1,50 +1,36 @@
 import Foundation
 import Logging
+import VeneerConfig
 import VeneerCore
 
-/// An access token as the manager hands it out.
-struct AccessToken: Sendable {
-    let value: String
-    /// When it expires; nil when the endpoint did not say (then only a 401 refreshes it).
-    let expiresAt: Date?
-    /// Increases with every refresh: a request that got its 401 with an older token than
-    /// the current one retries with the current one instead of refreshing again.
-    let generation: Int
-}
-
-/// The one token manager of a client (token endpoint + client id): it holds the refresh
-/// token, hands out the access token, and refreshes it proactively before expiry and on
-/// demand after a 401 — one refresh at a time, whoever asks. A rotated refresh token is
-/// saved before the refresh returns, so it is never lost and never used twice.
+/// The one token manager of a client (token endpoint, client id and store): it performs
+/// what ``TokenRefreshStateMachine`` decides, and nothing else. It hands out the access token,
+/// refreshes it before expiry and after a 401 (one refresh at a time, whoever asks), saves a
+/// rotated refresh token before anything else happens with it, and runs the loop that
+/// refreshes ahead of expiry, retries an unwritable store and watches the refresh token file.
+///
+/// A refresh runs in a task of its own: a caller that gives up at `timeout` (504), or goes
+/// away, does not take the request with it. Its answer is awaited for `refresh_wait`,
+/// because it may carry the only valid refresh token.
 actor TokenManager: CarriedService {
-    enum State {
-        case running
-        /// The endpoint refused the refresh token; nothing is sent until it changes.
-        case stopped(reason: String)
-    }
-
-    let options: AuthRefreshOptions
-    let endpoint: TokenEndpoint
+    private(set) var options: AuthRefreshOptions
+    private var endpoint: TokenEndpoint
     let store: any RefreshTokenStore
     let clock: any VeneerClock
     let health: HealthBoard
     let logger: Logger
     let healthName: String
 
-    private var initialSecret: Secret
-    private var initialFingerprint = ""
-    private var refreshToken: String?
-    private var access: AccessToken?
-    private var generation = 0
-    private var state = State.running
-    private var inFlight: Task<AccessToken, any Error>?
-    private var failures = 0
-    private var retryAt: Date?
-    private var lastFailure: ProxyError?
-    /// Refreshes sent to the endpoint (for metrics and tests).
+    private var machine: TokenRefreshStateMachine
+    /// The refresh under way and its waiters.
+    private var flight: RefreshFlight?
+    /// Set when a caller gave up on the refresh under way (health says it is slow).
+    private var slowSince: Date?
+    private let wakeup = Wakeup()
+    /// Refresh requests sent to the endpoint (for metrics and tests).
     private(set) var refreshCount = 0
 
-    init(options: AuthRefreshOptions, endpoint: TokenEndpoint, store: any RefreshTokenStore, clock: any VeneerClock,
+    init(options: AuthRefreshOptions, initialToken: String, endpoint: TokenEndpoint, store: any RefreshTokenStore, clock: any VeneerClock,
          health: HealthBoard, logger: Logger) {
         self.options = options
         self.endpoint = endpoint
@@ -52,223 +38,347 @@ actor TokenManager: CarriedService {
         self.clock = clock
         self.health = health
         self.logger = logger
-        self.initialSecret = options.refreshToken
         self.healthName = "auth_refresh \(options.tokenEndpoint.authority)"
+        machine = TokenRefreshStateMachine(initial: .init(initial: initialToken), settings: Self.settings(options))
+    }
+
+    static func settings(_ options: AuthRefreshOptions) -> TokenRefreshStateMachine.Settings {
+        .init(refreshBeforeExpiry: options.refreshBeforeExpiry, refreshWait: options.refreshWait)
+    }
+
+    // MARK: Start and reload
+
+    /// Once, before the manager is first used: removes temporary files a crash left (unread),
+    /// probes that the store can be written, and reads the saved state. Returns the probe, so
+    /// that a store that cannot be written at all stops the start.
+    func prepare() async -> TokenStoreProbe {
+        let removed = store.removeLeftovers()
+        if removed > 0 {
+            logger.warning("removed temporary token files left by an interrupted save, without reading them", metadata: ["files": .stringConvertible(removed)])
+        }
+        let probe = await store.probe()
+        if case .unwritable(let reason, _) = probe {
+            _ = machine.storeChecked(probe)
+            logger.error("the token store cannot be written; no refresh is sent until it can", metadata: ["reason": .string(reason)])
+        }
+        do {
+            let record = try await store.load()
+            if let since = machine.loaded(record, now: clock.now()), let record {
+                logInFlight(record, since: since, when: "at start")
+            }
+        } catch {
+            // Refreshing reads the store again (and sends nothing while it cannot).
+            logger.warning("the saved token state cannot be read now", metadata: ["error": .string(Self.describe(error))])
+        }
+        publishHealth()
+        return probe
+    }
+
+    /// A reload kept this manager: new options apply from now on (a refresh under way keeps
+    /// going), a changed refresh token is taken, and a stopped refresh starts again.
+    func reconfigure(_ options: AuthRefreshOptions, endpoint: TokenEndpoint) {
+        self.options = options
+        self.endpoint = endpoint
+        machine.update(Self.settings(options))
+        checkConfiguredToken()
+        if machine.resume() {
+            logger.notice("refreshing resumes after a reload", metadata: ["endpoint": .string(options.tokenEndpoint.description)])
+        }
+        publishHealth()
+        wakeup.signal()
     }
 
     // MARK: Handing out tokens
 
     /// A valid access token, refreshing first when there is none or it has expired.
     func token() async throws -> AccessToken {
-        if case .stopped(let reason) = state { throw Self.unauthorized(reason) }
-        if let access, !isExpired(access, margin: .zero) { return access }
-        return try await refresh(because: access == nil ? "no access token yet" : "access token expired")
+        try await perform(machine.tokenWanted(now: clock.now()))
     }
 
     /// The token to retry with after the upstream answered 401 to `seen`.
     func tokenAfterUnauthorized(seen: AccessToken) async throws -> AccessToken {
-        if let access, access.generation > seen.generation, !isExpired(access, margin: .zero) { return access }
-        if case .stopped(let reason) = state { throw Self.unauthorized(reason) }
-        return try await refresh(because: "the upstream answered 401", rejected: seen)
+        try await perform(machine.upstreamRejected(seen, now: clock.now()))
     }
 
-    func isExpired(_ token: AccessToken, margin: Duration) -> Bool {
-        guard let expiresAt = token.expiresAt else { return false }
-        return clock.now().addingTimeInterval(margin.seconds) >= expiresAt
+    private func perform(_ action: TokenRefreshStateMachine.CallerAction) async throws -> AccessToken {
+        let flight: RefreshFlight
+        switch action {
+        case .use(let token):
+            return token
+        case .fail(let error):
+            throw error
+        case .startAndWait:
+            flight = startFlight()
+        case .wait:
+            guard let current = self.flight else { throw ProxyError.internal }
+            flight = current
+        }
+        switch await flight.wait(timeout: options.timeout) {
+        case .done(let outcome):
+            return try outcome.get()
+        case .timedOut:
+            if slowSince == nil, self.flight === flight {
+                slowSince = clock.now()
+                publishHealth()
+            }
+            throw ProxyError.upstreamTimeout(
+                "The token endpoint did not answer within \(Units.format(options.timeout)); Veneer keeps waiting for its answer in the background.")
+        case .cancelled:
+            throw CancellationError()
+        }
     }
 
     // MARK: Refreshing
 
-    /// One refresh for everybody who asks while it runs. `rejected` is the token the
-    /// upstream refused, if that is the reason.
-    func refresh(because reason: String, rejected: AccessToken? = nil) async throws -> AccessToken {
-        if let inFlight { return try await inFlight.value }
-        if case .stopped(let stopReason) = state { throw Self.unauthorized(stopReason) }
-        if let retryAt, clock.now() < retryAt, let lastFailure {
-            // Backing off: answer at once instead of piling up on a failing endpoint.
-            throw lastFailure
-        }
-        let task = Task { try await self.performRefresh(reason, rejected: rejected) }
-        inFlight = task
-        defer { inFlight = nil }
-        return try await task.value
+    /// Starts the refresh the machine asked for, in a task of its own.
+    private func startFlight() -> RefreshFlight {
+        let flight = RefreshFlight()
+        self.flight = flight
+        // Unstructured on purpose: no caller's cancellation or timeout may abandon a request
+        // whose answer can hold the only valid refresh token.
+        Task { await self.fly(flight) }
+        return flight
     }
 
-    /// Refreshes as the only refresher of this client among every instance sharing the store:
-    /// under the lock, a token another instance got meanwhile is adopted instead.
-    private func performRefresh(_ reason: String, rejected: AccessToken?) async throws -> AccessToken {
+    /// The refresh, as the only refresher of this client among every instance sharing the store.
+    private func fly(_ flight: RefreshFlight) async {
         let lockName = "auth_refresh:" + options.stateName
         do {
-            return try await store.withLock(lockName) { try await self.refreshHoldingLock(reason, rejected: rejected) }
-        } catch let error as StoreError {
-            // The shared token state is out of reach: refreshing alone could present a refresh
-            // token another instance already used. Keep the token held and retry later.
-            let failure = ProxyError.upstreamUnavailable("The shared token state is unavailable; Veneer cannot refresh its token now.")
-            noteFailure(failure, detail: "shared token state unavailable: \(error.reason)")
-            throw failure
-        }
-    }
-
-    private func noteFailure(_ error: ProxyError, detail: String) {
-        failures += 1
-        // Capped exponential backoff with full jitter: 1s, 2s, 4s ... up to 60s.
-        let ceiling = min(60.0, pow(2.0, Double(min(failures - 1, 6))))
-        retryAt = clock.now().addingTimeInterval(Double.random(in: (ceiling / 2)...ceiling))
-        lastFailure = error
-        health.report(healthName, .degraded("\(detail) (\(failures) failure\(failures == 1 ? "" : "s"))"))
-        logger.warning("token refresh failed; backing off", metadata: ["failures": .stringConvertible(failures), "error": .string(detail)])
-    }
-
-    private func refreshHoldingLock(_ reason: String, rejected: AccessToken?) async throws -> AccessToken {
-        let current = try await currentRefreshToken()
-        if let shared = try await store.load(), shared.origin == initialFingerprint, shared.generation >= generation {
-            // The newest refresh token is the shared one, whoever rotated it. (An older record
-            // than what this instance holds is a save that failed here: never go back to it.)
-            refreshToken = shared.refreshToken
-            if let value = shared.accessToken, shared.generation > (rejected?.generation ?? access?.generation ?? 0) {
-                let candidate = AccessToken(value: value, expiresAt: shared.expiresAt, generation: shared.generation)
-                if !isExpired(candidate, margin: options.refreshBeforeExpiry) || (rejected != nil && !isExpired(candidate, margin: .zero)) {
-                    adopt(candidate)
-                    logger.debug("adopted the access token another refresh obtained", metadata: ["generation": .stringConvertible(shared.generation)])
-                    return candidate
-                }
-            }
-            generation = max(generation, shared.generation)
-        }
-        let presented = refreshToken ?? current
-        refreshCount += 1
-        logger.debug("refreshing the access token", metadata: ["reason": .string(reason), "endpoint": .string(options.tokenEndpoint.description)])
-        switch await endpoint.refresh(with: presented) {
-        case .granted(let accessToken, let expiresIn, let rotated):
-            generation += 1
-            let expiresAt = expiresIn.map { clock.now().addingTimeInterval(TimeInterval(max(0, $0))) }
-            let token = AccessToken(value: accessToken, expiresAt: expiresAt, generation: generation)
-            refreshToken = rotated ?? presented
-            // Saved before anything else happens: after a crash from here on, Veneer (and
-            // every instance sharing the store) starts from the new refresh token and never
-            // presents the old one again.
-            let record = RefreshTokenRecord(refreshToken: rotated ?? presented, origin: initialFingerprint,
-                                            accessToken: accessToken, expiresAt: expiresAt, generation: generation)
-            // Tried again (still holding the lock) before giving up: once the lock is released,
-            // another instance must find the new refresh token, not the one just used.
-            var saveError: (any Error)?
-            for attempt in 1...3 {
-                do {
-                    try await store.save(record)
-                    saveError = nil
-                    break
-                } catch {
-                    saveError = error
-                    if attempt < 3 { try? await Task.sleep(for: .milliseconds(200 * attempt)) }
-                }
-            }
-            if let saveError {
-                logger.error("the token state could not be saved; it is kept in memory only", metadata: ["error": .string("\(saveError)")])
-                health.report(healthName + " storage", .degraded("the rotated refresh token could not be saved: \(saveError)"))
-            } else {
-                health.remove(healthName + " storage")
-            }
-            adopt(token)
-            logger.info("access token refreshed", metadata: [
-                "reason": .string(reason), "expires_in": .string(expiresIn.map(String.init) ?? "unknown"), "rotated": .stringConvertible(rotated != nil),
-            ])
-            return token
-        case .rejected(let why):
-            state = .stopped(reason: why)
-            access = nil
-            health.report(healthName, .degraded("\(why); refreshing stopped until the refresh token changes or the configuration is reloaded"))
-            logger.error("refresh token rejected; refreshing stopped", metadata: ["endpoint": .string(options.tokenEndpoint.description), "reason": .string(why)])
-            throw Self.unauthorized(why)
-        case .unavailable(let error):
-            noteFailure(error, detail: "token endpoint unavailable: \(error.message)")
-            throw error
-        }
-    }
-
-    private func adopt(_ token: AccessToken) {
-        access = token
-        generation = max(generation, token.generation)
-        failures = 0
-        retryAt = nil
-        lastFailure = nil
-        health.remove(healthName)
-    }
-
-    /// The refresh token to present: the saved rotation of the current initial token, or
-    /// the initial token itself when it is new.
-    private func currentRefreshToken() async throws -> String {
-        if let refreshToken { return refreshToken }
-        let initial: String
-        do {
-            initial = try initialSecret.reveal()
+            try await store.withLock(lockName) { await self.flyHoldingLock(flight) }
         } catch {
-            throw ProxyError(.unauthorized, "Veneer has no usable refresh token.")
-        }
-        initialFingerprint = RefreshTokenRecord.fingerprint(initial)
-        if let saved = try? await store.load(), saved.origin == initialFingerprint {
-            refreshToken = saved.refreshToken
-            return saved.refreshToken
-        }
-        refreshToken = initial
-        return initial
-    }
-
-    /// Starts over from the initial refresh token if it changed (or after a reload), when stopped.
-    func resumeIfStopped(initial: Secret) async {
-        guard case .stopped = state else { return }
-        guard let text = try? initial.reveal() else { return }
-        let fingerprint = RefreshTokenRecord.fingerprint(text)
-        let changed = fingerprint != initialFingerprint
-        initialSecret = initial
-        refreshToken = nil
-        state = .running
-        health.remove(healthName)
-        logger.info("refreshing resumes", metadata: ["new_refresh_token": .stringConvertible(changed)])
-    }
-
-    static func unauthorized(_ reason: String) -> ProxyError {
-        ProxyError(.unauthorized, "Veneer's credentials for the upstream were refused (\(reason)); an operator must provide a new refresh token.")
-    }
-
-    // MARK: Background work
-
-    /// Refreshes `refresh_before_expiry` before expiry; while stopped, watches the refresh
-    /// token file for a new token.
-    func run() async {
-        while !Task.isCancelled {
-            let pause: Duration
-            switch state {
-            case .stopped:
-                if case .file = initialSecret, let text = try? initialSecret.reveal(), RefreshTokenRecord.fingerprint(text) != initialFingerprint {
-                    await resumeIfStopped(initial: initialSecret)
-                    continue
-                }
-                pause = .seconds(2)
-            case .running:
-                if let retryAt, clock.now() < retryAt {
-                    pause = .milliseconds(Int64(max(1, retryAt.timeIntervalSince(clock.now()) * 1000)))
-                } else if let access, let expiresAt = access.expiresAt {
-                    let due = expiresAt.addingTimeInterval(-options.refreshBeforeExpiry.seconds)
-                    let wait = due.timeIntervalSince(clock.now())
-                    if wait <= 0 {
-                        _ = try? await refresh(because: "the access token expires soon")
-                        continue
-                    }
-                    pause = .milliseconds(Int64(wait * 1000))
-                } else if access == nil {
-                    _ = try? await refresh(because: "start")
-                    if access == nil, retryAt == nil, case .running = state { pause = .seconds(2) } else { continue }
-                } else {
-                    pause = .seconds(60)
-                }
+            // The lock (a shared store) is out of reach: nothing was sent.
+            let reason = Self.describe(error)
+            if case .finish(let outcome) = machine.storeUnavailable(reason) {
+                logger.warning("the token store is unavailable; no refresh is sent until it is back", metadata: ["reason": .string(reason)])
+                finish(flight, outcome)
             }
-            do {
-                try await clock.sleep(for: min(pause, .seconds(60)))
-            } catch {
+        }
+    }
+
+    private func flyHoldingLock(_ flight: RefreshFlight) async {
+        var action: TokenRefreshStateMachine.FlightAction
+        do {
+            let record = try await store.load()
+            action = machine.storeRead(record, now: clock.now())
+            if case .markInFlight = action, let record, let since = record.inFlightSince, record.origin == machine.initial.origin {
+                logInFlight(record, since: since, when: "before this refresh")
+            }
+        } catch {
+            let reason = Self.describe(error)
+            logger.warning("the token store cannot be read; no refresh is sent until it can", metadata: ["reason": .string(reason)])
+            action = machine.storeUnavailable(reason)
+        }
+        var answeredAt = ContinuousClock.now
+        var expiresIn: Int?
+        var rotated = false
+        while true {
+            switch action {
+            case .markInFlight(let marker):
+                do {
+                    try await store.save(marker)
+                    action = machine.markedInFlight(now: clock.now())
+                } catch {
+                    let reason = Self.describe(error)
+                    logger.error("the token store cannot be written; no refresh is sent until it can", metadata: ["reason": .string(reason)])
+                    action = machine.markFailed(reason)
+                }
+            case .send(let refreshToken):
+                refreshCount += 1
+                logger.debug("refreshing the access token", metadata: ["endpoint": .string(options.tokenEndpoint.description)])
+                let result = await endpoint.refresh(with: refreshToken)
+                answeredAt = ContinuousClock.now
+                if case .granted(_, let seconds, let newToken) = result {
+                    expiresIn = seconds
+                    rotated = newToken != nil
+                }
+                action = machine.answered(result, now: clock.now(), jitter: Double.random(in: 0...1))
+                logAnswer(result)
+            case .save(let record):
+                // Tried again (still holding the lock) before giving up: once the lock is
+                // released, another instance must find the new refresh token, not the used one.
+                var failure: String?
+                for attempt in 1...3 {
+                    do {
+                        try await store.save(record)
+                        failure = nil
+                        break
+                    } catch {
+                        failure = Self.describe(error)
+                        if attempt < 3 { try? await Task.sleep(for: .milliseconds(100 * attempt)) }
+                    }
+                }
+                let window = ContinuousClock.now - answeredAt
+                if let failure {
+                    logger.error("the rotated refresh token could not be saved; it is held in memory only, and no refresh is sent until it is saved",
+                                 metadata: ["reason": .string(failure)])
+                    action = machine.saveFailed(failure)
+                } else {
+                    logger.info("access token refreshed", metadata: [
+                        "expires_in": .string(expiresIn.map(String.init) ?? "unknown"), "rotated": .stringConvertible(rotated),
+                        // From the answer's arrival to its state on disk: the window of README's auth_refresh section.
+                        "saved_after_us": .stringConvertible(window.components.seconds * 1_000_000 + window.components.attoseconds / 1_000_000_000_000),
+                    ])
+                    action = machine.saved()
+                }
+            case .finish(let outcome):
+                finish(flight, outcome)
+                return
+            case .ignore:
+                // Only a bug gets here: release the waiters rather than leave them hanging.
+                logger.error("token refresh: an event did not fit the state machine's phase")
+                finish(flight, .failure(.internal))
                 return
             }
         }
     }
 
-    func close() async {}
+    private func logAnswer(_ result: TokenGrantResult) {
+        switch result {
+        case .granted:
+            break
+        case .rejected(let reason):
+            logger.error("refresh token rejected; refreshing stopped", metadata: ["endpoint": .string(options.tokenEndpoint.description), "reason": .string(reason)])
+        case .failed(let error):
+            logger.warning("token refresh failed; backing off", metadata: ["failures": .stringConvertible(machine.failures), "error": .string(error.message)])
+        case .unknown(let error):
+            logger.error("refresh outcome unknown; refreshing stopped, and this refresh token is not sent again until a reload or a new refresh token",
+                         metadata: ["endpoint": .string(options.tokenEndpoint.description), "error": .string(error.message)])
+        }
+    }
+
+    private func finish(_ flight: RefreshFlight, _ outcome: Result<AccessToken, ProxyError>) {
+        if self.flight === flight { self.flight = nil }
+        slowSince = nil
+        flight.finish(outcome)
+        publishHealth()
+        // A new token (maybe expiring sooner) or a new state: the loop reschedules.
+        wakeup.signal()
+    }
+
+    private func logInFlight(_ record: RefreshTokenRecord, since: Date, when: String) {
+        logger.warning("""
+            the saved refresh token was in flight when Veneer last stopped: the token endpoint may have rotated it without \
+            its answer being saved. Veneer presents it again; if the authorization server has no reuse grace period it \
+            revokes the token family, and a new refresh token must be provided
+            """, metadata: [
+                "refresh_token_sha256": .string(record.shortFingerprint), "sent_at": .string(ISO8601DateFormatter().string(from: since)),
+                "noticed": .string(when),
+            ])
+    }
+
+    // MARK: The background loop
+
+    /// Refreshes `refresh_before_expiry` ahead, retries an unwritable store, watches the
+    /// refresh token file (and the store's recovery); wakes at once whenever the state changes.
+    func run() async {
+        let changes = store.changes()
+        await withTaskGroup(of: Void.self) { group in
+            if let changes {
+                group.addTask {
+                    for await change in changes where change == .resync { await self.storeMayBeBack() }
+                }
+            }
+            group.addTask { await self.loop() }
+            _ = await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func loop() async {
+        while !Task.isCancelled {
+            checkConfiguredToken()
+            switch machine.timerFired(now: clock.now()) {
+            case .none:
+                break
+            case .startRefresh:
+                _ = startFlight()
+            case .checkStore(let unsaved):
+                await checkStore(unsaved)
+            }
+            // The token file is looked at every second, whatever else is due.
+            var pause = Self.fileCheckInterval
+            let now = clock.now()
+            if let wake = machine.nextWake(now: now) {
+                pause = min(pause, .milliseconds(max(1, Int64((wake.timeIntervalSince(now) * 1000).rounded(.up)))))
+            }
+            await wakeup.wait(atMost: pause, clock: clock)
+        }
+    }
+
+    static let fileCheckInterval: Duration = .seconds(1)
+
+    private func storeMayBeBack() async {
+        if case .checkStore(let unsaved) = machine.storeMayBeBack() {
+            await checkStore(unsaved)
+            wakeup.signal()
+        }
+    }
+
+    /// Saves the state whose save failed (under the lock), or probes the store.
+    private func checkStore(_ unsaved: RefreshTokenRecord?) async {
+        let probe: TokenStoreProbe
+        if let unsaved {
+            do {
+                let store = self.store
+                try await store.withLock("auth_refresh:" + options.stateName) { try await store.save(unsaved) }
+                probe = .writable
+            } catch {
+                probe = .unwritable(reason: Self.describe(error), permanent: false)
+            }
+        } else {
+            probe = await store.probe()
+        }
+        if machine.storeChecked(probe) {
+            logger.notice("the token store can be written again; refreshing resumes", metadata: ["saved_held_token": .stringConvertible(unsaved != nil)])
+        }
+        publishHealth()
+    }
+
+    /// Takes a new configured refresh token (the file changed, or a reload brought another).
+    private func checkConfiguredToken() {
+        guard let text = try? options.refreshToken.reveal() else { return }
+        let configured = TokenRefreshStateMachine.Credentials(initial: text)
+        guard configured.origin != machine.initial.origin, machine.initialTokenChanged(configured) else { return }
+        logger.notice("a new refresh token was provided; it replaces the one held", metadata: ["endpoint": .string(options.tokenEndpoint.description)])
+        publishHealth()
+    }
+
+    /// SIGTERM, or no chain holds this manager any more: a refresh under way is awaited (the
+    /// service group cancels this at `drain_timeout`), and a state whose save failed is tried
+    /// once more.
+    func close() async {
+        if let flight, !flight.isFinished {
+            logger.notice("waiting for the token refresh under way before stopping")
+            _ = await flight.outcome()
+        }
+        if let unsaved = machine.unsaved {
+            do {
+                try await store.save(unsaved)
+                logger.notice("the rotated refresh token held in memory was saved at shutdown")
+            } catch {
+                logger.error("the rotated refresh token held in memory could not be saved at shutdown; the next start presents an older one",
+                             metadata: ["reason": .string(Self.describe(error))])
+            }
+        }
+    }
+
+    // MARK: Health
+
+    private func publishHealth() {
+        var problem = machine.problem
+        if problem == nil, let slowSince, case .refreshing = machine.state {
+            problem = "the token endpoint has not answered a refresh request for \(Int(clock.now().timeIntervalSince(slowSince)))s or more; "
+                + "Veneer waits for it up to refresh_wait (\(Units.format(options.refreshWait)))"
+        }
+        if let problem { health.report(healthName, .degraded(problem)) } else { health.remove(healthName) }
+        if let storage = machine.storageProblem { health.report(healthName + " storage", .degraded(storage)) } else { health.remove(healthName + " storage") }
+    }
+
+    /// For tests: the state of the refresh.
+    var state: TokenRefreshStateMachine.State { machine.state }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? StoreError { return error.reason }
+        return String(describing: error)
+    }
 }

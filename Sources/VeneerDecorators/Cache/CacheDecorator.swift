@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import HTTPTypes
 import NIOCore
@@ -7,10 +6,11 @@ import VeneerCore
 /// `cache`: a shared HTTP cache (RFC 9111) in front of the posts API.
 ///
 /// Reads (GET, HEAD) are answered from the cache while fresh; concurrent misses for one key
-/// make one upstream request. Creates and updates are written through (a created post is
-/// served from the cache next); PUT, PATCH and DELETE evict the item and every cached list
-/// of the collection. Requests with `Authorization` or `Cookie` only ever see responses
-/// stored for the same credentials. Every response says what happened in `Cache-Status`.
+/// make one upstream request. Creates and updates are written through when their answer is
+/// shown to be the item (a created post is served from the cache next); successful writes
+/// evict the item and every cached list of the collection. Requests with `Authorization` or
+/// `Cookie` only ever see responses stored for the same credentials. Every response says
+/// what happened in `Cache-Status`.
 public struct CacheDecorator: ImmediateAnswering {
     let inner: any Handler
     let options: CacheOptions
@@ -31,50 +31,90 @@ public struct CacheDecorator: ImmediateAnswering {
     /// a write) as the rest of the work, which carries the key and what the lookup found.
     public func answerImmediately(_ request: ProxyRequest) -> ImmediateAnswer {
         guard request.isRead else { return .later(Deferred { try await self.write(request) }) }
-        let key = Self.key(for: request)
-        guard let (stored, varyMiss) = storage.memoryLookup(key, request: request.headers) else {
+        // A body is no part of the key: a GET or HEAD that has one is not the cache's to answer.
+        guard request.body.readableBytes == 0 else { return .later(Deferred { try await self.bypass(request) }) }
+        let key = CacheKey.make(request)
+        let range = Self.range(of: request)
+        guard let selection = storage.memoryLookup(key, request: request.headers, range: range) else {
             return .later(Deferred {
-                let (stored, varyMiss) = await self.storage.persistentLookup(key, request: request.headers)
-                switch self.read(request, key: key, stored: stored, varyMiss: varyMiss) {
+                let selection = await self.storage.persistentLookup(key, request: request.headers, range: range)
+                switch self.read(request, key: key, range: range, selection: selection) {
                 case .answer(let response): return response
                 case .later(let rest): return try await rest()
                 }
             })
         }
-        return read(request, key: key, stored: stored, varyMiss: varyMiss)
+        return read(request, key: key, range: range, selection: selection)
     }
 
     // MARK: Reads
 
     /// What the lookup of `key` found makes of a read: a fresh hit or a stale one served
     /// while it is refreshed, at once; else the upstream is asked.
-    func read(_ request: ProxyRequest, key: String, stored: CacheEntry?, varyMiss: Bool) -> ImmediateAnswer {
-        let now = clock.now()
-        if let entry = stored {
+    func read(_ request: ProxyRequest, key: String, range: RangeRequest?, selection: CacheStorage.Selection) -> ImmediateAnswer {
+        var reason = selection.missReason
+        if let entry = selection.entry {
+            let now = clock.now()
             let ttl = entry.ttl(at: now)
-            if entry.isFresh(at: now) {
+            if !entry.isComplete, !Self.ifRangeHolds(request.headers, entry) {
+                // A stored part cannot answer a range whose If-Range fails: that needs the whole.
+                reason = "partial"
+            } else if entry.fromWrite, request.headers.contains(.ifNoneMatch) || request.headers.contains(.ifModifiedSince) {
+                // The validators of a write's answer describe what was written, not what a GET
+                // returns (RFC 9110 §9.3.4): a conditional read goes to the upstream.
+                reason = "request"
+            } else if entry.isFresh(at: now) {
                 storage.metrics.count("hit")
-                return .answer(hit(entry, request, now: now, status: "hit; ttl=\(Int(ttl.rounded(.down)))"))
-            }
-            if !entry.noCache, !entry.mustRevalidate, -ttl <= entry.staleWhileRevalidate {
+                return .answer(hit(entry, request, range: range, now: now, status: "hit; ttl=\(Int(ttl.rounded(.down)))"))
+            } else if !entry.noCache, !entry.mustRevalidate, entry.staleWhileRevalidate > 0, -ttl <= entry.staleWhileRevalidate {
                 storage.metrics.count("stale")
                 refreshInBackground(request, key: key, entry: entry)
-                return .answer(hit(entry, request, now: now, status: "hit; ttl=\(Int(ttl.rounded(.down))); detail=stale-while-revalidate"))
+                return .answer(hit(entry, request, range: range, now: now,
+                                   status: "hit; ttl=\(Int(ttl.rounded(.down))); detail=stale-while-revalidate"))
+            } else {
+                reason = "stale"
             }
         }
-        let reason = stored != nil ? "stale" : (varyMiss ? "vary-miss" : "uri-miss")
-        return .later(Deferred { try await self.fetch(request, key: key, stale: stored, reason: reason) })
+        let stale = reason == "partial" ? nil : selection.entry
+        let why = reason
+        return .later(Deferred { try await self.fetch(request, key: key, range: range, stale: stale, reason: why) })
     }
 
-    /// Asks the upstream (conditionally when a stale copy has validators), with every
-    /// concurrent request for the same key waiting for this one.
-    func fetch(_ request: ProxyRequest, key: String, stale: CacheEntry?, reason: String) async throws -> ProxyResponse {
-        let (flight, leader) = storage.join(key)
-        guard leader else {
+    /// Asks the upstream (conditionally when a stale copy has validators), with concurrent
+    /// requests for the same key waiting for this one. A follower answers from what the
+    /// leader stored only when its own selecting headers match that response's `Vary`;
+    /// otherwise it looks again and waits for, or becomes, the leader of its own variant.
+    func fetch(_ request: ProxyRequest, key: String, range: RangeRequest?, stale: CacheEntry?, reason: String) async throws -> ProxyResponse {
+        // A request for a range that no complete response answers gets a part of its own.
+        if request.method == .get, request.headers.contains(.range), stale?.isComplete != true {
+            return try await forward(request, key: key, stale: stale, reason: reason).response
+        }
+        for _ in 0..<3 {
+            let (flight, leader) = storage.join(key)
+            if leader {
+                do {
+                    let (response, entry) = try await forward(request, key: key, stale: stale, reason: reason)
+                    storage.finish(key, flight, entry.map { .shared($0) } ?? .notShared)
+                    return response
+                } catch let error as ProxyError {
+                    storage.finish(key, flight, .failed(error))
+                    throw error
+                } catch {
+                    storage.finish(key, flight, .notShared)
+                    throw error
+                }
+            }
             switch await flight.wait() {
-            case .shared(let response):
+            case .shared(let entry) where entry.isComplete && entry.matches(request.headers):
                 storage.metrics.count("collapsed")
-                return finish(response, request, status: "fwd=\(reason); collapsed")
+                return hit(entry, request, range: range, now: clock.now(), status: "fwd=\(reason); collapsed")
+            case .shared:
+                // Stored for other selecting headers: this request's own may be stored by now.
+                let now = clock.now()
+                if let found = storage.memoryLookup(key, request: request.headers, range: range)?.entry, found.isComplete, found.isFresh(at: now) {
+                    storage.metrics.count("hit")
+                    return hit(found, request, range: range, now: now, status: "hit; ttl=\(Int(found.ttl(at: now).rounded(.down)))")
+                }
             case .notShared:
                 return try await forward(request, key: key, stale: stale, reason: reason).response
             case .failed(let error):
@@ -82,28 +122,21 @@ public struct CacheDecorator: ImmediateAnswering {
                 throw error
             }
         }
-        do {
-            let (response, shareable) = try await forward(request, key: key, stale: stale, reason: reason)
-            storage.finish(key, flight, shareable ? .shared(response) : .notShared)
-            return response
-        } catch let error as ProxyError {
-            storage.finish(key, flight, .failed(error))
-            throw error
-        } catch {
-            storage.finish(key, flight, .notShared)
-            throw error
-        }
+        return try await forward(request, key: key, stale: stale, reason: reason).response
     }
 
     /// One upstream exchange for a read, and what to store and answer.
-    func forward(_ request: ProxyRequest, key: String, stale: CacheEntry?, reason: String) async throws -> (response: ProxyResponse, shareable: Bool) {
+    func forward(_ request: ProxyRequest, key: String, stale: CacheEntry?, reason: String) async throws -> (response: ProxyResponse, entry: CacheEntry?) {
         var upstreamRequest = request
         // HEAD is fetched as GET so that the answer can be stored; the edge drops the body.
         upstreamRequest.method = .get
         // The client's own validators are answered here, not forwarded: the cache needs a full response.
-        upstreamRequest.headers[.ifNoneMatch] = nil
-        upstreamRequest.headers[.ifModifiedSince] = nil
-        if let stale {
+        Self.remove([.ifNoneMatch, .ifModifiedSince], from: &upstreamRequest.headers)
+        // A range goes on when no complete response is stored (a part may then be stored);
+        // revalidating a complete one, or for HEAD (which ignores ranges), it does not.
+        let revalidates = stale?.isComplete == true
+        if request.method != .get || revalidates { Self.remove([.range, .ifRange], from: &upstreamRequest.headers) }
+        if let stale, revalidates {
             if let etag = stale.etag { upstreamRequest.headers[.ifNoneMatch] = etag }
             if let lastModified = stale.lastModified { upstreamRequest.headers[.ifModifiedSince] = lastModified }
         }
@@ -112,37 +145,47 @@ public struct CacheDecorator: ImmediateAnswering {
         do {
             response = try await inner.handle(upstreamRequest)
         } catch let error as ProxyError {
-            if let stale, let served = staleIfError(stale, request, status: error.status.code) { return (served, false) }
+            // Unreachable, timed out, or closed before answering: the upstream failed.
+            if let stale, let served = staleIfError(stale, request, status: error.status.code) { return (served, nil) }
             throw error
         }
         let responseTime = clock.now()
 
-        if response.status == .notModified, var refreshed = stale {
-            // RFC 9111 §4.3.4: update the stored headers from the 304 and start a new freshness period.
-            let updates = response.headers.fields
-            for field in updates where !["content-length", "content-type"].contains(field.name.canonicalName) {
-                refreshed.headers[field.name] = updates[values: field.name].joined(separator: ", ")
-            }
-            if let updated = CachePolicy.entry(status: refreshed.status, headers: refreshed.headers.fields, body: refreshed.body,
-                                               request: request, requestTime: requestTime, responseTime: responseTime, options: options) {
-                refreshed = updated
-                storage.store(key, refreshed)
-            }
+        if response.status == .notModified, let stale, revalidates {
             storage.metrics.count("revalidated")
-            let served = hit(refreshed, request, now: responseTime, status: "fwd=stale; fwd-status=304")
-            return (served, true)
+            let refreshed = freshened(stale, by: response, request, requestTime: requestTime, responseTime: responseTime)
+            if let refreshed { storage.store(key, refreshed) }
+            let served = hit(refreshed ?? stale, request, range: Self.range(of: request), now: responseTime, status: "fwd=stale; fwd-status=304")
+            return (served, refreshed)
         }
         if response.status.code >= 500, let stale, let served = staleIfError(stale, request, status: response.status.code) {
-            return (served, false)
+            return (served, nil)
         }
         storage.metrics.count("miss")
-        if let entry = CachePolicy.entry(status: response.status, headers: response.headers.fields, body: response.body, request: request,
+        if let entry = CachePolicy.entry(status: response.status, headers: response.headers, body: response.body, request: request,
                                          requestTime: requestTime, responseTime: responseTime, options: options) {
             storage.store(key, entry)
-            let served = hit(entry, request, now: responseTime, status: "fwd=\(reason); fwd-status=\(response.status.code); stored")
-            return (served, true)
+            let status = "fwd=\(reason); fwd-status=\(response.status.code); stored"
+            // A part is passed on as it came; a whole response answers as a hit would (a range of it, a 304).
+            guard entry.isComplete else { return (finish(response, request, status: status), nil) }
+            return (hit(entry, request, range: Self.range(of: request), now: responseTime, status: status), entry)
         }
-        return (finish(response, request, status: "fwd=\(reason); fwd-status=\(response.status.code)"), false)
+        return (finish(response, request, status: "fwd=\(reason); fwd-status=\(response.status.code)"), nil)
+    }
+
+    /// The stored response updated by a 304 (RFC 9111 §4.3.4): its fields replaced by those
+    /// the 304 carries (but `Content-Length` and `Content-Type`), and a new freshness
+    /// period; nil when the updated response may not be stored.
+    func freshened(_ stale: CacheEntry, by response: ProxyResponse, _ request: ProxyRequest, requestTime: Date, responseTime: Date) -> CacheEntry? {
+        var fields = stale.headers.fields
+        let updates = response.headers.fields
+        for field in updates where field.name != .contentLength && field.name != .contentType {
+            fields[field.name] = updates[values: field.name].joined(separator: ", ")
+        }
+        var readRequest = request
+        readRequest.method = .get
+        return CachePolicy.entry(status: stale.status, headers: ProxyHeaders(fields), body: stale.body, request: readRequest,
+                                 requestTime: requestTime, responseTime: responseTime, options: options)
     }
 
     func refreshInBackground(_ request: ProxyRequest, key: String, entry: CacheEntry) {
@@ -155,8 +198,8 @@ public struct CacheDecorator: ImmediateAnswering {
         // cannot be a child task of the request.
         Task {
             do {
-                let (response, shareable) = try await decorator.forward(request, key: key, stale: entry, reason: "stale")
-                decorator.storage.finish(key, flight, shareable ? .shared(response) : .notShared)
+                let (_, stored) = try await decorator.forward(request, key: key, stale: entry, reason: "stale")
+                decorator.storage.finish(key, flight, stored.map { .shared($0) } ?? .notShared)
             } catch let error as ProxyError {
                 decorator.storage.finish(key, flight, .failed(error))
             } catch {
@@ -165,17 +208,20 @@ public struct CacheDecorator: ImmediateAnswering {
         }
     }
 
-    /// The stored response for a stale-if-error case, if allowed.
+    /// The stored response for a stale-if-error case, if allowed: never for a response that
+    /// must be revalidated before use (`no-cache`, `must-revalidate`, `proxy-revalidate`,
+    /// `s-maxage`, RFC 9111 §4.2.4).
     func staleIfError(_ entry: CacheEntry, _ request: ProxyRequest, status: Int) -> ProxyResponse? {
         let now = clock.now()
-        guard !entry.mustRevalidate, -entry.ttl(at: now) <= entry.staleIfError else { return nil }
+        guard !entry.mustRevalidate, !entry.noCache, entry.staleIfError > 0, -entry.ttl(at: now) <= entry.staleIfError else { return nil }
         storage.metrics.count("stale")
-        return hit(entry, request, now: now, status: "fwd=stale; fwd-status=\(status); ttl=\(Int(entry.ttl(at: now).rounded(.down))); detail=stale-if-error")
+        return hit(entry, request, range: Self.range(of: request), now: now,
+                   status: "fwd=stale; fwd-status=\(status); ttl=\(Int(entry.ttl(at: now).rounded(.down))); detail=stale-if-error")
     }
 
-    /// A response from a stored entry: `Age`, `Cache-Status`, and 304 when the client's
-    /// validators match.
-    func hit(_ entry: CacheEntry, _ request: ProxyRequest, now: Date, status: String) -> ProxyResponse {
+    /// A response from a stored entry: `Age`, `Cache-Status`, 304 when the client's
+    /// validators match, and the range asked for (RFC 9110 §14) when the entry holds it.
+    func hit(_ entry: CacheEntry, _ request: ProxyRequest, range: RangeRequest?, now: Date, status: String) -> ProxyResponse {
         // Stored headers never hold Age or Cache-Status (CachePolicy drops them): appended
         // after the stored fields, which stay shared with the entry.
         var response = ProxyResponse(status: entry.status, headers: entry.headers, body: entry.body)
@@ -191,11 +237,24 @@ public struct CacheDecorator: ImmediateAnswering {
             }
             return ProxyResponse(status: .notModified, headers: notModified)
         }
+        if let range, entry.code == 200 || entry.part != nil, Self.ifRangeHolds(request.headers, entry) {
+            let complete = entry.part?.complete ?? entry.body.readableBytes
+            let offset = entry.part?.first ?? 0
+            // An unsatisfiable range is ignored: the whole response answers (RFC 9110 §14.2 allows it).
+            if let bytes = range.resolve(length: complete), bytes.lowerBound >= offset, bytes.upperBound < offset + entry.body.readableBytes,
+               let slice = entry.body.getSlice(at: entry.body.readerIndex + bytes.lowerBound - offset, length: bytes.count) {
+                response.status = .partialContent
+                response.body = slice
+                response.headers.append(HTTPField(name: .contentRange, value: "bytes \(bytes.lowerBound)-\(bytes.upperBound)/\(complete)"))
+            }
+        }
         return response
     }
 
     func finish(_ response: ProxyResponse, _ request: ProxyRequest, status: String) -> ProxyResponse {
         var response = response
+        // Veneer's own targeted field is for Veneer alone.
+        if response.headers.contains(.veneerCacheControl) { response.headers[.veneerCacheControl] = nil }
         let cacheStatus = "veneer; " + status
         if response.headers.contains(.cacheStatus) {
             response.headers[.cacheStatus] = cacheStatus
@@ -207,120 +266,141 @@ public struct CacheDecorator: ImmediateAnswering {
         return response
     }
 
+    /// A read the cache does not answer (it has a body): forwarded as it is, nothing stored.
+    func bypass(_ request: ProxyRequest) async throws -> ProxyResponse {
+        storage.metrics.count("bypass")
+        return finish(try await inner.handle(request), request, status: "fwd=bypass; detail=request-body")
+    }
+
+    /// The one range a GET asks for; nil for none, for several (answered whole), and for HEAD.
+    static func range(of request: ProxyRequest) -> RangeRequest? {
+        guard request.method == .get, let value = request.headers[.range], let ranges = RangeRequest.parse(value), ranges.count == 1 else {
+            return nil
+        }
+        return ranges[0]
+    }
+
+    /// Whether `If-Range` lets the range apply to `entry` (RFC 9110 §13.1.5): absent, or an
+    /// entity tag equal to the entry's strong one, or a date equal to its `Last-Modified`
+    /// when that is strong (at least a second before its `Date`).
+    static func ifRangeHolds(_ request: HTTPFields, _ entry: CacheEntry) -> Bool {
+        guard let condition = request[.ifRange]?.trimmingSpaces else { return true }
+        if condition.hasPrefix("\"") || condition.hasPrefix("W/") {
+            return entry.strongETag.map { $0 == condition } ?? false
+        }
+        guard let date = HTTPDate.parse(String(condition)), let modifiedText = entry.lastModified,
+              let modified = HTTPDate.parse(modifiedText), modified == date else { return false }
+        let sent = entry.headers[values: .date].first.flatMap { HTTPDate.parse($0) } ?? entry.responseTime
+        return sent.timeIntervalSince(modified) >= 1
+    }
+
+    static func remove(_ names: [HTTPField.Name], from fields: inout HTTPFields) {
+        for name in names where fields.contains(name) { fields[name] = nil }
+    }
+
     // MARK: Writes
 
+    /// A write: passed on; unless the upstream answers with an error of its own, the item, its
+    /// lists and what the answer's `Location` and `Content-Location` name are invalidated
+    /// (RFC 9111 §4.4), and the answer is stored as the item when it shows that it is one.
     func write(_ request: ProxyRequest) async throws -> ProxyResponse {
         let resource = request.route.resource
-        var prefixes = [Self.listPrefix(resource)]
-        if let id = request.route.id { prefixes.append(Self.itemPrefix(resource, id)) }
+        var prefixes = [CacheKey.listPrefix(resource)]
+        if let id = request.route.id { prefixes.append(CacheKey.itemPrefix(resource, id)) }
         let response: ProxyResponse
         do {
             response = try await inner.handle(request)
         } catch {
-            // The upstream may have applied the change before failing: forget what it concerns.
+            // Veneer's own failure (502, 504): the upstream may have applied the change before it.
             await storage.invalidate(prefixes: prefixes)
             throw error
         }
-        // Write-through: a created or updated item is stored as the item's GET answer.
-        var writtenID: String?
-        if (200..<300).contains(response.status.code), response.status != .noContent, request.method != .delete {
-            writtenID = request.route.id ?? Self.createdID(response, resource: resource)
-            if let id = writtenID { prefixes.append(Self.itemPrefix(resource, id)) }
-        }
-        await storage.invalidate(prefixes: prefixes)
         storage.metrics.count("bypass")
-        if let id = writtenID {
-            let now = clock.now()
-            var itemRequest = request
-            itemRequest.method = .get
-            itemRequest.route = .item(resource, id)
-            if let entry = CachePolicy.entry(status: .ok, headers: response.headers.fields, body: response.body, request: itemRequest,
-                                             requestTime: now, responseTime: now, options: options, writeThrough: true) {
-                storage.store(Self.key(for: itemRequest), entry)
-                return finish(response, request, status: "fwd=request; stored")
-            }
+        // The upstream refused the change: nothing changed.
+        guard response.status.code < 400 else { return finish(response, request, status: "fwd=request") }
+        for name in [HTTPField.Name.location, .contentLocation] {
+            guard let value = response.headers[values: name].first, let named = Self.namedRoute(value, resource) else { continue }
+            prefixes.append(named.id.map { CacheKey.itemPrefix(resource, $0) } ?? CacheKey.listPrefix(resource))
+        }
+        guard let writtenID = Self.evidencedID(request, response) else {
+            await storage.invalidate(prefixes: prefixes)
+            return finish(response, request, status: "fwd=request")
+        }
+        var itemRequest = request
+        itemRequest.method = .get
+        itemRequest.route = .item(resource, writtenID)
+        itemRequest.query = nil
+        itemRequest.body = ByteBuffer()
+        let itemKey = CacheKey.make(itemRequest)
+        // A create never replaces what is stored for the id it names: that is only dropped.
+        let keepOut = request.method == .post ? await storage.holds(itemKey) : false
+        await storage.invalidate(prefixes: prefixes)
+        let now = clock.now()
+        if !keepOut, let entry = CachePolicy.entry(status: .ok, headers: response.headers, body: response.body, request: itemRequest,
+                                                  requestTime: now, responseTime: now, options: options, writeThrough: true) {
+            storage.store(itemKey, entry)
+            return finish(response, request, status: "fwd=request; stored")
         }
         return finish(response, request, status: "fwd=request")
     }
 
-    /// The id of a created item: from the body's `id`, else from `Location`.
-    static func createdID(_ response: ProxyResponse, resource: Resource) -> String? {
-        if let body = try? JSONValue.parse(response.body), let id = body["id"] {
-            let text: String?
-            switch id {
-            case .number(let number): text = number
-            case .string(let string): text = string
-            default: text = nil
+    /// The id of the item a write's answer is the representation of, when it shows it:
+    /// a 201 to a create whose `Location` or `Content-Location` names the item and whose body's
+    /// `id` is the same; a 2xx to a PUT or PATCH with `Content-Location` naming the item, or
+    /// a JSON object whose `id` is the item's.
+    static func evidencedID(_ request: ProxyRequest, _ response: ProxyResponse) -> String? {
+        let resource = request.route.resource
+        let code = response.status.code
+        switch request.method {
+        case .post where request.route.id == nil:
+            guard code == 201, let id = bodyID(response.body, resource) else { return nil }
+            let named = [HTTPField.Name.location, .contentLocation].compactMap { response.headers[values: $0].first }
+                .compactMap { namedRoute($0, resource) }
+            return named.contains { $0.id == id && !$0.hasQuery } ? id : nil
+        case .put, .patch:
+            guard let id = request.route.id, (200..<300).contains(code), code != 204 else { return nil }
+            if let location = response.headers[values: .contentLocation].first, let named = namedRoute(location, resource),
+               named.id == id, !named.hasQuery {
+                return id
             }
-            if let text, let canonical = resource.canonicalID(Substring(text)) { return canonical }
+            return bodyID(response.body, resource) == id ? id : nil
+        default:
+            return nil
         }
-        if let location = response.headers[.location], let last = location.split(separator: "/").last {
-            return resource.canonicalID(last.split(separator: "?").first ?? last)
+    }
+
+    /// The canonical `id` of a JSON object body, if it has one.
+    static func bodyID(_ body: ByteBuffer, _ resource: Resource) -> String? {
+        guard let object = try? JSONValue.parse(body), let id = object["id"] else { return nil }
+        switch id {
+        case .number(let number): return resource.canonicalID(Substring(number))
+        case .string(let string): return resource.canonicalID(Substring(string))
+        default: return nil
         }
-        return nil
     }
 
-    // MARK: Keys
-
-    /// `I /posts/13 q=1 ` or `L /posts a=1&b=2 `: kind, path, sorted query, then the
-    /// credentials partition (if any). Lists and items are told apart, and the path ends
-    /// with a space, so that a write can drop an item (with any query) and every list by prefix.
-    static func key(for request: ProxyRequest) -> String {
-        // Built in one string: this runs for every read.
-        let name = request.route.resource.name
-        let query = sortedQuery(request.query)
-        let partition = Self.partition(request.headers)
-        var key = ""
-        key.reserveCapacity(name.utf8.count + query.utf8.count + partition.utf8.count + 32)
-        appendPrefix(request.route.resource, id: request.route.id, to: &key)
-        key += query
-        key += " "
-        key += partition
-        return key
-    }
-
-    static func itemPrefix(_ resource: Resource, _ id: String) -> String {
-        var prefix = ""
-        appendPrefix(resource, id: id, to: &prefix)
-        return prefix
-    }
-
-    static func listPrefix(_ resource: Resource) -> String {
-        var prefix = ""
-        appendPrefix(resource, id: nil, to: &prefix)
-        return prefix
-    }
-
-    /// `I /posts/7 ` for an item, `L /posts ` for the list: the start of every key of the
-    /// route, which invalidation removes by.
-    private static func appendPrefix(_ resource: Resource, id: String?, to key: inout String) {
-        if let id {
-            key += "I /"
-            key += resource.name
-            key += "/"
-            key += id
-        } else {
-            key += "L /"
-            key += resource.name
+    /// What a `Location` or `Content-Location` value names of `resource`: a path, or an
+    /// http(s) URL, whose path ends in `/NAME` (the list, id nil) or `/NAME/ID` (an item).
+    /// Veneer's cache holds one API, whose paths may sit under a prefix it does not know.
+    static func namedRoute(_ value: String, _ resource: Resource) -> (id: String?, hasQuery: Bool)? {
+        var reference = Substring(value.trimmingSpaces)
+        if let hash = reference.firstIndex(of: "#") { reference = reference[..<hash] }
+        var hasQuery = false
+        if let question = reference.firstIndex(of: "?") {
+            hasQuery = true
+            reference = reference[..<question]
         }
-        key += " "
-    }
-
-    static func sortedQuery(_ query: String?) -> String {
-        guard let query, !query.isEmpty else { return "" }
-        let pairs = query.split(separator: "&", omittingEmptySubsequences: true)
-        if pairs.count < 2 { return query }
-        return pairs.sorted().joined(separator: "&")
-    }
-
-    /// "" without credentials, else a SHA-256 of `Authorization` and `Cookie`: a caller
-    /// only ever gets responses stored for its own credentials (which are never stored).
-    static func partition(_ headers: HTTPFields) -> String {
-        let authorization = headers[values: .authorization]
-        let cookies = headers[values: .cookie]
-        guard !authorization.isEmpty || !cookies.isEmpty else { return "" }
-        var hasher = SHA256()
-        hasher.update(data: Array(("authorization:" + authorization.joined(separator: "\n") + "\ncookie:" + cookies.joined(separator: "; ")).utf8))
-        return "#" + hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        let lowered = reference.prefix(8).lowercased()
+        if lowered.hasPrefix("http://") || lowered.hasPrefix("https://") || reference.hasPrefix("//") {
+            let afterScheme = reference.hasPrefix("//") ? reference.dropFirst(2) : reference[reference.range(of: "://")!.upperBound...]
+            guard let slash = afterScheme.firstIndex(of: "/") else { return nil }
+            reference = afterScheme[slash...]
+        }
+        guard reference.hasPrefix("/") else { return nil }
+        let segments = reference.split(separator: "/", omittingEmptySubsequences: false)
+        if segments.last == Substring(resource.name) { return (nil, hasQuery) }
+        guard segments.count >= 3, segments[segments.count - 2] == Substring(resource.name),
+              let id = resource.canonicalID(segments[segments.count - 1]) else { return nil }
+        return (id, hasQuery)
     }
 }

@@ -5,27 +5,104 @@ import VeneerCore
 
 /// A stored response with what freshness needs (RFC 9111 §4.2.3): when it was received,
 /// its corrected initial age, its freshness lifetime, its validators and its Vary keys.
-struct CacheEntry: Sendable {
-    var status: HTTPResponse.Status
+///
+/// One immutable object per stored response: every answer made from it shares its fields and
+/// body, and a refresh stores a new entry rather than changing this one. Its stored
+/// properties are kept few and small, since a cache holds tens of thousands of them.
+final class CacheEntry: Sendable {
+    // Stored properties are laid out in this order, packed: 104 bytes with the object header.
+    /// The status code (a 206 is a part of a response, see ``part``).
+    let code: UInt16
+    private let flags: Flags
+    private let storedSize: UInt32
     /// The stored fields, shared by every answer made from the entry.
-    var headers: ProxyHeaders
-    var body: ByteBuffer
+    let headers: ProxyHeaders
+    /// The body (of the part, for a 206).
+    let body: ByteBuffer
     /// When the response was received.
-    var responseTime: Date
+    let responseTime: Date
     /// Age when received: max(apparent age, Age header + response delay), in seconds.
-    var initialAge: Double
+    let initialAge: Double
     /// How long it is fresh, in seconds.
-    var lifetime: Double
-    /// `no-cache`: always revalidate before use.
-    var noCache: Bool
-    /// `must-revalidate`/`proxy-revalidate`/`s-maxage`: never served stale.
-    var mustRevalidate: Bool
+    let lifetime: Double
+    private let storedStaleIfError: Float
+    private let storedStaleWhileRevalidate: Float
+    /// What few entries have: Vary keys, a part's place.
+    private let extras: Extras?
+
+    /// The rarer facts of an entry, kept apart so that most entries need no room for them.
+    private final class Extras: Sendable {
+        let vary: [(name: String, value: String?)]
+        let part: Part?
+
+        init(vary: [(name: String, value: String?)], part: Part?) {
+            self.vary = vary
+            self.part = part
+        }
+    }
+
+    struct Flags: OptionSet, Sendable {
+        let rawValue: UInt8
+        /// `no-cache`: always revalidate before use.
+        static let noCache = Flags(rawValue: 1)
+        /// `must-revalidate`/`proxy-revalidate`/`s-maxage`: never served stale.
+        static let mustRevalidate = Flags(rawValue: 2)
+        /// Stored from the answer to a write (write-through), not from a read.
+        static let fromWrite = Flags(rawValue: 4)
+    }
+
+    /// The bytes a stored 206 holds: `first` up to `first + body length - 1` of `complete`.
+    struct Part: Sendable, Equatable {
+        let first: Int
+        let complete: Int
+    }
+
+    init(code: Int, headers: ProxyHeaders, body: ByteBuffer, responseTime: Date, initialAge: Double, lifetime: Double,
+         noCache: Bool, mustRevalidate: Bool, fromWrite: Bool = false, staleIfError: Double, staleWhileRevalidate: Double,
+         vary: [(name: String, value: String?)], part: Part? = nil, headerBytes: Int) {
+        self.code = UInt16(clamping: code)
+        var flags: Flags = []
+        if noCache { flags.insert(.noCache) }
+        if mustRevalidate { flags.insert(.mustRevalidate) }
+        if fromWrite { flags.insert(.fromWrite) }
+        self.flags = flags
+        storedSize = UInt32(clamping: body.readableBytes + headerBytes + 160)
+        self.headers = headers
+        self.body = body
+        self.responseTime = responseTime
+        self.initialAge = initialAge
+        self.lifetime = lifetime
+        // Whole seconds from options and directives: a Float holds them exactly up to 2^24.
+        storedStaleIfError = Float(staleIfError)
+        storedStaleWhileRevalidate = Float(staleWhileRevalidate)
+        extras = vary.isEmpty && part == nil ? nil : Extras(vary: vary, part: part)
+    }
+
     /// Seconds it may be served stale when the upstream fails (option or `stale-if-error`).
-    var staleIfError: Double
+    var staleIfError: Double { Double(storedStaleIfError) }
     /// Seconds it may be served stale while it is refreshed in the background.
-    var staleWhileRevalidate: Double
-    /// The request header names of `Vary`, lower-case, and the values they had.
-    var vary: [(name: String, value: String?)]
+    var staleWhileRevalidate: Double { Double(storedStaleWhileRevalidate) }
+    /// The request header names of `Vary`, lower-case, and the values they had (normalised,
+    /// RFC 9111 §4.1).
+    var vary: [(name: String, value: String?)] { extras?.vary ?? [] }
+    /// For a stored 206: which bytes of the complete response the body holds.
+    var part: Part? { extras?.part }
+    /// Bytes it occupies, roughly (for `max_bytes`), worked out once.
+    var size: Int { Int(storedSize) }
+
+    /// The same response with another body: a combination of parts (RFC 9111 §3.4).
+    func replacing(body: ByteBuffer, part: Part?) -> CacheEntry {
+        CacheEntry(code: part == nil ? 200 : 206, headers: headers, body: body, responseTime: responseTime, initialAge: initialAge,
+                   lifetime: lifetime, noCache: noCache, mustRevalidate: mustRevalidate, fromWrite: fromWrite, staleIfError: staleIfError,
+                   staleWhileRevalidate: staleWhileRevalidate, vary: vary, part: part, headerBytes: size - self.body.readableBytes - 160)
+    }
+
+    var status: HTTPResponse.Status { HTTPResponse.Status(code: Int(code)) }
+    var noCache: Bool { flags.contains(.noCache) }
+    var mustRevalidate: Bool { flags.contains(.mustRevalidate) }
+    var fromWrite: Bool { flags.contains(.fromWrite) }
+    /// Whether it is a whole response (not a stored part of one).
+    var isComplete: Bool { part == nil }
 
     /// Current age (§4.2.3).
     func age(at now: Date) -> Double { initialAge + max(0, now.timeIntervalSince(responseTime)) }
@@ -40,11 +117,10 @@ struct CacheEntry: Sendable {
     var lastModified: String? { headers[.lastModified] }
     var hasValidators: Bool { headers.contains(.eTag) || headers.contains(.lastModified) }
 
-    /// Bytes it occupies, roughly: body, header text and bookkeeping.
-    var size: Int {
-        let text = headers.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count + 4 }
-        // The fields count twice: shared headers also keep the form the server sends them in.
-        return body.readableBytes + 2 * text + 160
+    /// The entity tag when it is strong (RFC 9110 §8.8.3): what parts must share to be combined.
+    var strongETag: String? {
+        guard let tag = etag, !tag.hasPrefix("W/"), tag.hasPrefix("\""), tag.hasSuffix("\""), tag.utf8.count >= 2 else { return nil }
+        return tag
     }
 
     /// When it is of no further use: stale beyond every stale allowance, and not worth
@@ -56,35 +132,48 @@ struct CacheEntry: Sendable {
 
     /// Whether the request's header values match those this response varies on.
     func matches(_ request: HTTPFields) -> Bool {
-        vary.allSatisfy { CacheEntry.varyValue(request, $0.name) == $0.value }
+        guard let extras else { return true }
+        return extras.vary.allSatisfy { CacheEntry.varyValue(request, $0.name) == $0.value }
     }
 
+    /// Whether it was stored for the same selecting header values as `other`.
+    func sameVariant(as other: CacheEntry) -> Bool {
+        vary.count == other.vary.count && zip(vary, other.vary).allSatisfy { $0 == $1 }
+    }
+
+    /// A selecting header's value as compared (RFC 9111 §4.1): every field line of the name
+    /// combined, with the whitespace around commas removed; nil when there is none.
     static func varyValue(_ fields: HTTPFields, _ name: String) -> String? {
         guard let fieldName = HTTPField.Name(name) else { return nil }
         let values = fields[values: fieldName]
-        return values.isEmpty ? nil : values.joined(separator: ",")
+        guard !values.isEmpty else { return nil }
+        return values.flatMap { $0.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingSpaces } }
+            .joined(separator: ",")
     }
 }
 
 // MARK: - Encoding for persistent stores
 
 extension CacheEntry {
-    static let formatVersion: UInt8 = 1
+    static let formatVersion: UInt8 = 2
 
     /// A compact binary form: version, numbers, then length-prefixed strings and body.
     func encoded() -> [UInt8] {
         var buffer = ByteBuffer()
         buffer.reserveCapacity(size + 64)
         buffer.writeInteger(CacheEntry.formatVersion)
-        buffer.writeInteger(UInt16(status.code))
+        buffer.writeInteger(code)
         buffer.writeInteger(responseTime.timeIntervalSince1970.bitPattern)
         buffer.writeInteger(initialAge.bitPattern)
         buffer.writeInteger(lifetime.bitPattern)
         buffer.writeInteger(staleIfError.bitPattern)
         buffer.writeInteger(staleWhileRevalidate.bitPattern)
-        buffer.writeInteger(UInt8((noCache ? 1 : 0) | (mustRevalidate ? 2 : 0)))
-        buffer.writeInteger(UInt32(headers.count))
-        for field in headers {
+        buffer.writeInteger(flags.rawValue)
+        buffer.writeInteger(UInt64(part?.first ?? 0))
+        buffer.writeInteger(UInt64(part?.complete ?? 0))
+        let fields = headers.fields
+        buffer.writeInteger(UInt32(fields.count))
+        for field in fields {
             Self.write(field.name.rawName, &buffer)
             Self.write(field.value, &buffer)
         }
@@ -100,7 +189,7 @@ extension CacheEntry {
     }
 
     /// Reads the binary form; nil for anything damaged or of another version.
-    init?(decoding bytes: [UInt8]) {
+    convenience init?(decoding bytes: [UInt8]) {
         var buffer = ByteBuffer(bytes: bytes)
         guard buffer.readInteger(as: UInt8.self) == CacheEntry.formatVersion,
               let code = buffer.readInteger(as: UInt16.self),
@@ -109,15 +198,19 @@ extension CacheEntry {
               let lifetime = buffer.readInteger(as: UInt64.self).map(Double.init(bitPattern:)),
               let staleIfError = buffer.readInteger(as: UInt64.self).map(Double.init(bitPattern:)),
               let staleWhileRevalidate = buffer.readInteger(as: UInt64.self).map(Double.init(bitPattern:)),
-              let flags = buffer.readInteger(as: UInt8.self),
+              let flags = buffer.readInteger(as: UInt8.self).map(Flags.init(rawValue:)),
+              let partFirst = buffer.readInteger(as: UInt64.self), let partComplete = buffer.readInteger(as: UInt64.self),
+              partFirst < 1 << 40, partComplete < 1 << 40,
               let headerCount = buffer.readInteger(as: UInt32.self), headerCount < 10_000 else { return nil }
-        var headers = HTTPFields()
+        var fields = HTTPFields()
+        var headerBytes = 0
         for _ in 0..<headerCount {
             guard let name = Self.read(&buffer), let value = Self.read(&buffer), let fieldName = HTTPField.Name(name) else { return nil }
-            headers.append(HTTPField(name: fieldName, value: value))
+            fields.append(HTTPField(name: fieldName, value: value))
+            headerBytes += name.utf8.count + value.utf8.count + 4
         }
         guard let varyCount = buffer.readInteger(as: UInt32.self), varyCount < 1000 else { return nil }
-        var vary: [(String, String?)] = []
+        var vary: [(name: String, value: String?)] = []
         for _ in 0..<varyCount {
             guard let name = Self.read(&buffer), let present = buffer.readInteger(as: UInt8.self), let value = Self.read(&buffer) else { return nil }
             vary.append((name, present == 1 ? value : nil))
@@ -125,10 +218,12 @@ extension CacheEntry {
         guard let length = buffer.readInteger(as: UInt32.self), let body = buffer.readSlice(length: Int(length)), buffer.readableBytes == 0 else {
             return nil
         }
-        self.init(status: HTTPResponse.Status(code: Int(code)), headers: ProxyHeaders(shared: headers), body: body,
+        let part = code == 206 ? Part(first: Int(partFirst), complete: Int(partComplete)) : nil
+        if code == 206, part!.first + body.readableBytes > part!.complete { return nil }
+        self.init(code: Int(code), headers: ProxyHeaders(fields).sharedCopy(removing: []), body: CachePolicy.compact(body),
                   responseTime: Date(timeIntervalSince1970: responseTime), initialAge: initialAge, lifetime: lifetime,
-                  noCache: flags & 1 != 0, mustRevalidate: flags & 2 != 0, staleIfError: staleIfError,
-                  staleWhileRevalidate: staleWhileRevalidate, vary: vary)
+                  noCache: flags.contains(.noCache), mustRevalidate: flags.contains(.mustRevalidate), fromWrite: flags.contains(.fromWrite),
+                  staleIfError: staleIfError, staleWhileRevalidate: staleWhileRevalidate, vary: vary, part: part, headerBytes: headerBytes)
     }
 
     private static func write(_ text: String, _ buffer: inout ByteBuffer) {

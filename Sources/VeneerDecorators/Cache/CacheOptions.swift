@@ -1,14 +1,29 @@
+import HTTPTypes
 import VeneerConfig
 import VeneerCore
 
 /// Options of `cache`, decoded once.
 public struct CacheOptions: Sendable, Hashable {
+    /// Freshness for a response that gives none of its own.
+    public enum DefaultFreshness: Sendable, Hashable {
+        /// This long: the operator's word beats any heuristic.
+        case duration(Duration)
+        /// RFC 9111 §4.2.2: a tenth of the time since `Last-Modified`, at most ``CacheOptions/heuristicMax``;
+        /// without `Last-Modified`, none (stored, but revalidated or fetched again before use).
+        case heuristic
+    }
+
     /// A named store for the persistent tier; nil or `memory`: memory only.
     public var store: String?
-    /// Freshness when the upstream gives none (heuristically cacheable statuses only).
-    public var ttl: Duration = .seconds(60)
+    /// Freshness when the upstream gives none (heuristically cacheable statuses, or `public`).
+    public var ttl: DefaultFreshness = .duration(.seconds(60))
+    /// The most that ``DefaultFreshness/heuristic`` gives.
+    public var heuristicMax: Duration = .seconds(86_400)
     /// Freshness that replaces whatever the upstream says (no-store and private still hold).
     public var ttlOverride: Duration?
+    /// The targeted cache-control fields obeyed (RFC 9213), in order of precedence: the first
+    /// one a response carries validly replaces its `Cache-Control` and `Expires`.
+    public var targetedFields: [HTTPField.Name] = [.veneerCacheControl]
     /// Keys kept in memory (and in the persistent tier).
     public var maxEntries: Int = 10_000
     /// Bytes kept in memory (and in the persistent tier).
@@ -25,8 +40,12 @@ public struct CacheOptions: Sendable, Hashable {
 
     static let docs: [OptionDoc] = [
         OptionDoc("store", "store name", default: "memory", "a sqlite or postgres store for a cache that survives restarts (memory stays in front)"),
-        OptionDoc("ttl", "duration", default: "60s", "freshness when the upstream gives none (Cache-Control/Expires win)"),
+        OptionDoc("ttl", "duration or heuristic", default: "60s",
+                  "freshness when the upstream gives none (targeted field, Cache-Control, Expires win); heuristic: 10% of the age of Last-Modified"),
+        OptionDoc("heuristic_max", "duration", default: "1d", "the most freshness ttl: heuristic gives"),
         OptionDoc("ttl_override", "duration", "freshness that replaces the upstream's (no-store and private are still obeyed)"),
+        OptionDoc("targeted_fields", "list of field names", default: "[Veneer-Cache-Control]",
+                  "targeted cache-control fields obeyed before Cache-Control, first first (RFC 9213); e.g. add CDN-Cache-Control"),
         OptionDoc("max_entries", "integer", default: "10000", "keys kept, least recently used dropped first"),
         OptionDoc("max_bytes", "size", default: "64MB", "bytes kept, least recently used dropped first"),
         OptionDoc("max_entry_size", "size", default: "1MB", "larger responses pass through without being stored"),
@@ -39,8 +58,36 @@ public struct CacheOptions: Sendable, Hashable {
         let store = mapping.storeReference()
         if store == nil && !mapping.contains("store") { mapping.note("store", .string("memory")) }
         options.store = store == "memory" ? nil : store
-        options.ttl = mapping.duration("ttl", default: options.ttl) ?? options.ttl
+        if let ttl = mapping["ttl"], case .scalar = ttl.node, ttl.scalarText() == "heuristic" {
+            options.ttl = .heuristic
+            mapping.note("ttl", .string("heuristic"))
+            options.heuristicMax = mapping.duration("heuristic_max", default: options.heuristicMax) ?? options.heuristicMax
+            if options.heuristicMax <= .zero { mapping.error("heuristic_max", "must be positive") }
+        } else {
+            let seconds = mapping.duration("ttl", default: .seconds(60)) ?? .seconds(60)
+            options.ttl = .duration(seconds)
+            if seconds < .zero { mapping.error("ttl", "must not be negative") }
+            if mapping.contains("heuristic_max") { mapping.error("heuristic_max", "applies only with ttl: heuristic") }
+        }
         options.ttlOverride = mapping.duration("ttl_override")
+        if mapping.contains("targeted_fields") {
+            options.targetedFields = []
+            for (index, value) in (mapping["targeted_fields"]?.list() ?? []).enumerated() {
+                guard let text = value.string() else { continue }
+                guard let name = HTTPField.Name(text) else {
+                    value.error("\"\(text)\" is not a field name")
+                    continue
+                }
+                if name == .cacheControl {
+                    value.error("Cache-Control is always obeyed after the targeted fields; list only targeted ones (such as CDN-Cache-Control)")
+                } else if options.targetedFields.contains(name) {
+                    value.error("\(text) is listed twice (entry \(index))")
+                } else {
+                    options.targetedFields.append(name)
+                }
+            }
+        }
+        mapping.note("targeted_fields", .array(options.targetedFields.map { .string($0.rawName) }))
         options.maxEntries = mapping.int("max_entries", default: options.maxEntries, in: 1...100_000_000) ?? options.maxEntries
         options.maxBytes = mapping.size("max_bytes", default: options.maxBytes) ?? options.maxBytes
         options.maxEntrySize = mapping.size("max_entry_size", default: options.maxEntrySize) ?? options.maxEntrySize
@@ -49,7 +96,14 @@ public struct CacheOptions: Sendable, Hashable {
         if options.maxEntrySize > options.maxBytes {
             mapping.error("max_entry_size", "is larger than max_bytes (\(Units.format(bytes: options.maxBytes)))")
         }
-        if options.ttl < .zero || (options.ttlOverride ?? .zero) < .zero { mapping.error("ttl", "must not be negative") }
+        if (options.ttlOverride ?? .zero) < .zero { mapping.error("ttl_override", "must not be negative") }
         return options
     }
+}
+
+extension HTTPField.Name {
+    /// `Veneer-Cache-Control`: cache directives for Veneer alone (RFC 9213), never passed on.
+    static let veneerCacheControl = HTTPField.Name("Veneer-Cache-Control")!
+    /// `CDN-Cache-Control` (RFC 9213 §3).
+    static let cdnCacheControl = HTTPField.Name("CDN-Cache-Control")!
 }

@@ -10,7 +10,7 @@ import VeneerCore
 /// keeps it warm: an LRU memory tier (the hot path), an optional persistent tier (a
 /// `sqlite` or `postgres` store) behind it, and the requests in flight for coalescing.
 final class CacheStorage: CarriedService {
-    /// The response variants stored under one key (one per set of `Vary` values).
+    /// The response variants of one key being worked on (stored as ``StoredVariants``).
     typealias Variants = [CacheEntry]
 
     static let namespace = "cache"
@@ -19,7 +19,7 @@ final class CacheStorage: CarriedService {
     static let purgeChunk = 256
 
     private struct State {
-        var memory = LRUIndex<Variants>()
+        var memory = LRUIndex<StoredVariants>()
         var flights: [String: Flight] = [:]
         /// Counts removals (local invalidations and those other instances announce), so that
         /// a read of the persistent tier that raced with one does not bring the old copy back.
@@ -46,17 +46,36 @@ final class CacheStorage: CarriedService {
 
     // MARK: Lookup and store
 
+    /// What a lookup found for a request: the entry to answer from, or why there is none
+    /// (`uri-miss`, `vary-miss`, or `partial` when only parts of a response are stored).
+    struct Selection {
+        let entry: CacheEntry?
+        let missReason: String
+
+        static let uriMiss = Selection(entry: nil, missReason: "uri-miss")
+    }
+
     /// The stored variant for these request headers in the memory tier, without suspending;
-    /// nil when it holds nothing for `key`. `varyMiss` says a response is stored but for
-    /// other values. (Then ``persistentLookup(_:request:)``.)
-    func memoryLookup(_ key: String, request: HTTPFields) -> (entry: CacheEntry?, varyMiss: Bool)? {
+    /// nil when it holds nothing for `key`. (Then ``persistentLookup(_:request:range:)``.)
+    func memoryLookup(_ key: String, request: HTTPFields, range: RangeRequest?) -> Selection? {
         guard let variants = state.withLock({ $0.memory.get(key) }) else { return nil }
-        return Self.pick(variants, request)
+        return Self.pick(variants, request, range: range)
     }
 
     /// The stored variant from the persistent tier (then kept in memory); a miss without one.
-    func persistentLookup(_ key: String, request: HTTPFields) async -> (entry: CacheEntry?, varyMiss: Bool) {
-        guard let persistent else { return (nil, false) }
+    func persistentLookup(_ key: String, request: HTTPFields, range: RangeRequest?) async -> Selection {
+        guard let variants = await persistentVariants(key) else { return .uriMiss }
+        return Self.pick(variants, request, range: range)
+    }
+
+    /// Whether anything is stored under `key`, in either tier.
+    func holds(_ key: String) async -> Bool {
+        if state.withLock({ $0.memory.peek(key) }) != nil { return true }
+        return await persistentVariants(key) != nil
+    }
+
+    private func persistentVariants(_ key: String) async -> StoredVariants? {
+        guard let persistent else { return nil }
         let now = clock.now()
         let removalsBefore = state.withLock { $0.removals }
         let stored: StoredValue? = await queue.run { [logger] in
@@ -67,28 +86,51 @@ final class CacheStorage: CarriedService {
                 return nil
             }
         }
-        guard let stored, let variants = Self.decode(stored.bytes), !variants.isEmpty else { return (nil, false) }
-        let size = variants.reduce(0) { $0 + $1.size }
+        guard let stored, let decoded = Self.decode(stored.bytes), let variants = StoredVariants(decoded) else { return nil }
         state.withLock { state in
-            if state.memory.peek(key) == nil, state.removals == removalsBefore { state.memory.set(key, variants, size: size) }
+            if state.memory.peek(key) == nil, state.removals == removalsBefore { state.memory.set(key, variants, size: variants.size) }
         }
         enforceBounds()
-        return Self.pick(variants, request)
+        return variants
     }
 
-    static func pick(_ variants: Variants, _ request: HTTPFields) -> (entry: CacheEntry?, varyMiss: Bool) {
-        if let match = variants.first(where: { $0.matches(request) }) { return (match, false) }
-        return (nil, !variants.isEmpty)
+    /// The variant that answers a request: a complete response whose Vary values match, or,
+    /// for a request of one range, a stored part that holds the whole range (RFC 9111 §3.3).
+    static func pick(_ variants: StoredVariants, _ request: HTTPFields, range: RangeRequest?) -> Selection {
+        var partial = false
+        for entry in variants where entry.matches(request) {
+            guard let part = entry.part else { return Selection(entry: entry, missReason: "") }
+            partial = true
+            if let wanted = range?.resolve(length: part.complete), wanted.lowerBound >= part.first,
+               wanted.upperBound < part.first + entry.body.readableBytes {
+                return Selection(entry: entry, missReason: "")
+            }
+        }
+        return Selection(entry: nil, missReason: partial ? "partial" : "vary-miss")
     }
 
-    /// Stores a response variant (replacing the one with the same `Vary` values).
+    /// Stores a response variant, replacing the one with the same `Vary` values. A part of a
+    /// response is combined with the stored parts of the same variant that share its strong
+    /// validator and length (RFC 9111 §3.4), into the complete response once they cover it.
     func store(_ key: String, _ entry: CacheEntry) {
         let variants: Variants = state.withLock { state in
-            var variants = state.memory.peek(key) ?? []
-            variants.removeAll { old in old.vary.count == entry.vary.count && zip(old.vary, entry.vary).allSatisfy { $0 == $1 } }
-            variants.insert(entry, at: 0)
+            var variants = state.memory.peek(key)?.entries ?? []
+            var incoming = [entry]
+            if let part = entry.part {
+                let tag = entry.strongETag
+                if variants.contains(where: { $0.sameVariant(as: entry) && $0.isComplete && tag != nil && $0.strongETag == tag }) {
+                    incoming = []  // the complete response is already stored
+                } else {
+                    let siblings = variants.filter { $0.sameVariant(as: entry) && $0.part?.complete == part.complete && tag != nil && $0.strongETag == tag }
+                    incoming = Self.combine(entry, with: siblings)
+                }
+            }
+            if !incoming.isEmpty {
+                variants.removeAll { $0.sameVariant(as: entry) }
+                variants.insert(contentsOf: incoming, at: 0)
+            }
             if variants.count > Self.maxVariants { variants.removeLast(variants.count - Self.maxVariants) }
-            state.memory.set(key, variants, size: variants.reduce(0) { $0 + $1.size })
+            if let stored = StoredVariants(variants) { state.memory.set(key, stored, size: stored.size) }
             return variants
         }
         enforceBounds()
@@ -101,6 +143,42 @@ final class CacheStorage: CarriedService {
             } catch {
                 logger.warning("cache store write failed", metadata: ["store": .string(persistent.description), "error": .string("\(error)")])
             }
+        }
+    }
+
+    /// `part` and the stored parts it can be combined with, as few entries as cover the same
+    /// bytes (overlapping or adjacent parts become one), each with the newest part's fields
+    /// and freshness; one complete response when they cover it all.
+    static func combine(_ part: CacheEntry, with siblings: [CacheEntry]) -> [CacheEntry] {
+        guard let complete = part.part?.complete else { return [part] }
+        let pieces = ([part] + siblings).compactMap { entry in entry.part.map { (first: $0.first, body: entry.body) } }
+            .sorted { $0.first < $1.first }
+        var runs: [(first: Int, body: ByteBuffer)] = []
+        for piece in pieces {
+            guard var last = runs.popLast() else {
+                runs.append(piece)
+                continue
+            }
+            let end = last.first + last.body.readableBytes
+            if piece.first <= end {
+                // Overlapping or adjacent: append what the piece adds beyond the run.
+                let skip = end - piece.first
+                if skip < piece.body.readableBytes, let tail = piece.body.getSlice(at: piece.body.readerIndex + skip, length: piece.body.readableBytes - skip) {
+                    var joined = ByteBufferAllocator().buffer(capacity: last.body.readableBytes + tail.readableBytes)
+                    joined.writeImmutableBuffer(last.body)
+                    joined.writeImmutableBuffer(tail)
+                    last.body = joined
+                }
+                runs.append(last)
+            } else {
+                runs.append(last)
+                runs.append(piece)
+            }
+        }
+        return runs.map { run in
+            let body = CachePolicy.compact(run.body)
+            if run.first == 0, body.readableBytes == complete { return part.replacing(body: body, part: nil) }
+            return part.replacing(body: body, part: CacheEntry.Part(first: run.first, complete: complete))
         }
     }
 
@@ -209,13 +287,14 @@ final class CacheStorage: CarriedService {
         state.withLock { state in
             guard let (entries, next) = state.memory.chunk(from: slot, limit: Self.purgeChunk) else { return nil }
             var removed = 0
-            for (key, variants) in entries {
-                let kept = variants.filter { $0.discardAfter > now }
+            for (key, variants) in entries where variants.contains(where: { $0.discardAfter <= now }) {
+                let all = variants.entries
+                let kept = all.filter { $0.discardAfter > now }
                 if kept.isEmpty {
                     state.memory.remove(key)
                     removed += 1
-                } else if kept.count != variants.count {
-                    state.memory.set(key, kept, size: kept.reduce(0) { $0 + $1.size })
+                } else if kept.count != all.count, let stored = StoredVariants(kept) {
+                    state.memory.set(key, stored, size: stored.size)
                 }
             }
             return (next, removed)
@@ -304,8 +383,9 @@ final class CacheStorage: CarriedService {
 /// One request in flight that others wait for.
 final class Flight: Sendable {
     enum Outcome: Sendable {
-        /// A response the followers may use as their own.
-        case shared(ProxyResponse)
+        /// The entry stored (or refreshed) from the response: followers whose selecting
+        /// headers it matches answer from it.
+        case shared(CacheEntry)
         /// The response was for the leader only (not storable); followers ask on their own.
         case notShared
         /// The upstream failed; followers get the same error.

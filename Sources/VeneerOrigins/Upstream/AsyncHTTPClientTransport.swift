@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTPTypesHTTP1
 import NIOPosix
+import NIOSSL
 import Synchronization
 import VeneerCore
 import VeneerHTTP1
@@ -62,6 +63,36 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     }
 
     static func map(_ error: any Error, _ request: OutboundRequest) -> ProxyError {
+        let mapped = describe(error, request)
+        return neverSent(error) ? mapped.neverSent : mapped
+    }
+
+    /// Whether `error` proves that no byte of the request was written: only errors that arise
+    /// while a connection is being made (connect, TLS handshake and its certificate checks,
+    /// proxy handshakes) or while the request waits in the pool for one. Anything else (a
+    /// close, a reset, an unclean TLS shutdown) may have come after the request went out.
+    static func neverSent(_ error: any Error) -> Bool {
+        switch error {
+        case let error as HTTPClientError:
+            return [.connectTimeout, .getConnectionFromPoolTimeout, .tlsHandshakeTimeout, .socksHandshakeTimeout,
+                    .httpProxyHandshakeTimeout].contains(error)
+        case is NIOConnectionError, is NIOSSLExtraError:
+            return true
+        case let error as IOError:
+            // Only a connect is refused; an established connection is reset instead.
+            return error.errnoCode == ECONNREFUSED
+        case let error as NIOSSLError:
+            if case .handshakeFailed = error { return true }
+            return false
+        case let error as ChannelError:
+            if case .connectTimeout = error { return true }
+            return false
+        default:
+            return false
+        }
+    }
+
+    static func describe(_ error: any Error, _ request: OutboundRequest) -> ProxyError {
         let target = request.endpoint.authority
         if let error = error as? HTTPClientError {
             switch error {

@@ -14,7 +14,9 @@ import VeneerCore
 /// `upstream_unavailable`; a connect or request deadline that passes is `upstream_timeout`.
 /// A request that finds its reused keep-alive connection closed by the peer before any
 /// response byte is retried once on a new connection when its method is idempotent
-/// (RFC 9110 §9.2.2), as nginx does.
+/// (RFC 9110 §9.2.2), as nginx does. A failure is marked ``ProxyError/requestNeverSent`` only
+/// while no connection can have written a byte of the request (it waited, or its connection
+/// never opened).
 ///
 /// The protocol state is in three state machines (`Upstream/Pool/`): one per connection
 /// (``UpstreamConnectionStateMachine``), one per loop's pool (``UpstreamPoolStateMachine``)

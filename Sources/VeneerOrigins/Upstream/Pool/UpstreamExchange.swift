@@ -37,7 +37,7 @@ final class UpstreamExchange: @unchecked Sendable {
         case .submit:
             return true
         case .failCancelled(let waiter):
-            Self.resume(waiter, .failure(UpstreamFailure.cancelled.error(for: request)))
+            Self.resume(waiter, .failure(UpstreamFailure.cancelled.error(for: request).neverSent))
             return false
         }
     }
@@ -53,10 +53,12 @@ final class UpstreamExchange: @unchecked Sendable {
         Self.resume(waiter, result)
     }
 
-    /// On the loop: fails the waiter with `failure`.
-    func fail(_ failure: UpstreamFailure) {
+    /// On the loop: fails the waiter with `failure`, marked ``ProxyError/requestNeverSent``
+    /// when the pool says no byte of it can have been written.
+    func fail(_ failure: UpstreamFailure, neverSent: Bool) {
         guard let waiter = state.finish() else { return }
-        Self.resume(waiter, .failure(failure.error(for: request)))
+        let error = failure.error(for: request)
+        Self.resume(waiter, .failure(neverSent ? error.neverSent : error))
     }
 
     private static func resume(_ waiter: Waiter, _ result: Result<ProxyResponse, ProxyError>) {

@@ -61,7 +61,7 @@ final class UpstreamLoopPool {
             if let closed = connection.closeFuture { closing.append(closed) }
             connection.close()
         }
-        for (exchange, failure) in sweep.failed { exchange.fail(failure) }
+        for (exchange, failure, neverSent) in sweep.failed { exchange.fail(failure, neverSent: neverSent) }
         return EventLoopFuture.andAllComplete(closing, on: eventLoop)
     }
 
@@ -104,8 +104,8 @@ final class UpstreamLoopPool {
         case .succeed(let exchange):
             guard let answer else { preconditionFailure("A request succeeds only with the response that arrived.") }
             exchange.finish(.success(answer))
-        case .fail(let exchange, let failure):
-            exchange.fail(failure)
+        case .fail(let exchange, let failure, let neverSent):
+            exchange.fail(failure, neverSent: neverSent)
         }
     }
 
@@ -155,7 +155,7 @@ final class UpstreamLoopPool {
     private func sweepDeadlines() {
         let sweep = state.deadlineTick(now: .now())
         for connection in sweep.close { connection.close() }
-        for (exchange, failure) in sweep.failed { exchange.fail(failure) }
+        for (exchange, failure, neverSent) in sweep.failed { exchange.fail(failure, neverSent: neverSent) }
         if sweep.keepTicking { scheduleDeadlineSweep() } else { deadlineSweep = nil }
     }
 

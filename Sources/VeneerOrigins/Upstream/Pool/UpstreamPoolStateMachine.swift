@@ -13,6 +13,12 @@ import NIOCore
 /// late timeout, a cancel after the answer, a second completion) finds nothing and does
 /// nothing.
 ///
+/// A request fails marked `neverSent` only while no connection can have written a byte of it:
+/// it waited, or its connection was never opened or was found gone before the write (what
+/// lets a caller send again even a request that must not arrive twice, a refresh token
+/// grant: ``ProxyError/requestNeverSent``). Once a connection took it, every failure may
+/// have reached the upstream, a retry of it included.
+///
 /// A connection is named by a ``ConnectionID``: its slot and the slot's generation, so an
 /// event about a connection long closed never reaches the one that reuses its slot.
 struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
@@ -29,6 +35,8 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         let deadline: NIODeadline
         /// Idempotent (RFC 9110 §9.2.2) and not retried yet.
         var mayRetry: Bool
+        /// An earlier attempt was written to a connection that then closed (it is being retried).
+        var mayHaveBeenSent = false
     }
 
     /// How a request ends.
@@ -36,7 +44,8 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         case none
         /// The response that came with the event is its answer.
         case succeed(Request)
-        case fail(Request, UpstreamFailure)
+        /// `neverSent`: no connection can have written a byte of it.
+        case fail(Request, UpstreamFailure, neverSent: Bool)
     }
 
     /// What to do with a connection.
@@ -72,7 +81,7 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
 
     /// What a sweep found: requests past their deadline, and connections to close.
     struct SweepAction {
-        var failed: [(Request, UpstreamFailure)] = []
+        var failed: [(Request, UpstreamFailure, neverSent: Bool)] = []
         var close: [Connection] = []
         /// False when there is nothing left to watch: the sweep stops until started again.
         var keepTicking = false
@@ -143,7 +152,7 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
     /// waits for one (never past `deadline`). `retryable` for idempotent methods.
     mutating func execute(_ request: Request, host: String, port: Int, deadline: NIODeadline, retryable: Bool) -> Action {
         guard case .running = lifecycle else {
-            return Action(request: .fail(request, .shuttingDown))
+            return Action(request: .fail(request, .shuttingDown, neverSent: true))
         }
         var action = Action(connection: dispatch(Entry(request: request, deadline: deadline, mayRetry: retryable), peer: peer(host, port)))
         if case .stopped = deadlineSweep {
@@ -158,7 +167,8 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         guard isCurrent(id), case .connecting(let entry) = slots[id.index].state else { return Action(connection: .close(connection)) }
         guard case .running = lifecycle else {
             slots[id.index].state = .closing
-            return Action(request: entry.map { .fail($0.request, .shuttingDown) } ?? .none, connection: .close(connection))
+            return Action(request: entry.map { .fail($0.request, .shuttingDown, neverSent: !$0.mayHaveBeenSent) } ?? .none,
+                          connection: .close(connection))
         }
         var action = Action()
         if case .stopped = idleSweep {
@@ -180,7 +190,7 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         let peer = slots[id.index].peer
         freeSlot(id.index)
         var action = Action(connection: serveWaiting(peer))
-        if let entry { action.request = .fail(entry.request, timedOut ? .connectTimedOut : .unreachable) }
+        if let entry { action.request = .fail(entry.request, timedOut ? .connectTimedOut : .unreachable, neverSent: !entry.mayHaveBeenSent) }
         return action
     }
 
@@ -205,7 +215,7 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
     mutating func requestFailed(on id: ConnectionID, _ failure: UpstreamFailure) -> Action {
         guard isCurrent(id), case .busy(_, let entry, _) = slots[id.index].state else { return Action() }
         slots[id.index].state = .closing
-        return Action(request: .fail(entry.request, failure))
+        return Action(request: .fail(entry.request, failure, neverSent: false))
     }
 
     /// Connection `id` ended before a byte of the response; it is closing. `requestSent` is
@@ -218,8 +228,9 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         guard isCurrent(id), case .busy(_, var entry, let reused) = slots[id.index].state else { return Action() }
         let peer = slots[id.index].peer
         slots[id.index].state = .closing
+        if requestSent { entry.mayHaveBeenSent = true }
         guard reused, !requestSent || entry.mayRetry, case .running = lifecycle else {
-            return Action(request: .fail(entry.request, .closedWithoutAnswer))
+            return Action(request: .fail(entry.request, .closedWithoutAnswer, neverSent: !entry.mayHaveBeenSent))
         }
         if requestSent { entry.mayRetry = false }
         return Action(connection: dispatch(entry, peer: peer))
@@ -239,7 +250,7 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
             if let at = peers[peer].idle.firstIndex(of: id.index) { peers[peer].idle.remove(at: at) }
         case .busy(_, let entry, _):
             // The connection went without telling its request: it was not answered.
-            action.request = .fail(entry.request, .closedWithoutAnswer)
+            action.request = .fail(entry.request, .closedWithoutAnswer, neverSent: false)
         case .closing:
             break
         }
@@ -253,18 +264,18 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
     mutating func cancel(_ request: Request) -> Action {
         for peer in peers.indices {
             if let at = peers[peer].waiting.firstIndex(where: { $0.request === request }) {
-                peers[peer].waiting.remove(at: at)
-                return Action(request: .fail(request, .cancelled))
+                let entry = peers[peer].waiting.remove(at: at)
+                return Action(request: .fail(request, .cancelled, neverSent: !entry.mayHaveBeenSent))
             }
         }
         for index in slots.indices {
             switch slots[index].state {
             case .connecting(let entry?) where entry.request === request:
                 slots[index].state = .connecting(nil)
-                return Action(request: .fail(request, .cancelled))
+                return Action(request: .fail(request, .cancelled, neverSent: !entry.mayHaveBeenSent))
             case .busy(let connection, let entry, _) where entry.request === request:
                 slots[index].state = .closing
-                return Action(request: .fail(request, .cancelled), connection: .close(connection))
+                return Action(request: .fail(request, .cancelled, neverSent: false), connection: .close(connection))
             default:
                 continue
             }
@@ -281,7 +292,11 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
             if peers[peer].waiting.contains(where: { $0.deadline <= now }) {
                 var kept = Deque<Entry>()
                 for entry in peers[peer].waiting {
-                    if entry.deadline <= now { sweep.failed.append((entry.request, .timedOut)) } else { kept.append(entry) }
+                    if entry.deadline <= now {
+                        sweep.failed.append((entry.request, .timedOut, neverSent: !entry.mayHaveBeenSent))
+                    } else {
+                        kept.append(entry)
+                    }
                 }
                 peers[peer].waiting = kept
             }
@@ -292,14 +307,14 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
             case .connecting(let entry?):
                 if entry.deadline <= now {
                     slots[index].state = .connecting(nil)
-                    sweep.failed.append((entry.request, .timedOut))
+                    sweep.failed.append((entry.request, .timedOut, neverSent: !entry.mayHaveBeenSent))
                 } else {
                     holding = true
                 }
             case .busy(let connection, let entry, _):
                 if entry.deadline <= now {
                     slots[index].state = .closing
-                    sweep.failed.append((entry.request, .timedOut))
+                    sweep.failed.append((entry.request, .timedOut, neverSent: false))
                     sweep.close.append(connection)
                 } else {
                     holding = true
@@ -354,7 +369,7 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         deadlineSweep = .stopped
         idleSweep = .stopped
         for peer in peers.indices {
-            for entry in peers[peer].waiting { sweep.failed.append((entry.request, .shuttingDown)) }
+            for entry in peers[peer].waiting { sweep.failed.append((entry.request, .shuttingDown, neverSent: !entry.mayHaveBeenSent)) }
             peers[peer].waiting.removeAll()
             peers[peer].idle.removeAll()
         }
@@ -362,13 +377,13 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
             switch slots[index].state {
             case .connecting(let entry?):
                 slots[index].state = .connecting(nil)
-                sweep.failed.append((entry.request, .shuttingDown))
+                sweep.failed.append((entry.request, .shuttingDown, neverSent: !entry.mayHaveBeenSent))
             case .idle(let connection, _):
                 slots[index].state = .closing
                 sweep.close.append(connection)
             case .busy(let connection, let entry, _):
                 slots[index].state = .closing
-                sweep.failed.append((entry.request, .shuttingDown))
+                sweep.failed.append((entry.request, .shuttingDown, neverSent: false))
                 sweep.close.append(connection)
             case .free, .connecting(nil), .closing:
                 continue

@@ -1,0 +1,425 @@
+import Foundation
+import Synchronization
+import Testing
+import VeneerTestSupport
+
+/// The real binary against a token endpoint that rotates refresh tokens and revokes the whole
+/// family when a used one comes back (RFC 9700 §4.14.2): each way Veneer could present a used
+/// refresh token, and that it does not.
+struct FamilyRig: Sendable {
+    let directory: String
+    let tokens: TestTokenServer
+    let upstream: TestUpstream
+    /// Access tokens the upstream refuses with 401 whatever the token server says.
+    let refused: RefusedTokens
+
+    var stateFolder: String { directory + "/state/auth_refresh" }
+    static let arguments = ["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"]
+
+    /// Writes the configuration: auth_refresh with `options` (YAML lines at its indentation).
+    func configure(_ options: [String] = [], tokenURL: String? = nil, top: String = "") throws {
+        try """
+            state_dir: \(directory)/state
+            \(top)
+            environments:
+              development:
+                origin: { upstream: { url: "\(upstream.url)" } }
+                chain:
+                  - auth_refresh:
+                      token_url: \(tokenURL ?? tokens.url)
+                      client_id: veneer
+                      client_secret_file: \(directory)/client-secret
+                      refresh_token_file: \(directory)/refresh-token
+            \(options.map { "          " + $0 }.joined(separator: "\n"))
+            """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+    }
+
+    func start() async throws -> (VeneerProcess, Int) {
+        let process = try VeneerProcess(Self.arguments, directory: directory)
+        return (process, try await process.waitUntilReady())
+    }
+
+    func get(_ port: Int, _ target: String = "/posts/1") async throws -> RawResponse {
+        try await RawHTTP.request(port: port, "GET", target)
+    }
+
+    /// The health problems, when degraded.
+    func problems(_ port: Int) async -> [String] {
+        (try? await RawHTTP.request(port: port, "GET", "/-/health").json?["problems"] as? [String]) ?? []
+    }
+
+    /// The saved token state (the one file of the folder).
+    func saved() -> [String: Any]? {
+        guard let name = try? FileManager.default.contentsOfDirectory(atPath: stateFolder).first(where: { $0.hasSuffix(".json") }),
+              let data = FileManager.default.contents(atPath: stateFolder + "/" + name) else { return nil }
+        return try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+    }
+
+    /// The token folder replaced by a file: every write to it fails (as on a read-only or
+    /// full disk), for root too. `restore()` puts the folder back.
+    func breakStore() throws {
+        try FileManager.default.moveItem(atPath: stateFolder, toPath: stateFolder + ".aside")
+        try "not a folder".write(toFile: stateFolder, atomically: false, encoding: .utf8)
+    }
+
+    func restoreStore() throws {
+        try FileManager.default.removeItem(atPath: stateFolder)
+        try FileManager.default.moveItem(atPath: stateFolder + ".aside", toPath: stateFolder)
+    }
+
+    /// A new refresh token from the operator: a new family at the server, and the file.
+    func provideNewToken(_ token: String) throws {
+        tokens.issueNewFamily(token)
+        try "\(token)\n".write(toFile: directory + "/refresh-token", atomically: true, encoding: .utf8)
+    }
+}
+
+final class RefusedTokens: Sendable {
+    private let tokens = Mutex<Set<String>>([])
+    func insert(_ token: String) { _ = tokens.withLock { $0.insert(token) } }
+    func contains(_ token: String) -> Bool { tokens.withLock { $0.contains(token) } }
+}
+
+func withFamilyRig<T>(_ settings: TestTokenServer.Settings = TestTokenServer.Settings(), options: [String] = [],
+                      _ body: (FamilyRig) async throws -> T) async throws -> T {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    try "rt-0\n".write(toFile: directory + "/refresh-token", atomically: true, encoding: .utf8)
+    try "s3cret".write(toFile: directory + "/client-secret", atomically: true, encoding: .utf8)
+    let tokens = try await TestTokenServer.start(settings: settings)
+    let refused = RefusedTokens()
+    do {
+        let result = try await withTestUpstream({ request in
+            if let header = request.header("authorization"), refused.contains(String(header.dropFirst(7))) {
+                return .json(#"{"error":"invalid_token"}"#, status: 401)
+            }
+            return tokens.protectedReply(request)
+        }) { (upstream: TestUpstream) async throws -> T in
+            let rig = FamilyRig(directory: directory, tokens: tokens, upstream: upstream, refused: refused)
+            try rig.configure(options)
+            return try await body(rig)
+        }
+        await tokens.stop()
+        return result
+    } catch {
+        await tokens.stop()
+        throw error
+    }
+}
+
+/// Waits (real time) up to `limit` for `condition`; true when it held.
+@discardableResult
+func within(_ limit: Duration, _ condition: () async -> Bool) async throws -> Bool {
+    let deadline = ContinuousClock.now + limit
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    return await condition()
+}
+
+@Suite("auth_refresh never burns the token family (the real binary)", .serialized)
+struct AuthRefreshFamilyTests {
+    // MARK: 1. A refresh request is never abandoned
+
+    @Test("a slow endpoint: callers get 504 at timeout, the refresh is awaited, its rotated token saved and used; nothing is presented twice")
+    func slowEndpoint() async throws {
+        var settings = TestTokenServer.Settings()
+        settings.delay = .milliseconds(1500)
+        try await withFamilyRig(settings, options: ["timeout: 300ms"]) { rig in
+            let (veneer, port) = try await rig.start()
+            defer { veneer.terminate() }
+            let started = ContinuousClock.now
+            let first = try await rig.get(port)
+            #expect(first.status == 504 && first.errorCode == "upstream_timeout")
+            #expect(ContinuousClock.now - started < .seconds(1), "the caller got its 504 at timeout")
+            #expect(try await within(.seconds(5)) { rig.tokens.refreshes == 1 && rig.tokens.pending == 0 })
+            // Veneer was still there to receive the rotated token, and saved it.
+            #expect(try await within(.seconds(2)) { rig.saved()?["refresh_token"] as? String == rig.tokens.currentRefreshToken })
+            #expect(try await rig.get(port).status == 200)
+            #expect(rig.tokens.presented == ["rt-0"], "one refresh, its answer used")
+            #expect(rig.tokens.reuses == 0)
+        }
+    }
+
+    @Test("no answer within refresh_wait: refreshing stops (health: refresh outcome unknown) and that token is never sent again; a new token file resumes")
+    func refreshWaitEnds() async throws {
+        var settings = TestTokenServer.Settings()
+        settings.delay = .seconds(2)
+        try await withFamilyRig(settings, options: ["timeout: 200ms", "refresh_wait: 500ms"]) { rig in
+            let (veneer, port) = try await rig.start()
+            defer { veneer.terminate() }
+            #expect(try await rig.get(port).status == 504)
+            #expect(try await within(.seconds(3)) { await rig.problems(port).contains { $0.contains("refresh outcome unknown") } })
+            // The endpoint answers (with a rotated token) after Veneer stopped waiting.
+            #expect(try await within(.seconds(4)) { rig.tokens.pending == 0 })
+            #expect(rig.tokens.refreshes == 1)
+            rig.tokens.update { $0.delay = .zero }
+            for _ in 0..<5 {
+                let response = try await rig.get(port)
+                #expect(response.status == 502 && response.errorCode == "upstream_unavailable")
+            }
+            try await Task.sleep(for: .milliseconds(1500))  // the background loop looks every second
+            #expect(rig.tokens.presented == ["rt-0"], "the token whose answer was lost is not sent again by itself")
+            #expect(rig.tokens.reuses == 0)
+
+            try rig.provideNewToken("rt-new")
+            #expect(try await within(.seconds(3)) { (try? await rig.get(port).status) == 200 })
+            #expect(rig.tokens.presented == ["rt-0", "rt-new"])
+            #expect(rig.tokens.reuses == 0)
+            #expect(veneer.stderr.contains("refresh outcome unknown"))
+        }
+    }
+
+    @Test("after outcome unknown a reload resumes: the held token is presented again, which a server with a reuse grace period accepts")
+    func reloadResumes() async throws {
+        var settings = TestTokenServer.Settings()
+        settings.delay = .seconds(1)
+        settings.reuseGrace = .seconds(30)
+        try await withFamilyRig(settings, options: ["timeout: 200ms", "refresh_wait: 400ms"]) { rig in
+            let (veneer, port) = try await rig.start()
+            defer { veneer.terminate() }
+            #expect(try await within(.seconds(3)) { await rig.problems(port).contains { $0.contains("refresh outcome unknown") } })
+            rig.tokens.update { $0.delay = .zero }
+            #expect(try await rig.get(port).status == 502)
+            veneer.signal(SIGHUP)
+            #expect(try await within(.seconds(3)) { (try? await rig.get(port).status) == 200 })
+            #expect(rig.tokens.presented == ["rt-0", "rt-0"])
+            #expect(rig.tokens.graceReuses == 1 && rig.tokens.reuses == 0)
+        }
+    }
+
+    @Test("only a request that never reached the endpoint is sent again: a refused connection is retried with the same token")
+    func neverReachedIsRetried() async throws {
+        try await withFamilyRig { rig in
+            await rig.tokens.stopListening()
+            let (veneer, port) = try await rig.start()
+            defer { veneer.terminate() }
+            let refused = try await rig.get(port)
+            #expect(refused.status == 502 && refused.errorCode == "upstream_unavailable")
+            #expect(try await within(.seconds(3)) { await rig.problems(port).contains { $0.contains("token endpoint unavailable") } })
+            try await rig.tokens.listenAgain()
+            #expect(try await within(.seconds(10)) { (try? await rig.get(port).status) == 200 })
+            #expect(rig.tokens.presented == ["rt-0"])
+            #expect(rig.tokens.reuses == 0)
+        }
+    }
+
+    @Test("a connection lost after the request went out is ambiguous: refreshing stops and the token is not sent again")
+    func ambiguousFailureNotRetried() async throws {
+        let closing = try await ScriptedUpstream.start { _ in .close }
+        defer { Task { await closing.stop() } }
+        try await withFamilyRig { rig in
+            try rig.configure(tokenURL: closing.url + "/oauth/token")
+            let (veneer, port) = try await rig.start()
+            defer { veneer.terminate() }
+            #expect(try await rig.get(port).status == 502)
+            #expect(try await within(.seconds(3)) { await rig.problems(port).contains { $0.contains("refresh outcome unknown") } })
+            for _ in 0..<5 { _ = try await rig.get(port) }
+            try await Task.sleep(for: .milliseconds(1500))
+            #expect(closing.received.count == 1, "one request, never repeated")
+        }
+    }
+
+    @Test("SIGTERM waits for a refresh in flight (up to drain_timeout) and saves its answer; the next start presents the new token")
+    func sigtermWaits() async throws {
+        var settings = TestTokenServer.Settings()
+        settings.delay = .milliseconds(1500)
+        try await withFamilyRig(settings, options: ["timeout: 200ms"]) { rig in
+            let (veneer, port) = try await rig.start()
+            defer { veneer.terminate() }
+            #expect(try await rig.get(port).status == 504)
+            #expect(rig.tokens.pending == 1)
+            veneer.signal(SIGTERM)
+            #expect(await veneer.wait() == 0)
+            #expect(rig.saved()?["refresh_token"] as? String == rig.tokens.currentRefreshToken, "the answer was received and saved before exiting")
+
+            rig.tokens.update { $0.delay = .zero }
+            rig.refused.insert("at-1")  // the upstream refuses the saved access token: a refresh follows
+            let (again, againPort) = try await rig.start()
+            defer { again.terminate() }
+            #expect(try await rig.get(againPort).status == 200)
+            #expect(rig.tokens.presented == ["rt-0", "rt-1"])
+            #expect(rig.tokens.reuses == 0)
+        }
+    }
+
+    @Test("a reload during a refresh in flight keeps the token manager: the answer is saved and used, the new options apply")
+    func reloadDuringRefresh() async throws {
+        var settings = TestTokenServer.Settings()
+        settings.delay = .milliseconds(1500)
+        try await withFamilyRig(settings, options: ["timeout: 200ms", "refresh_before_expiry: 1s"]) { rig in
+            let (veneer, port) = try await rig.start()
+            defer { veneer.terminate() }
+            #expect(try await rig.get(port).status == 504)
+            #expect(rig.tokens.pending == 1)
+            try rig.configure(["timeout: 3s", "refresh_before_expiry: 2s"])
+            veneer.signal(SIGHUP)
+            #expect(try await within(.seconds(3)) { veneer.stderr.contains("configuration reloaded") })
+            // The kept manager's own request, waited for with the new timeout.
+            #expect(try await rig.get(port).status == 200)
+            #expect(rig.tokens.presented == ["rt-0"])
+            #expect(rig.tokens.reuses == 0)
+        }
+    }
+
+    // MARK: 2. Never rotate what cannot be saved
+
+    @Test("a token store that cannot be written at all: veneer check warns, veneer run exits 78 without a refresh")
+    func storeNotWritableAtAll() async throws {
+        try await withFamilyRig { rig in
+            try FileManager.default.createDirectory(atPath: rig.directory + "/state", withIntermediateDirectories: true)
+            try "a file where the token folder goes".write(toFile: rig.stateFolder, atomically: false, encoding: .utf8)
+            let check = try await VeneerProcess.run(["check", "--config", "veneer.yaml"], directory: rig.directory)
+            #expect(check.status == 0)
+            #expect(check.stderr.contains("warning: environments.development.chain[0].auth_refresh: the token store"), "\(check.stderr)")
+            let run = try await VeneerProcess.run(FamilyRig.arguments, directory: rig.directory)
+            #expect(run.status == 78, "\(run.stderr)")
+            #expect(run.stderr.contains("the token store cannot be written"))
+            #expect(rig.tokens.forms.isEmpty)
+        }
+    }
+
+    @Test("while the token store cannot be written no refresh is sent: the access token serves while it lasts, then 502, and refreshing resumes once it can")
+    func storeUnwritableAtRuntime() async throws {
+        var settings = TestTokenServer.Settings()
+        settings.expiresIn = 3
+        try await withFamilyRig(settings, options: ["refresh_before_expiry: 1s"]) { rig in
+            let (veneer, port) = try await rig.start()
+            defer { veneer.terminate() }
+            #expect(try await rig.get(port).status == 200)
+            let granted = ContinuousClock.now
+            try rig.breakStore()
+            // The proactive refresh comes due after 2 s: it must not be sent.
+            #expect(try await within(.seconds(4)) { await rig.problems(port).contains { $0.contains("token store cannot be written") } })
+            if ContinuousClock.now - granted < .milliseconds(2800) { #expect(try await rig.get(port).status == 200, "the access token still serves") }
+            try await Task.sleep(until: granted + .seconds(3), clock: .continuous)
+            let expired = try await rig.get(port)
+            #expect(expired.status == 502 && expired.errorCode == "upstream_unavailable")
+            #expect(rig.tokens.presented == ["rt-0"], "nothing sent while a new refresh token could not be saved")
+            try rig.restoreStore()
+            #expect(try await within(.seconds(4)) { (try? await rig.get(port).status) == 200 })
+            #expect(rig.tokens.presented.prefix(2) == ["rt-0", "rt-1"])
+            #expect(rig.tokens.reuses == 0)
+        }
+    }
+
+    @Test("a rotated token whose save fails is held in memory and saved once the store can be written (at the latest at shutdown); the next start presents it")
+    func heldTokenSaved() async throws {
+        var settings = TestTokenServer.Settings()
+        settings.delay = .milliseconds(800)
+        try await withFamilyRig(settings, options: ["timeout: 100ms"]) { rig in
+            let (veneer, port) = try await rig.start()
+            defer { veneer.terminate() }
+            #expect(try await within(.seconds(3)) { rig.tokens.pending == 1 })
+            try rig.breakStore()   // after the token was marked in flight, before its answer
+            #expect(try await within(.seconds(4)) { await rig.problems(port).contains { $0.contains("held in memory only") } })
+            #expect(try await rig.get(port).status == 200, "the new access token serves")
+            try rig.restoreStore()
+            veneer.signal(SIGTERM)
+            #expect(await veneer.wait() == 0)
+            #expect(rig.saved()?["refresh_token"] as? String == "rt-1")
+
+            rig.tokens.update { $0.delay = .zero }
+            rig.refused.insert("at-1")
+            let (again, againPort) = try await rig.start()
+            defer { again.terminate() }
+            #expect(try await rig.get(againPort).status == 200)
+            #expect(rig.tokens.presented == ["rt-0", "rt-1"])
+            #expect(rig.tokens.reuses == 0)
+        }
+    }
+
+    // MARK: 3. No temporary file holds a refresh token
+
+    @Test("temporary files a crash left are removed at start, unread; a save leaves none")
+    func leftovers() async throws {
+        try await withFamilyRig { rig in
+            var (veneer, port) = try await rig.start()
+            #expect(try await rig.get(port).status == 200)
+            veneer.signal(SIGKILL)
+            _ = await veneer.wait()
+            let name = try #require(try FileManager.default.contentsOfDirectory(atPath: rig.stateFolder).first { $0.hasSuffix(".json") })
+            let stale = #"{"refresh_token":"rt-stale","origin":"x","generation":99}"#
+            for leftover in [name + ".tmp", name + ".tmp-4242-1234567", name + ".tmp-4243-7654321"] {
+                try stale.write(toFile: rig.stateFolder + "/" + leftover, atomically: false, encoding: .utf8)
+            }
+            rig.refused.insert("at-1")
+            (veneer, port) = try await rig.start()
+            defer { veneer.terminate() }
+            #expect(try await rig.get(port).status == 200)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: rig.stateFolder) == [name])
+            #expect(!rig.tokens.presented.contains("rt-stale"))
+            #expect(rig.tokens.presented == ["rt-0", "rt-1"])
+            #expect(veneer.stderr.contains("removed temporary token files"))
+        }
+    }
+
+    // MARK: 4. The window
+
+    @Test("killed while a refresh is in flight: the next start says the saved token was in flight, and a reuse grace period on the server saves the family")
+    func inFlightAtKill() async throws {
+        var settings = TestTokenServer.Settings()
+        settings.delay = .seconds(2)
+        settings.reuseGrace = .seconds(30)
+        try await withFamilyRig(settings) { rig in
+            var (veneer, port) = try await rig.start()
+            #expect(try await within(.seconds(3)) { rig.tokens.pending == 1 })
+            veneer.signal(SIGKILL)
+            _ = await veneer.wait()
+            #expect(rig.saved()?["in_flight_since"] != nil)
+            rig.tokens.update { $0.delay = .zero }
+            (veneer, port) = try await rig.start()
+            defer { veneer.terminate() }
+            #expect(veneer.stderr.contains("the saved refresh token was in flight when Veneer last stopped"))
+            #expect(try await rig.get(port).status == 200)
+            #expect(rig.tokens.presented == ["rt-0", "rt-0"])
+            #expect(rig.tokens.graceReuses == 1 && rig.tokens.reuses == 0)
+            #expect(rig.saved()?["in_flight_since"] == nil)
+        }
+    }
+
+    // MARK: 6. The loop wakes on every change
+
+    @Test("after invalid_grant a new refresh token file is picked up within 2 s, however long the loop's schedule")
+    func newTokenFile() async throws {
+        var settings = TestTokenServer.Settings()
+        settings.expiresIn = 3600
+        try await withFamilyRig(settings) { rig in
+            let (veneer, port) = try await rig.start()
+            defer { veneer.terminate() }
+            #expect(try await rig.get(port).status == 200)
+            // Someone replays the first token: the server revokes the family.
+            _ = try await RawHTTP.request(port: rig.tokens.port, "POST", "/oauth/token",
+                                          headers: [("Authorization", "Basic " + Data("veneer:s3cret".utf8).base64EncodedString()),
+                                                    ("Content-Type", "application/x-www-form-urlencoded")],
+                                          body: "grant_type=refresh_token&refresh_token=rt-0")
+            let refused = try await rig.get(port)
+            #expect(refused.status == 401 && refused.errorCode == "unauthorized")
+            try rig.provideNewToken("rt-new")
+            let provided = ContinuousClock.now
+            #expect(try await within(.seconds(2)) { await rig.problems(port).isEmpty })
+            #expect(ContinuousClock.now - provided < .seconds(2))
+            #expect(try await rig.get(port).status == 200)
+            #expect(rig.tokens.presented.last == "rt-new")
+        }
+    }
+
+    @Test("a reactive refresh that brings a token expiring sooner moves the proactive refresh forward")
+    func reactiveReschedules() async throws {
+        var settings = TestTokenServer.Settings()
+        settings.expiresIn = 3600
+        try await withFamilyRig(settings, options: ["refresh_before_expiry: 1s"]) { rig in
+            let (veneer, port) = try await rig.start()
+            defer { veneer.terminate() }
+            #expect(try await rig.get(port).status == 200)
+            rig.tokens.update { $0.expiresIn = 2 }
+            rig.refused.insert("at-1")
+            #expect(try await rig.get(port).status == 200, "refreshed after the 401 and retried")
+            #expect(rig.tokens.refreshes == 2)
+            // Due 1 s before the new token's expiry, without any request.
+            #expect(try await within(.seconds(3)) { rig.tokens.refreshes == 3 })
+            #expect(rig.tokens.reuses == 0)
+        }
+    }
+}
