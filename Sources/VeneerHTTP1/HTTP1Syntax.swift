@@ -424,18 +424,22 @@ enum HTTP1Syntax {
     /// Whether `bytes` are a token (RFC 9110 §5.6.2), as `HTTPField.Name` requires of a name.
     static func isToken(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard !bytes.isEmpty else { return false }
-        for byte in bytes {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
-                 UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
-                 UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-                continue
-            default:
-                return false
-            }
-        }
+        for byte in bytes where !isTokenByte(byte) { return false }
         return true
+    }
+
+    /// Whether `byte` is a tchar (RFC 9110 §5.6.2).
+    @inline(__always)
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+             UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+            return true
+        default:
+            return false
+        }
     }
 
     /// Moves up to `remaining` body bytes from `input` to `body` (without a copy when the
@@ -478,14 +482,12 @@ struct ChunkedDecoder {
                     try Self.checkPartialSize(input)
                     return .needMore
                 }
-                let sizeText = line.prefix { $0 != UInt8(ascii: ";") }
-                let trimmed = sizeText.reversed().drop { $0 == HTTP1Syntax.space || $0 == HTTP1Syntax.tab }.reversed()
-                guard !trimmed.isEmpty, trimmed.count <= 15 else { throw HTTP1ParseError("A chunk size is not valid.") }
+                let digits = line.prefix { Self.hexValue($0) != nil }
+                guard !digits.isEmpty, digits.count <= 15 else { throw HTTP1ParseError("A chunk size is not valid.") }
+                // Extensions are dropped, but only well-formed ones are accepted, as NIO's parser (llhttp) does.
+                guard Self.areExtensions(line[digits.endIndex...]) else { throw HTTP1ParseError("A chunk size is not valid.") }
                 var size = 0
-                for byte in trimmed {
-                    guard let digit = Self.hexValue(byte) else { throw HTTP1ParseError("A chunk size is not valid.") }
-                    size = size * 16 + digit
-                }
+                for byte in digits { size = size * 16 + Self.hexValue(byte)! }
                 if size == 0 {
                     state = .trailers
                 } else {
@@ -551,6 +553,51 @@ struct ChunkedDecoder {
                 throw HTTP1ParseError("A chunk size is not valid.")
             }
             return
+        }
+    }
+
+    /// Whether `bytes` (what follows a chunk size) are chunk extensions (RFC 9112 §7.1.1):
+    /// `*( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] )`, then optional whitespace.
+    static func areExtensions(_ bytes: ArraySlice<UInt8>) -> Bool {
+        var index = bytes.startIndex
+        func skipWhitespace() {
+            while index < bytes.endIndex, bytes[index] == HTTP1Syntax.space || bytes[index] == HTTP1Syntax.tab { index += 1 }
+        }
+        func token() -> Bool {
+            let start = index
+            while index < bytes.endIndex, HTTP1Syntax.isTokenByte(bytes[index]) { index += 1 }
+            return index > start
+        }
+        func quotedString() -> Bool {
+            index += 1
+            while index < bytes.endIndex {
+                let byte = bytes[index]
+                index += 1
+                if byte == UInt8(ascii: "\"") { return true }
+                // qdtext and quoted-pair allow HTAB, SP, visible ASCII and obs-text: no other control.
+                if byte == UInt8(ascii: "\\") {
+                    guard index < bytes.endIndex else { return false }
+                    let escaped = bytes[index]
+                    index += 1
+                    if escaped != HTTP1Syntax.tab, escaped < HTTP1Syntax.space || escaped == 0x7F { return false }
+                } else if byte != HTTP1Syntax.tab, byte < HTTP1Syntax.space || byte == 0x7F {
+                    return false
+                }
+            }
+            return false
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.endIndex else { return true }
+            guard bytes[index] == UInt8(ascii: ";") else { return false }
+            index += 1
+            skipWhitespace()
+            guard token() else { return false }
+            skipWhitespace()
+            guard index < bytes.endIndex, bytes[index] == UInt8(ascii: "=") else { continue }
+            index += 1
+            skipWhitespace()
+            guard index < bytes.endIndex, bytes[index] == UInt8(ascii: "\"") ? quotedString() : token() else { return false }
         }
     }
 

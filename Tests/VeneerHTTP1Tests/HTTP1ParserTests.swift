@@ -118,6 +118,14 @@ struct HTTP1ParserTests {
         }
     }
 
+    @Test("chunk extensions in the grammar are accepted and dropped: names, tokens, quoted strings, whitespace around them")
+    func chunkExtensions() throws {
+        let text = "PUT /p HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + "4 ; a = \"x;\\\"y\" ;b;c=d\t\r\nabcd\r\n2;e\r\nef\r\n0\r\n\r\n"
+        let requests = try Self.requests(text)
+        #expect(requests.count == 1 && requests.first?.1 == "abcdef")
+    }
+
     @Test("ambiguous framing and malformed heads are refused", arguments: [
         "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
         "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
@@ -145,6 +153,12 @@ struct HTTP1ParserTests {
         "GET posts HTTP/1.1\r\nHost: h\r\n\r\n",
         "PROPFIND /dav HTTP/1.1\r\nHost: h\r\nDepth:\u{5} 1\r\n\r\n",
         "GET / HTTP/1.1\r\nHost: h\r\nX-Del: a\u{7F}b\r\n\r\n",
+        // Chunk extensions out of RFC 9112 §7.1.1's grammar (the first found by the differential target).
+        "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4;ext=\u{11}\r\nabcd\r\n0\r\n\r\n",
+        "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4;\r\nabcd\r\n0\r\n\r\n",
+        "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4;a=b c\r\nabcd\r\n0\r\n\r\n",
+        "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4;a=\"open\r\nabcd\r\n0\r\n\r\n",
+        "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4 x\r\nabcd\r\n0\r\n\r\n",
         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n",
     ])
