@@ -174,7 +174,7 @@ check: build
 # go to $(FUZZ_SCRATCH)/corpus, crashes to $(FUZZ_SCRATCH)/artifacts; `make fuzz-merge` adds
 # to the kept corpus only the inputs that reach code it does not (libFuzzer's -merge=1).
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS ?= request response differential config
+FUZZ_TARGETS ?= request response differential config cache-headers
 FUZZ_SCRATCH ?= .build-fuzz
 FUZZ_BUILD = VENEER_FUZZ=1 $(SWIFT) build --scratch-path $(FUZZ_SCRATCH) --sanitize=fuzzer --sanitize=address -Xswiftc -sanitize=fuzzer,address
 # The Swift backtracer's own crash handler trips AddressSanitizer: libFuzzer reports instead.
@@ -188,7 +188,7 @@ fuzz: fuzz-build
 	@mkdir -p $(FUZZ_SCRATCH)/artifacts
 	@for target in $(FUZZ_TARGETS); do \
 		mkdir -p $(FUZZ_SCRATCH)/corpus/$$target; \
-		case $$target in config) dict=config ;; *) dict=http ;; esac; \
+		case $$target in config) dict=config ;; cache-headers) dict=cache-headers ;; *) dict=http ;; esac; \
 		echo "make: fuzz-$$target for $(FUZZ_SECONDS) s"; \
 		$(FUZZ_RUN) $(FUZZ_SCRATCH)/corpus/$$target Fuzz/Corpus/$$target -dict=Fuzz/dict/$$dict.dict \
 			-max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 -artifact_prefix=$(FUZZ_SCRATCH)/artifacts/$$target- || exit 1; \

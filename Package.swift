@@ -191,7 +191,7 @@ let package = Package(
         .target(
             name: "VeneerFuzzing",
             dependencies: [
-                "VeneerCore", "VeneerHTTP1", "VeneerConfig",
+                "VeneerCore", "VeneerHTTP1", "VeneerConfig", "VeneerDecorators",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -208,7 +208,7 @@ let package = Package(
 // built with `--sanitize=fuzzer --sanitize=address`, each a few lines calling its entry in
 // VeneerFuzzing. Kept out of every other build, which has no use for them.
 if Context.environment["VENEER_FUZZ"] == "1" {
-    for name in ["request", "response", "differential", "config"] {
+    for name in ["request", "response", "differential", "config", "cache-headers"] {
         package.targets.append(.executableTarget(
             name: "fuzz-\(name)", dependencies: ["VeneerFuzzing"], path: "Fuzz/Targets/fuzz-\(name)", swiftSettings: swiftSettings))
         package.products.append(.executable(name: "fuzz-\(name)", targets: ["fuzz-\(name)"]))

@@ -9,6 +9,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case differential
     /// ``ConfigLoaderFuzz``.
     case config
+    /// ``CacheHeadersFuzz``.
+    case cacheHeaders = "cache-headers"
 
     /// Runs the target on one input; throws what it found wrong.
     public func run(_ bytes: UnsafeRawBufferPointer) throws(FuzzFinding) {
@@ -17,6 +19,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .response: try ResponseParserFuzz.run(bytes)
         case .differential: try RequestDifferentialFuzz.run(bytes)
         case .config: try ConfigLoaderFuzz.run(bytes)
+        case .cacheHeaders: try CacheHeadersFuzz.run(bytes)
         }
     }
 
