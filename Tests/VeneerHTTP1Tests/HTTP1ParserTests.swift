@@ -151,6 +151,11 @@ struct HTTP1ParserTests {
         // RFC 9112 §3.2, and control characters in a field value (RFC 9110 §5.5).
         "POST p/osts HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n",
         "GET posts HTTP/1.1\r\nHost: h\r\n\r\n",
+        // Absolute forms whose authority is not a host and port (the first found by the differential target).
+        "GET http://Close#Rangeposts/2 HTTP/1.1\r\nHost: h\r\n\r\n",
+        "GET http://h/a#frag HTTP/1.1\r\nHost: h\r\n\r\n",
+        "GET http://user@h/ HTTP/1.1\r\nHost: h\r\n\r\n",
+        "GET http:///posts HTTP/1.1\r\nHost: h\r\n\r\n",
         "PROPFIND /dav HTTP/1.1\r\nHost: h\r\nDepth:\u{5} 1\r\n\r\n",
         "GET / HTTP/1.1\r\nHost: h\r\nX-Del: a\u{7F}b\r\n\r\n",
         // Chunk extensions out of RFC 9112 §7.1.1's grammar (the first found by the differential target).
