@@ -540,7 +540,7 @@ struct ChunkedDecoder {
     }
 
     /// Refuses a chunk-size line that has started wrong, before its end arrives: hex digits,
-    /// then the end of the size (an extension, whitespace or the CR).
+    /// then the end of the size (an extension or the CR).
     static func checkPartialSize(_ input: ByteBuffer) throws(HTTP1ParseError) {
         var digits = 0
         for byte in input.readableBytesView {
@@ -549,7 +549,7 @@ struct ChunkedDecoder {
                 guard digits <= 15 else { throw HTTP1ParseError("A chunk size is not valid.") }
                 continue
             }
-            guard digits > 0, byte == UInt8(ascii: ";") || byte == HTTP1Syntax.space || byte == HTTP1Syntax.tab || byte == HTTP1Syntax.cr else {
+            guard digits > 0, byte == UInt8(ascii: ";") || byte == HTTP1Syntax.cr else {
                 throw HTTP1ParseError("A chunk size is not valid.")
             }
             return
@@ -557,12 +557,11 @@ struct ChunkedDecoder {
     }
 
     /// Whether `bytes` (what follows a chunk size) are chunk extensions (RFC 9112 §7.1.1):
-    /// `*( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] )`, then optional whitespace.
+    /// `*( ";" name [ "=" ( token / quoted-string ) ] )`. Without the grammar's BWS, which
+    /// senders must not generate: NIO's parser (llhttp) refuses it too, so the two read every
+    /// chunk line alike.
     static func areExtensions(_ bytes: ArraySlice<UInt8>) -> Bool {
         var index = bytes.startIndex
-        func skipWhitespace() {
-            while index < bytes.endIndex, bytes[index] == HTTP1Syntax.space || bytes[index] == HTTP1Syntax.tab { index += 1 }
-        }
         func token() -> Bool {
             let start = index
             while index < bytes.endIndex, HTTP1Syntax.isTokenByte(bytes[index]) { index += 1 }
@@ -586,19 +585,15 @@ struct ChunkedDecoder {
             }
             return false
         }
-        while true {
-            skipWhitespace()
-            guard index < bytes.endIndex else { return true }
+        while index < bytes.endIndex {
             guard bytes[index] == UInt8(ascii: ";") else { return false }
             index += 1
-            skipWhitespace()
             guard token() else { return false }
-            skipWhitespace()
             guard index < bytes.endIndex, bytes[index] == UInt8(ascii: "=") else { continue }
             index += 1
-            skipWhitespace()
             guard index < bytes.endIndex, bytes[index] == UInt8(ascii: "\"") ? quotedString() : token() else { return false }
         }
+        return true
     }
 
     /// A trailer field is a field line like any other (RFC 9112 §7.1.2), even though it is dropped.

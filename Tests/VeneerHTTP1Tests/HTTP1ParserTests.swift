@@ -118,10 +118,10 @@ struct HTTP1ParserTests {
         }
     }
 
-    @Test("chunk extensions in the grammar are accepted and dropped: names, tokens, quoted strings, whitespace around them")
+    @Test("chunk extensions in the grammar are accepted and dropped: names, tokens, quoted strings")
     func chunkExtensions() throws {
         let text = "PUT /p HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
-            + "4 ; a = \"x;\\\"y\" ;b;c=d\t\r\nabcd\r\n2;e\r\nef\r\n0\r\n\r\n"
+            + "4;a=\"x; \\\"y\";b;c=d\r\nabcd\r\n2;e\r\nef\r\n0\r\n\r\n"
         let requests = try Self.requests(text)
         #expect(requests.count == 1 && requests.first?.1 == "abcdef")
     }
@@ -164,6 +164,11 @@ struct HTTP1ParserTests {
         "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4;a=b c\r\nabcd\r\n0\r\n\r\n",
         "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4;a=\"open\r\nabcd\r\n0\r\n\r\n",
         "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4 x\r\nabcd\r\n0\r\n\r\n",
+        // Whitespace in a chunk line (the grammar's BWS, which NIO refuses; the first found by the differential target).
+        "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4;a=\"b\" \r\nabcd\r\n0\r\n\r\n",
+        "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4 \r\nabcd\r\n0\r\n\r\n",
+        "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4 ;a\r\nabcd\r\n0\r\n\r\n",
+        "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4;a = b\r\nabcd\r\n0\r\n\r\n",
         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n",
     ])
