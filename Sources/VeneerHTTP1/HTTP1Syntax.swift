@@ -604,6 +604,12 @@ struct ChunkedDecoder {
         guard let colon = line.firstIndex(of: HTTP1Syntax.colon),
               line.withUnsafeBytes({ HTTP1Syntax.isToken(UnsafeRawBufferPointer(rebasing: $0[0..<colon])) }) else { throw HTTP1Syntax.notAToken }
         guard !line.contains(0) else { throw HTTP1ParseError("A field value contains NUL.") }
+        // Framing after the body has no meaning (RFC 9110 §6.5.1), and NIO's parser refuses it there.
+        let framing = line.withUnsafeBytes { bytes in
+            let name = UnsafeRawBufferPointer(rebasing: bytes[0..<colon])
+            return HTTP1Syntax.equalsIgnoringCase(name, "content-length") || HTTP1Syntax.equalsIgnoringCase(name, "transfer-encoding")
+        }
+        guard !framing else { throw HTTP1ParseError("A trailer field cannot be Content-Length or Transfer-Encoding.") }
     }
 
     static func hexValue(_ byte: UInt8) -> Int? {
