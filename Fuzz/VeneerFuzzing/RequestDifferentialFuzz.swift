@@ -13,6 +13,8 @@ public enum RequestDifferentialFuzz {
     public enum AllowedDivergence: String, CaseIterable, Sendable {
         /// NIO refuses a method it does not know.
         case extensionMethod
+        /// NIO refuses a Content-Length given more than once with the same value.
+        case repeatedContentLength
         /// NIO stops reading HTTP after an upgrade or a CONNECT.
         case upgradeEndsHTTP
         /// NIO refuses bytes after a request that ends the connection.
@@ -24,6 +26,10 @@ public enum RequestDifferentialFuzz {
             case .extensionMethod:
                 return "llhttp knows a fixed list of methods and refuses any other; RFC 9110 §9.1 makes the method an "
                     + "extensible token, and Veneer forwards methods it does not know to the upstream, which decides."
+            case .repeatedContentLength:
+                return "RFC 9110 §8.6 lets a recipient take a Content-Length repeated with the same decimal value (as "
+                    + "lines or as a list) as that one value, or refuse it; NIO refuses, Veneer takes the value (and "
+                    + "refuses different values)."
             case .upgradeEndsHTTP:
                 return "after a request with Upgrade (or a CONNECT) NIO hands the rest of the stream to the new protocol "
                     + "(RFC 9110 §7.8, §9.3.6); Veneer removes Upgrade as hop-by-hop and never tunnels, so it reads the "
@@ -99,9 +105,8 @@ public enum RequestDifferentialFuzz {
         let (nioRequests, nioError) = nio(bytes)
         for (index, (head, body)) in accepted.enumerated() {
             guard index < nioRequests.count, nioRequests[index].complete else {
-                if let nioError, case .invalidMethod? = nioError as? HTTPParserError,
-                   !standardMethods.contains(head.method.rawValue), index == nioRequests.count {
-                    return  // AllowedDivergence.extensionMethod
+                if index == nioRequests.count, let refusal = nioError as? HTTPParserError, allowed(refusal, of: head) != nil {
+                    return
                 }
                 throw FuzzFinding("Veneer accepted request \(index + 1) (\(head.method) \(head.target)) that NIO "
                     + (index < nioRequests.count ? "did not finish" : "refused: \(nioError.map { "\($0)" } ?? "no error, no request")"))
@@ -114,6 +119,19 @@ public enum RequestDifferentialFuzz {
             if !head.keepAlive {
                 return  // AllowedDivergence.afterConnectionEnds
             }
+        }
+    }
+
+    /// The allowed divergence that explains NIO's refusal of a head Veneer accepted, if one does.
+    static func allowed(_ refusal: HTTPParserError, of head: HTTP1RequestParser.Head) -> AllowedDivergence? {
+        switch refusal {
+        case .invalidMethod where !standardMethods.contains(head.method.rawValue):
+            return .extensionMethod
+        case .invalidContentLength, .unexpectedContentLength:
+            let values = head.fields[values: .contentLength].flatMap { $0.split(separator: ",") }.map { Int(trimmed(String($0))) }
+            return values.count > 1 && Set(values).count == 1 ? .repeatedContentLength : nil
+        default:
+            return nil
         }
     }
 
