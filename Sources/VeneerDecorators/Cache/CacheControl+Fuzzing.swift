@@ -3,7 +3,7 @@
 /// given in different ways. Not part of the decorators' interface.
 @_spi(Fuzzing)
 public enum CacheHeaderReading {
-    /// The directives that `Cache-Control` field lines with these values give, as text.
+    /// The directives that `Cache-Control` fields with these values give, as text.
     public static func cacheControl(_ values: [String]) -> String {
         String(describing: CacheControl(values))
     }
