@@ -24,7 +24,7 @@ DEBUGDIR    ?= /usr/lib/debug
 DIST   := .build/dist
 DEBDIR := .build/deb
 
-.PHONY: all deps test-deps package-deps build release dist run test test-units test-layers test-package check bench install install-files uninstall deb clean
+.PHONY: all deps test-deps package-deps build release dist run test test-units test-layers test-package check bench install install-files uninstall deb clean fuzz fuzz-build fuzz-merge
 
 all: build
 
@@ -176,9 +176,38 @@ check: deps
 		$(SWIFT) build && .build/debug/veneer check --all; \
 	fi
 
+# Fuzzing (README, "Fuzzing"): each target of Fuzz/ built as its own libFuzzer executable with
+# AddressSanitizer, in its own scratch path (VENEER_FUZZ=1 adds the executables to the
+# manifest), then run for FUZZ_SECONDS each, from the corpus kept in Fuzz/Corpus. New inputs
+# go to $(FUZZ_SCRATCH)/corpus, crashes to $(FUZZ_SCRATCH)/artifacts; `make fuzz-merge` adds
+# to the kept corpus only the inputs that reach code it does not (libFuzzer's -merge=1).
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?= request response differential config cache-headers
+FUZZ_SCRATCH ?= .build-fuzz
+FUZZ_BUILD = VENEER_FUZZ=1 $(SWIFT) build --scratch-path $(FUZZ_SCRATCH) --sanitize=fuzzer --sanitize=address -Xswiftc -sanitize=fuzzer,address
+# The Swift backtracer's own crash handler trips AddressSanitizer: libFuzzer reports instead.
+FUZZ_RUN = SWIFT_BACKTRACE=enable=no $(FUZZ_SCRATCH)/debug/fuzz-$$target
+
+fuzz-build: deps
+	VENEER_FUZZ=1 $(SWIFT) package --scratch-path $(FUZZ_SCRATCH) resolve
+	@for target in $(FUZZ_TARGETS); do $(FUZZ_BUILD) --product fuzz-$$target || exit 1; done
+
+fuzz: fuzz-build
+	@mkdir -p $(FUZZ_SCRATCH)/artifacts
+	@for target in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_SCRATCH)/corpus/$$target; \
+		case $$target in config) dict=config ;; cache-headers) dict=cache-headers ;; *) dict=http ;; esac; \
+		echo "make: fuzz-$$target for $(FUZZ_SECONDS) s"; \
+		$(FUZZ_RUN) $(FUZZ_SCRATCH)/corpus/$$target Fuzz/Corpus/$$target -dict=Fuzz/dict/$$dict.dict \
+			-max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 -artifact_prefix=$(FUZZ_SCRATCH)/artifacts/$$target- || exit 1; \
+	done
+
+fuzz-merge:
+	@for target in $(FUZZ_TARGETS); do $(FUZZ_RUN) -merge=1 Fuzz/Corpus/$$target $(FUZZ_SCRATCH)/corpus/$$target || exit 1; done
+
 # Side-by-side benchmark against nginx, Varnish and HAProxy (see bench/README.md).
 bench: release
 	bench/run.sh
 
 clean:
-	rm -rf .build
+	rm -rf .build $(FUZZ_SCRATCH)

@@ -188,5 +188,31 @@ let package = Package(
         .testTarget(name: "VeneerDecoratorsTests", dependencies: ["VeneerDecorators", "VeneerTestSupport"], swiftSettings: testSettings),
         .testTarget(name: "VeneerRuntimeTests", dependencies: ["VeneerRuntime", "VeneerTestSupport"], swiftSettings: testSettings),
         .testTarget(name: "EndToEndTests", dependencies: ["VeneerTestSupport"], swiftSettings: testSettings),
+        // The fuzz targets' bodies (Fuzz/README in the README's Fuzzing section): an ordinary
+        // module, so that the tests replay every corpus file through the same functions.
+        .target(
+            name: "VeneerFuzzing",
+            dependencies: [
+                "VeneerCore", "VeneerHTTP1", "VeneerConfig", "VeneerDecorators",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Fuzz/VeneerFuzzing",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "VeneerFuzzingTests", dependencies: ["VeneerFuzzing"], swiftSettings: testSettings),
     ]
 )
+
+// `make fuzz` only (VENEER_FUZZ=1, its own scratch path): one libFuzzer executable per target,
+// built with `--sanitize=fuzzer --sanitize=address`, each a few lines calling its entry in
+// VeneerFuzzing. Kept out of every other build, which has no use for them.
+if Context.environment["VENEER_FUZZ"] == "1" {
+    for name in ["request", "response", "differential", "config", "cache-headers"] {
+        package.targets.append(.executableTarget(
+            name: "fuzz-\(name)", dependencies: ["VeneerFuzzing"], path: "Fuzz/Targets/fuzz-\(name)", swiftSettings: swiftSettings))
+        package.products.append(.executable(name: "fuzz-\(name)", targets: ["fuzz-\(name)"]))
+    }
+}

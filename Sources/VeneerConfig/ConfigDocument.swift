@@ -97,7 +97,17 @@ public struct ConfigDocument: Sendable {
     }
 
     private func resolve(_ name: String, in environments: ConfigNode.Mapping, chain: [String], sink: DiagnosticSink) -> ConfigNode.Mapping? {
-        guard case .mapping(var own)? = environments[name] else { return nil }
+        var own: ConfigNode.Mapping
+        switch environments[name] {
+        case .mapping(let mapping)?:
+            own = mapping
+        case .scalar(let scalar)? where scalar.isNull:
+            // `production:` with nothing under it is an empty mapping, as everywhere else: what
+            // it lacks is then reported (it was decoded to nothing, silently, and `run` crashed).
+            own = ConfigNode.Mapping(entries: [], mark: scalar.mark)
+        default:
+            return nil  // the structural check reported "expected a mapping"
+        }
         guard let extendsEntry = own.entry("extends") else { return own }
         own.entries.removeAll { $0.key.value == "extends" }
         let path = "environments.\(name).extends"

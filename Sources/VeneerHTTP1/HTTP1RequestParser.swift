@@ -254,8 +254,13 @@ public struct HTTP1RequestParser {
 
         var target = String(decoding: targetBytes, as: UTF8.self)
         var authority = framing.host
-        if targetBytes.first != UInt8(ascii: "/"), let absolute = Self.absoluteForm(target) {
-            (authority, target) = absolute
+        if targetBytes.first != UInt8(ascii: "/") {
+            if let absolute = Self.absoluteForm(target) {
+                (authority, target) = absolute
+            } else if target != "*", method != .connect {
+                // RFC 9112 §3.2: no other form exists; a relative path would reach the upstream as one.
+                throw HTTP1ParseError("The request target is not a path, an absolute URI, * or (for CONNECT) host:port.")
+            }
         }
         let keepAlive = minorVersion >= 1 ? !framing.connectionClose : framing.connectionKeepAlive && !framing.connectionClose
         let head = Head(method: method, target: target, minorVersion: minorVersion, fields: fields, authority: authority,
@@ -284,13 +289,30 @@ public struct HTTP1RequestParser {
         return method
     }
 
-    /// `http://host/path?q` → (`host`, `/path?q`); nil when the target is not absolute-form.
+    /// `http://host/path?q` → (`host`, `/path?q`); nil when the target is not absolute-form,
+    /// or has a fragment (an absolute-URI has none), userinfo or an empty host (RFC 9110 §4.2).
     static func absoluteForm(_ target: String) -> (authority: String, path: String)? {
         guard let colon = target.firstIndex(of: ":"), target[colon...].hasPrefix("://"),
-              ["http", "https"].contains(target[..<colon].lowercased()) else { return nil }
+              ["http", "https"].contains(target[..<colon].lowercased()), !target.contains("#") else { return nil }
         let rest = target[target.index(colon, offsetBy: 3)...]
         let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        guard !authority.isEmpty, authority.utf8.allSatisfy(isAuthorityByte) else { return nil }
         let path = rest[authorityEnd...]
-        return (String(rest[..<authorityEnd]), path.hasPrefix("/") ? String(path) : "/" + path)
+        return (String(authority), path.hasPrefix("/") ? String(path) : "/" + path)
+    }
+
+    /// A byte of a host and port (RFC 3986 §3.2.2: unreserved, pct-encoded, sub-delims, an IP literal's brackets).
+    static func isAuthorityByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "%"), UInt8(ascii: "!"),
+             UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "*"),
+             UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: ":"), UInt8(ascii: "["),
+             UInt8(ascii: "]"):
+            return true
+        default:
+            return false
+        }
     }
 }

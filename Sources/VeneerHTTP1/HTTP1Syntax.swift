@@ -99,15 +99,17 @@ enum HTTP1Syntax {
     }
 
     /// ``headEnd(_:from:)`` for a request, refusing at once what can never become a valid
-    /// head: a bare LF, a CR followed by anything but LF, or a NUL. So a client that ends its
-    /// lines with LF alone gets its 400 now, not when it gives up waiting.
+    /// head: a bare LF, a CR followed by anything but LF, a NUL or another control character
+    /// but tab (RFC 9110 §5.5: invalid in a field value; HTTPField would turn it into a space,
+    /// and a request is forwarded unaltered or not at all). So a client that ends its lines
+    /// with LF alone gets its 400 now, not when it gives up waiting.
     static func checkedHeadEnd(_ bytes: UnsafeRawBufferPointer, from start: Int) throws(HTTP1ParseError) -> Int? {
         var index = start
         let count = bytes.count
         while index < count {
             let byte = bytes[index]
-            // One comparison for the usual byte: CR (13) is the highest of the three.
-            if byte <= cr {
+            // One comparison for the usual byte: every control character is below the space but DEL.
+            if byte < space {
                 if byte == lf {
                     guard index > 0, bytes[index - 1] == cr else { throw HTTP1ParseError("A line ends in a bare LF.") }
                     if index >= 3, bytes[index - 2] == lf, bytes[index - 3] == cr { return index + 1 }
@@ -116,7 +118,11 @@ enum HTTP1Syntax {
                     if index + 1 < count, bytes[index + 1] != lf { throw HTTP1ParseError("A line ends in a bare CR.") }
                 } else if byte == 0 {
                     throw HTTP1ParseError("The request head contains NUL.")
+                } else if byte != tab {
+                    throw HTTP1ParseError("The request head contains a control character.")
                 }
+            } else if byte == 0x7F {
+                throw HTTP1ParseError("The request head contains a control character.")
             }
             index += 1
         }
@@ -429,18 +435,22 @@ enum HTTP1Syntax {
     /// Whether `bytes` are a token (RFC 9110 §5.6.2), as `HTTPField.Name` requires of a name.
     static func isToken(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard !bytes.isEmpty else { return false }
-        for byte in bytes {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
-                 UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
-                 UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-                continue
-            default:
-                return false
-            }
-        }
+        for byte in bytes where !isTokenByte(byte) { return false }
         return true
+    }
+
+    /// Whether `byte` is a tchar (RFC 9110 §5.6.2).
+    @inline(__always)
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+             UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+            return true
+        default:
+            return false
+        }
     }
 
     /// Moves up to `remaining` body bytes from `input` to `body` (without a copy when the
@@ -483,14 +493,12 @@ struct ChunkedDecoder {
                     try Self.checkPartialSize(input)
                     return .needMore
                 }
-                let sizeText = line.prefix { $0 != UInt8(ascii: ";") }
-                let trimmed = sizeText.reversed().drop { $0 == HTTP1Syntax.space || $0 == HTTP1Syntax.tab }.reversed()
-                guard !trimmed.isEmpty, trimmed.count <= 15 else { throw HTTP1ParseError("A chunk size is not valid.") }
+                let digits = line.prefix { Self.hexValue($0) != nil }
+                guard !digits.isEmpty, digits.count <= 15 else { throw HTTP1ParseError("A chunk size is not valid.") }
+                // Extensions are dropped, but only well-formed ones are accepted, as NIO's parser (llhttp) does.
+                guard Self.areExtensions(line[digits.endIndex...]) else { throw HTTP1ParseError("A chunk size is not valid.") }
                 var size = 0
-                for byte in trimmed {
-                    guard let digit = Self.hexValue(byte) else { throw HTTP1ParseError("A chunk size is not valid.") }
-                    size = size * 16 + digit
-                }
+                for byte in digits { size = size * 16 + Self.hexValue(byte)! }
                 if size == 0 {
                     state = .trailers
                 } else {
@@ -543,7 +551,7 @@ struct ChunkedDecoder {
     }
 
     /// Refuses a chunk-size line that has started wrong, before its end arrives: hex digits,
-    /// then the end of the size (an extension, whitespace or the CR).
+    /// then the end of the size (an extension or the CR).
     static func checkPartialSize(_ input: ByteBuffer) throws(HTTP1ParseError) {
         var digits = 0
         for byte in input.readableBytesView {
@@ -552,11 +560,51 @@ struct ChunkedDecoder {
                 guard digits <= 15 else { throw HTTP1ParseError("A chunk size is not valid.") }
                 continue
             }
-            guard digits > 0, byte == UInt8(ascii: ";") || byte == HTTP1Syntax.space || byte == HTTP1Syntax.tab || byte == HTTP1Syntax.cr else {
+            guard digits > 0, byte == UInt8(ascii: ";") || byte == HTTP1Syntax.cr else {
                 throw HTTP1ParseError("A chunk size is not valid.")
             }
             return
         }
+    }
+
+    /// Whether `bytes` (what follows a chunk size) are chunk extensions (RFC 9112 §7.1.1):
+    /// `*( ";" name [ "=" ( token / quoted-string ) ] )`. Without the grammar's BWS, which
+    /// senders must not generate: NIO's parser (llhttp) refuses it too, so the two read every
+    /// chunk line alike.
+    static func areExtensions(_ bytes: ArraySlice<UInt8>) -> Bool {
+        var index = bytes.startIndex
+        func token() -> Bool {
+            let start = index
+            while index < bytes.endIndex, HTTP1Syntax.isTokenByte(bytes[index]) { index += 1 }
+            return index > start
+        }
+        func quotedString() -> Bool {
+            index += 1
+            while index < bytes.endIndex {
+                let byte = bytes[index]
+                index += 1
+                if byte == UInt8(ascii: "\"") { return true }
+                // qdtext and quoted-pair allow HTAB, SP, visible ASCII and obs-text: no other control.
+                if byte == UInt8(ascii: "\\") {
+                    guard index < bytes.endIndex else { return false }
+                    let escaped = bytes[index]
+                    index += 1
+                    if escaped != HTTP1Syntax.tab, escaped < HTTP1Syntax.space || escaped == 0x7F { return false }
+                } else if byte != HTTP1Syntax.tab, byte < HTTP1Syntax.space || byte == 0x7F {
+                    return false
+                }
+            }
+            return false
+        }
+        while index < bytes.endIndex {
+            guard bytes[index] == UInt8(ascii: ";") else { return false }
+            index += 1
+            guard token() else { return false }
+            guard index < bytes.endIndex, bytes[index] == UInt8(ascii: "=") else { continue }
+            index += 1
+            guard index < bytes.endIndex, bytes[index] == UInt8(ascii: "\"") ? quotedString() : token() else { return false }
+        }
+        return true
     }
 
     /// A trailer field is a field line like any other (RFC 9112 §7.1.2), even though it is dropped.
@@ -567,6 +615,12 @@ struct ChunkedDecoder {
         guard let colon = line.firstIndex(of: HTTP1Syntax.colon),
               line.withUnsafeBytes({ HTTP1Syntax.isToken(UnsafeRawBufferPointer(rebasing: $0[0..<colon])) }) else { throw HTTP1Syntax.notAToken }
         guard !line.contains(0) else { throw HTTP1ParseError("A field value contains NUL.") }
+        // Framing after the body has no meaning (RFC 9110 §6.5.1), and NIO's parser refuses it there.
+        let framing = line.withUnsafeBytes { bytes in
+            let name = UnsafeRawBufferPointer(rebasing: bytes[0..<colon])
+            return HTTP1Syntax.equalsIgnoringCase(name, "content-length") || HTTP1Syntax.equalsIgnoringCase(name, "transfer-encoding")
+        }
+        guard !framing else { throw HTTP1ParseError("A trailer field cannot be Content-Length or Transfer-Encoding.") }
     }
 
     static func hexValue(_ byte: UInt8) -> Int? {

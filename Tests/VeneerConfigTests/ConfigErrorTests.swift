@@ -21,6 +21,17 @@ struct ConfigErrorTests {
         ])
     }
 
+    @Test("an environment with nothing under it is decoded as empty: its missing origin is reported, by check too")
+    func emptyEnvironment() throws {
+        // Found by the config fuzz target: check passed and `run` crashed on a nil environment.
+        let yaml = "environments:\n  development:\n  production:\n    extends: development\n"
+        for name in ["development", "production"] {
+            #expect(problems(yaml, environment: name).contains { $0.contains("origin") }, "\(name)")
+        }
+        let document = try ConfigDocument(source: ConfigSource(file: "veneer.yaml", text: yaml))
+        #expect(!document.checkAll(registry: testRegistry, variables: [:], workingDirectory: "/srv").isEmpty)
+    }
+
     @Test("unknown keys are errors with a did-you-mean, at the key")
     func unknownKey() {
         let yaml = """
