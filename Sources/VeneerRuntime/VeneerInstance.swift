@@ -189,8 +189,12 @@ public final class VeneerInstance: Service, Sendable {
         let group = ServiceGroup(configuration: groupConfiguration)
         let addressFile = AdminAddressFile(stateDirectory: spec.stateDirectory, environment: spec.name)
         defer { addressFile.remove() }
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
+        // Tasks say whether they are the service group's run (true) or the adding of services.
+        try await withThrowingTaskGroup(of: Bool.self) { tasks in
+            tasks.addTask {
+                try await group.run()
+                return true
+            }
             // The first chain: its stores' connections already run. One build at a time:
             // a reload asked for meanwhile waits for it.
             let chain: ActiveChain
@@ -202,11 +206,20 @@ public final class VeneerInstance: Service, Sendable {
                 throw error
             }
             // Then what serves, shut down first: the listeners drain their connections, then
-            // reloads stop.
-            for service in serving(chain, spec: spec, addressFile: addressFile) {
-                await group.addServiceUnlessShutdown(service)
+            // reloads stop. Added from a task of its own: a listener that fails at once (its
+            // address taken) ends the group while later services are still being added, and
+            // adding to a group that no longer takes them waits until cancelled, which
+            // leaving this task group does.
+            let services = serving(chain, spec: spec, addressFile: addressFile)
+            tasks.addTask {
+                for service in services { await group.addServiceUnlessShutdown(service) }
+                return false
             }
-            try await tasks.next()
+            // Until the service group ends; an adding still waiting then is cancelled (an
+            // error of the group's leaves this task group, which cancels it too).
+            while let groupEnded = try await tasks.next() {
+                if groupEnded { tasks.cancelAll() }
+            }
         }
         await releaseAll()
         logger.info("veneer stopped", metadata: ["environment": .string(spec.name)])

@@ -104,7 +104,7 @@ struct EdgeSecurityProcessTests {
         let check = try await VeneerProcess.run(["check", "--all", "--config", "veneer.yaml"], directory: directory)
         let said = check.stdout + check.stderr
         #expect(check.status != 0)
-        #expect(said.contains("veneer.yaml:3:13: environments.development.listen: 0.0.0.0:0 is reached by names"), "\(said)")
+        #expect(said.contains("veneer.yaml:3:13: error: environments.development.listen: 0.0.0.0:0 is reached by names"), "\(said)")
         #expect(said.contains("environments.lan.listen: 192.0.2.10:8080 is reached by names"))
         #expect(!said.contains("environments.listed"))
         #expect(said.contains("environments.typo.allowed_hosts[0]: \"*.example\" is not a host name"))

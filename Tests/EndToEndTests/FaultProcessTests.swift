@@ -36,11 +36,11 @@ struct FaultProcessTests {
 
         let connection = try await RawConnection.connect(port: port)
         defer { connection.close() }
-        try await connection.send("GET /posts/99 HTTP/1.1\r\nHost: x\r\n\r\n")
+        try await connection.send("GET /posts/99 HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n")
         let real = try #require(try await connection.responses(1).last)
-        try await connection.send("GET /posts/1 HTTP/1.1\r\nHost: x\r\nVeneer-Fault: drop\r\n\r\n")
+        try await connection.send("GET /posts/1 HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nVeneer-Fault: drop\r\n\r\n")
         let dropped = try #require(try await connection.responses(2).last)
-        try await connection.send("GET /posts/1 HTTP/1.1\r\nHost: x\r\n\r\n")
+        try await connection.send("GET /posts/1 HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n")
         let after = try #require(try await connection.responses(3).last)
         #expect(real.status == 502 && dropped.status == 502)
         #expect(real.errorCode == "upstream_unavailable" && dropped.errorCode == "upstream_unavailable")

@@ -147,7 +147,7 @@ struct AdminTests {
             #expect(refused.status == 422)
             #expect(refused.json?["status"] as? String == "failed" && refused.json?["chain_generation"] as? Int == 2)
             #expect(refused.json?["errors"] as? [String] == [
-                "test.yaml:4:13: error: environments.development.chain[0]: unknown decorator 'caching' (did you mean 'cache'?) (known: auth_refresh, block_list, cache, latency_log)",
+                "test.yaml:4:13: error: environments.development.chain[0]: unknown decorator 'caching' (did you mean 'cache'?) (known: auth_refresh, block_list, cache, fault, latency_log, record)",
                 #"test.yaml:4:45: error: environments.development.chain[1].latency_log.slow: "soon" is not a duration (use e.g. 30s, 5m, 1h)"#,
             ])
             #expect(veneer.instance.chain.generation.number == 2, "the previous chain keeps serving")
