@@ -60,6 +60,9 @@ public struct EdgeAccess: Sendable, Hashable {
     public let allowedHosts: [HostPattern]
     /// `allowed_origins`, as `scheme://host:port` in lower case.
     public let allowedOrigins: Set<String>
+    /// The main and the admin listener's own names (see ``ownNames(admin:)``), made once.
+    private let mainNames: [String]
+    private let adminNames: [String]
 
     /// The checks of an environment.
     public init(listenHost: String, adminListenHost: String? = nil, allowedHosts: [HostPattern] = [], allowedOrigins: [String] = []) {
@@ -68,6 +71,8 @@ public struct EdgeAccess: Sendable, Hashable {
         self.adminListenHost = adminListenHost.map(Self.bracketed)
         self.allowedHosts = allowedHosts
         self.allowedOrigins = Set(allowedOrigins.compactMap(Self.normalizedOrigin))
+        mainNames = Self.names(of: self.listenHost)
+        adminNames = Self.names(of: self.adminListenHost ?? self.listenHost)
     }
 
     private init() {
@@ -76,6 +81,8 @@ public struct EdgeAccess: Sendable, Hashable {
         adminListenHost = nil
         allowedHosts = []
         allowedOrigins = []
+        mainNames = []
+        adminNames = []
     }
 
     /// No checks at all: for edges built without an environment (tests of other concerns).
@@ -96,8 +103,9 @@ public struct EdgeAccess: Sendable, Hashable {
     public func verdict(method: HTTPRequest.Method, authority: String?, fields: HTTPFields, port: Int, admin: Bool) -> Verdict {
         guard enforced else { return .pass(corsOrigin: nil) }
         if let authority, !accepts(authority: authority, port: port, admin: admin) { return .misdirected }
-        let origins = fields[values: .origin]
         let fetchSite = fields[.secFetchSite]
+        // Programs send no Origin: no list made for them.
+        let origins = fields.contains(.origin) ? fields[values: .origin] : []
         if origins.isEmpty {
             // Programs send neither header; a browser that names no Origin may still say where it came from.
             if let fetchSite, !method.isSafe, fetchSite == "cross-site" || fetchSite == "same-site" {
@@ -129,9 +137,12 @@ public struct EdgeAccess: Sendable, Hashable {
     /// Whether `authority` (`host[:port]`) names this listener: one of its own names with
     /// its port, or an `allowed_hosts` entry.
     public func accepts(authority: String, port: Int, admin: Bool) -> Bool {
+        let names = ownNames(admin: admin)
+        // The usual Host, `127.0.0.1:8080` as written: compared without making a string.
+        if names.contains(where: { Self.isExactly(authority, host: $0, port: port) }) { return true }
         guard let (host, given) = Self.split(authority: authority) else { return false }
         let hostPort = given ?? 80
-        if hostPort == port, ownNames(admin: admin).contains(host) { return true }
+        if hostPort == port, names.contains(host) { return true }
         return allowedHosts.contains { $0.host == host && ($0.port == nil || $0.port == hostPort) }
     }
 
@@ -143,11 +154,28 @@ public struct EdgeAccess: Sendable, Hashable {
     }
 
     /// The listener's own names, wildcards left out (`0.0.0.0` is no name to be reached by).
-    func ownNames(admin: Bool) -> [String] {
-        let address = admin ? (adminListenHost ?? listenHost) : listenHost
-        var names = ["localhost", "127.0.0.1", "[::1]"]
+    func ownNames(admin: Bool) -> [String] { admin ? adminNames : mainNames }
+
+    static func names(of address: String) -> [String] {
+        var names = ["127.0.0.1", "localhost", "[::1]"]
         if address != "0.0.0.0", address != "[::]", !names.contains(address) { names.append(address) }
         return names
+    }
+
+    /// Whether `authority` is `host:port` exactly as written (lower case, no leading zeros).
+    @inline(__always)
+    static func isExactly(_ authority: String, host: String, port: Int) -> Bool {
+        let text = authority.utf8, name = host.utf8
+        guard text.count > name.count + 1, text.starts(with: name) else { return false }
+        let digits = text.dropFirst(name.count + 1)
+        guard text[text.index(text.startIndex, offsetBy: name.count)] == UInt8(ascii: ":"), digits.count <= 5,
+              digits.first != UInt8(ascii: "0") else { return false }
+        var value = 0
+        for digit in digits {
+            guard digit >= UInt8(ascii: "0"), digit <= UInt8(ascii: "9") else { return false }
+            value = value * 10 + Int(digit - UInt8(ascii: "0"))
+        }
+        return value == port
     }
 
     // MARK: Answers
