@@ -74,7 +74,7 @@ struct ChainOrderTests {
         #expect(Registry.standard.decoratorNames.contains("latency_log"))
         #expect(Registry.standard.decorators["tag"] == nil)
         #expect(extendedRegistry.decoratorNames.contains("tag"))
-        #expect(extendedRegistry.originNames == ["mock", "trail", "upstream"])
+        #expect(extendedRegistry.originNames == ["mock", "replay", "trail", "upstream"])
     }
 
     @Test("the built-in configuration is a development environment with the mock origin")
