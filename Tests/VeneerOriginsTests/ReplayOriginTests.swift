@@ -76,15 +76,20 @@ struct ReplayOriginTests {
         }
     }
 
-    @Test("base64 bodies are decoded; entries whose body was left out are skipped, so an older whole one answers")
+    @Test("base64 bodies are decoded and keep their Content-Encoding, text ones lose it; entries whose body was left out are skipped, so an older whole one answers")
     func bodies() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let replay = try origin([
             Self.entry("GET", "/posts/1", text: "whole", started: "2026-11-23T10:00:00.000Z"),
             Self.entry("GET", "/posts/1", text: "", started: "2026-11-23T10:00:05.000Z", content: #","_bodyOmitted":true"#),
-            Self.entry("GET", "/posts/2", text: "/9gA", started: "2026-11-23T10:00:00.000Z", content: #","encoding":"base64""#),
+            Self.entry("GET", "/posts/2", text: "/9gA", started: "2026-11-23T10:00:00.000Z", headers: [("Content-Encoding", "br")],
+                       content: #","encoding":"base64""#),
+            Self.entry("GET", "/posts/3", text: "plain", started: "2026-11-23T10:00:00.000Z", headers: [("Content-Encoding", "gzip")]),
         ], in: directory)
+        #expect(try await replay.handle(ProxyRequest(method: .get, route: .item(.posts, "2"))).headers[.contentEncoding] == "br")
+        let decoded = try await replay.handle(ProxyRequest(method: .get, route: .item(.posts, "3")))
+        #expect(text(decoded) == "plain" && decoded.headers[.contentEncoding] == nil, "a body exported decoded is not labelled compressed")
         #expect(text(try await replay.handle(ProxyRequest(method: .get, route: .item(.posts, "1")))) == "whole")
         #expect(Array(try await replay.handle(ProxyRequest(method: .get, route: .item(.posts, "2"))).body.readableBytesView) == [0xFF, 0xD8, 0x00])
         #expect(try Self.decode("{file: r.har}", directory: directory).book.skipped == 1)

@@ -95,11 +95,15 @@ public struct ReplayBook: Sendable {
                 body.writeString(text)
             }
         }
+        // Devtools export a compressed body decoded, as text, under its Content-Encoding:
+        // only raw (base64) bytes still carry the encoding that header names.
+        let decoded = content?["encoding"]?.stringValue != "base64"
         var headers = ProxyHeaders()
         if case .array(let fields)? = response["headers"] {
             for field in fields {
                 guard let name = field["name"]?.stringValue, let value = field["value"]?.stringValue,
                       !droppedHeaders.contains(name.lowercased()), value != Secret.redacted,
+                      !(decoded && name.lowercased() == "content-encoding"),
                       let fieldName = HTTPField.Name(name) else { continue }
                 headers.append(HTTPField(name: fieldName, value: value))
             }
