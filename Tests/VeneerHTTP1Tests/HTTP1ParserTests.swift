@@ -167,6 +167,7 @@ struct HTTP1ParserTests {
         // Framing fields as trailers (the first found by the differential target).
         "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\nTransfer-Encoding: chx\r\n\r\n",
         "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\ncontent-length: 5\r\n\r\n",
+        "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\nX-T: c\u{17}x\r\n\r\n",
         // Whitespace in a chunk line (the grammar's BWS, which NIO refuses; the first found by the differential target).
         "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4;a=\"b\" \r\nabcd\r\n0\r\n\r\n",
         "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4 \r\nabcd\r\n0\r\n\r\n",
