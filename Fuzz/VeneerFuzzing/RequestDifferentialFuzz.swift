@@ -19,6 +19,8 @@ public enum RequestDifferentialFuzz {
         case upgradeEndsHTTP
         /// NIO refuses bytes after a request that ends the connection.
         case afterConnectionEnds
+        /// NIO reads a malformed `Connection` field as ending the connection; Veneer does not.
+        case malformedConnectionField
 
         /// Why the difference is allowed.
         public var reason: String {
@@ -26,6 +28,11 @@ public enum RequestDifferentialFuzz {
             case .extensionMethod:
                 return "llhttp knows a fixed list of methods and refuses any other; RFC 9110 §9.1 makes the method an "
                     + "extensible token, and Veneer forwards methods it does not know to the upstream, which decides."
+            case .malformedConnectionField:
+                return "a Connection field with an element that is not a token (`k k, keep-alive`) leaves whether the "
+                    + "connection persists to the recipient (RFC 9112 §9.3 defines only the close and keep-alive options); "
+                    + "NIO then ends it and refuses further bytes, Veneer honours the options it finds. Persistence "
+                    + "is not framing: each request's length is read from its own fields either way."
             case .repeatedContentLength:
                 return "RFC 9110 §8.6 lets a recipient take a Content-Length repeated with the same decimal value (as "
                     + "lines or as a list) as that one value, or refuse it; NIO refuses, Veneer takes the value (and "
@@ -108,6 +115,10 @@ public enum RequestDifferentialFuzz {
                 if index == nioRequests.count, let refusal = nioError as? HTTPParserError, allowed(refusal, of: head) != nil {
                     return
                 }
+                if index > 0, index == nioRequests.count, case .closedConnection? = nioError as? HTTPParserError,
+                   nioRequests[index - 1].head.headers["connection"].contains(where: hasNonToken) {
+                    return  // AllowedDivergence.malformedConnectionField
+                }
                 throw FuzzFinding("Veneer accepted request \(index + 1) (\(head.method) \(head.target)) that NIO "
                     + (index < nioRequests.count ? "did not finish" : "refused: \(nioError.map { "\($0)" } ?? "no error, no request")"))
             }
@@ -164,6 +175,15 @@ public enum RequestDifferentialFuzz {
         }
         if ours != theirs { throw differ("fields", ours, theirs) }
         if body != other.body { throw differ("body", String(decoding: body, as: UTF8.self), String(decoding: other.body, as: UTF8.self)) }
+    }
+
+    /// Whether a list field value has an element that is not a token (empty elements are allowed).
+    static func hasNonToken(_ value: String) -> Bool {
+        let tchars = Set("!#$%&'*+-.^_`|~".utf8)
+        return value.split(separator: ",").contains { element in
+            let element = trimmed(String(element))
+            return !element.utf8.allSatisfy { ($0 | 0x20 >= UInt8(ascii: "a") && $0 | 0x20 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || tchars.contains($0) }
+        }
     }
 
     static func trimmed(_ value: String) -> String {
