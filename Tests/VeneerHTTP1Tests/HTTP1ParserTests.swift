@@ -151,6 +151,7 @@ struct HTTP1ParserTests {
         // RFC 9112 §3.2, and control characters in a field value (RFC 9110 §5.5).
         "POST p/osts HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n",
         "GET posts HTTP/1.1\r\nHost: h\r\n\r\n",
+        "CONNECT #sts HTTP/1.1\r\nHost: h\r\n\r\n",
         // Absolute forms whose authority is not a host and port (the first found by the differential target).
         "GET http://Close#Rangeposts/2 HTTP/1.1\r\nHost: h\r\n\r\n",
         "GET http://h/a#frag HTTP/1.1\r\nHost: h\r\n\r\n",
