@@ -184,6 +184,8 @@ check: deps
 FUZZ_SECONDS ?= 600
 FUZZ_TARGETS ?= request response differential config cache-headers
 FUZZ_SCRATCH ?= .build-fuzz
+# -Xswiftc repeats the sanitizers for the Swift modules: measured here, a first build after
+# a resolve in a fresh scratch path compiled them without coverage from --sanitize alone.
 FUZZ_BUILD = VENEER_FUZZ=1 $(SWIFT) build --scratch-path $(FUZZ_SCRATCH) --sanitize=fuzzer --sanitize=address -Xswiftc -sanitize=fuzzer,address
 # The Swift backtracer's own crash handler trips AddressSanitizer: libFuzzer reports instead.
 FUZZ_RUN = SWIFT_BACKTRACE=enable=no $(FUZZ_SCRATCH)/debug/fuzz-$$target

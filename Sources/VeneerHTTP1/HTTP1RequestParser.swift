@@ -257,7 +257,7 @@ public struct HTTP1RequestParser {
         if targetBytes.first != UInt8(ascii: "/") {
             if let absolute = Self.absoluteForm(target) {
                 (authority, target) = absolute
-            } else if target != "*", method != .connect {
+            } else if target != "*", method != .connect || !targetBytes.allSatisfy(Self.isAuthorityByte) {
                 // RFC 9112 §3.2: no other form exists; a relative path would reach the upstream as one.
                 throw HTTP1ParseError("The request target is not a path, an absolute URI, * or (for CONNECT) host:port.")
             }

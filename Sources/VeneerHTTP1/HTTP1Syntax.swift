@@ -614,7 +614,10 @@ struct ChunkedDecoder {
         }
         guard let colon = line.firstIndex(of: HTTP1Syntax.colon),
               line.withUnsafeBytes({ HTTP1Syntax.isToken(UnsafeRawBufferPointer(rebasing: $0[0..<colon])) }) else { throw HTTP1Syntax.notAToken }
-        guard !line.contains(0) else { throw HTTP1ParseError("A field value contains NUL.") }
+        // NUL or another control character but tab, as in the head (RFC 9110 §5.5), and as NIO's parser refuses.
+        guard !line.contains(where: { ($0 < HTTP1Syntax.space && $0 != HTTP1Syntax.tab) || $0 == 0x7F }) else {
+            throw HTTP1ParseError("A trailer field contains a control character.")
+        }
         // Framing after the body has no meaning (RFC 9110 §6.5.1), and NIO's parser refuses it there.
         let framing = line.withUnsafeBytes { bytes in
             let name = UnsafeRawBufferPointer(rebasing: bytes[0..<colon])

@@ -168,6 +168,7 @@ struct HTTP1ParserTests {
         // RFC 9112 §3.2, and control characters in a field value (RFC 9110 §5.5).
         "POST p/osts HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n",
         "GET posts HTTP/1.1\r\nHost: h\r\n\r\n",
+        "CONNECT #sts HTTP/1.1\r\nHost: h\r\n\r\n",
         // Absolute forms whose authority is not a host and port (the first found by the differential target).
         "GET http://Close#Rangeposts/2 HTTP/1.1\r\nHost: h\r\n\r\n",
         "GET http://h/a#frag HTTP/1.1\r\nHost: h\r\n\r\n",
@@ -184,6 +185,7 @@ struct HTTP1ParserTests {
         // Framing fields as trailers (the first found by the differential target).
         "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\nTransfer-Encoding: chx\r\n\r\n",
         "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\ncontent-length: 5\r\n\r\n",
+        "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\nX-T: c\u{17}x\r\n\r\n",
         // Whitespace in a chunk line (the grammar's BWS, which NIO refuses; the first found by the differential target).
         "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4;a=\"b\" \r\nabcd\r\n0\r\n\r\n",
         "PUT / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4 \r\nabcd\r\n0\r\n\r\n",
