@@ -40,9 +40,9 @@ public enum ResponseParserFuzz {
 
     /// Feeds `bytes` in pieces of `step` bytes (0: all at once), then the close if asked;
     /// `each` sees every response as it comes.
-    static func parse(_ bytes: UnsafeRawBufferPointer, method: HTTPRequest.Method, close: Bool, step: Int,
+    static func parse(_ bytes: UnsafeRawBufferPointer, method: HTTPRequest.Method, close: Bool, step: Int, headLimit: Int = maxHeadSize,
                       each: (HTTP1ResponseParser.Response) throws(FuzzFinding) -> Void = { _ in }) throws(FuzzFinding) -> Outcome {
-        var parser = HTTP1ResponseParser(maxHeadSize: maxHeadSize, maxBodySize: maxBodySize)
+        var parser = HTTP1ResponseParser(maxHeadSize: headLimit, maxBodySize: maxBodySize)
         var outcome = Outcome()
         let size = step == 0 ? max(bytes.count, 1) : step
         var offset = 0
@@ -115,7 +115,9 @@ public enum ResponseParserFuzz {
         var written = ByteBuffer()
         HTTP1ResponseWriter.write(parsed.response, method: method, close: false, date: date, into: &written)
         let back = try written.withUnsafeReadableBytes { bytes throws(FuzzFinding) in
-            try parse(bytes, method: method, close: false, step: 0)
+            // The writer adds Date and Content-Length, and writes a reason phrase's invalid UTF-8 as U+FFFD (three
+            // bytes for one): room for them past the limit the answer was read with.
+            try parse(bytes, method: method, close: false, step: 0, headLimit: maxHeadSize * 4)
         }
         var expected = Response(parsed)
         if !fields.contains(.date) { expected.fields.append("Date: \(date)") }
