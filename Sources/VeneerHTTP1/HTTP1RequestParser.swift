@@ -172,7 +172,7 @@ public struct HTTP1RequestParser {
             guard head.minorVersion >= 1 else { throw HTTP1ParseError("Transfer-Encoding is not allowed in HTTP/1.0.") }
             guard framing.contentLength == nil else { throw HTTP1ParseError("Transfer-Encoding and Content-Length together are not accepted.") }
             // Any other coding would reach the upstream still encoded, its Transfer-Encoding dropped.
-            guard framing.chunkedIsLast, framing.transferCodings == 1 else { throw HTTP1ParseError("Only the chunked transfer coding is accepted.") }
+            guard framing.chunkedIsLast, framing.transferCodings == 1, !framing.emptyTransferCoding else { throw HTTP1ParseError("Only the chunked transfer coding is accepted.") }
             state = .chunked(head, ChunkedDecoder(), ByteBuffer())
             if head.expectsContinue { return .waitingForBody(head) }
             return try step()

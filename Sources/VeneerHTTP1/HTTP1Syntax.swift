@@ -61,6 +61,10 @@ struct HTTP1Framing {
     var chunkedIsLast = false
     /// How many transfer codings the `Transfer-Encoding` fields list in all.
     var transferCodings = 0
+    /// Whether a `Transfer-Encoding` list had an empty element (`chunked,`): a request with
+    /// one is refused, as NIO's parser and others refuse it (two parsers must never disagree
+    /// on where a request body ends).
+    var emptyTransferCoding = false
     var connectionClose = false
     var connectionKeepAlive = false
     var expectsContinue = false
@@ -343,6 +347,8 @@ enum HTTP1Syntax {
                 if !coding.isEmpty {
                     last = coding
                     framing.transferCodings += 1
+                } else {
+                    framing.emptyTransferCoding = true
                 }
             }
             framing.chunkedIsLast = equalsIgnoringCase(last, "chunked")

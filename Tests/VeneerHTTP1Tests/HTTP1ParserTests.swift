@@ -220,6 +220,9 @@ struct HTTP1ParserTests {
         ("a Content-Length that is not a number", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3a\r\n\r\n"),
         ("a transfer coding before chunked", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
         ("chunked twice", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"),
+        // Found by the differential fuzz target: NIO's parser refuses an empty list element here.
+        ("chunked with an empty element after it", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked,\r\n\r\n"),
+        ("chunked with an empty element before it", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: , chunked\r\n\r\n"),
         ("a chunk size that is not hex, before its line ends", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz"),
         ("a negative chunk size", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n-1"),
         ("a chunk size too large, before its line ends", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n" + String(repeating: "f", count: 16)),
