@@ -45,13 +45,14 @@ apt-need = missing=""; for need in $(1); do \
 	fi
 
 # The tests of the postgres store start a real PostgreSQL server of their own (initdb in /tmp);
-# promtool (Debian package prometheus) checks the /-/metrics exposition of a live instance.
+# promtool (Debian package prometheus) checks the /-/metrics exposition of a live instance;
+# chromium (headless) loads the status page from a live instance.
 test-deps: deps
 	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
 		echo "make: installing postgresql for the tests"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
 	fi
-	@$(call apt-need,promtool:prometheus)
+	@$(call apt-need,promtool:prometheus chromium:chromium)
 
 build: deps
 	$(SWIFT) build

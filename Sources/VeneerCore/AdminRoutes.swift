@@ -13,18 +13,44 @@ public struct AdminRequest: Sendable {
     public let query: String?
     /// The body.
     public let body: ByteBuffer
+    /// The request's headers.
+    public let headers: HTTPFields
 
     /// Creates a request.
-    public init(method: HTTPRequest.Method, rest: String, query: String? = nil, body: ByteBuffer = ByteBuffer()) {
+    public init(method: HTTPRequest.Method, rest: String, query: String? = nil, body: ByteBuffer = ByteBuffer(), headers: HTTPFields = [:]) {
         self.method = method
         self.rest = rest
         self.query = query
         self.body = body
+        self.headers = headers
     }
 
     /// The percent-decoded value of query parameter `name` (`+` is a space), if present.
     public func parameter(_ name: String) -> String? {
-        guard let query else { return nil }
+        Self.value(of: name, in: query)
+    }
+
+    /// Whether the body is an HTML form's (`application/x-www-form-urlencoded`), as the
+    /// status page's buttons send.
+    public var isForm: Bool {
+        headers[.contentType]?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true
+    }
+
+    /// The percent-decoded value of form field `name`, if the body is a form that has it.
+    public func formValue(_ name: String) -> String? {
+        guard isForm else { return nil }
+        return Self.value(of: name, in: String(buffer: body))
+    }
+
+    /// Whether the client asked for HTML (a browser): such a client is sent back to the
+    /// status page (`303 See Other`) after a form's change, a program gets JSON.
+    public var acceptsHTML: Bool {
+        headers[.accept]?.lowercased().contains("text/html") == true
+    }
+
+    /// The value of `name` in `application/x-www-form-urlencoded` text.
+    static func value(of name: String, in text: String?) -> String? {
+        guard let query = text else { return nil }
         for pair in query.split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts[0] == name[...] else { continue }

@@ -8,6 +8,8 @@ import VeneerServer
 public final class ChainGeneration: Sendable {
     /// The outermost handler (the first decorator, or the origin).
     public let handler: any Handler
+    /// Each entry's name and handler, outermost first, the origin last (for the status page).
+    public let entries: [(name: String, handler: any Handler)]
     /// What the server serves: the plan, what every request reads of ``spec`` (kept apart so
     /// that a request does not copy the whole specification), the requests in flight.
     public let serving: ServingChain
@@ -24,6 +26,7 @@ public final class ChainGeneration: Sendable {
 
     init(chain: BuiltChain, spec: EnvironmentSpec, loadedAt: Date, number: Int, carried: CarriedState, adminRoutes: AdminRoutes) {
         handler = chain.handler
+        entries = chain.entries
         serving = ServingChain(plan: chain.plan, resources: spec.resources, requestBodyLimit: spec.limits.requestBody, access: spec.access,
                                forwarding: ForwardingHeaders(passing: spec.passForwardingHeaders))
         self.spec = spec

@@ -23,6 +23,12 @@ struct AdminAPI: AdminResponder {
     var clock: any VeneerClock = SystemClock()
     /// Reloads the configuration, in turn with SIGHUP's reloads (nil: `POST /-/reload` is 404).
     var reload: (@Sendable () async -> Result<ChainGeneration, ConfigError>)?
+    /// The last requests answered, for the status page and `/-/events`.
+    var feed: RequestFeed?
+    /// The environments of the configuration file, for the status page's switcher.
+    var environments: @Sendable () -> [String] = { [] }
+    /// Why this instance does not switch environments, if it does not (under systemd).
+    var switchRefusal: String?
 
     /// One endpoint of the runtime's own, as `GET /-/` lists it.
     struct Endpoint {
@@ -33,7 +39,10 @@ struct AdminAPI: AdminResponder {
 
     /// The runtime's own endpoints, in the order `GET /-/` lists them.
     static let endpoints: [Endpoint] = [
-        Endpoint(name: "", methods: [.get], summary: "this list"),
+        Endpoint(name: "", methods: [.get], summary: "this list; the HTML status page for a browser (Accept: text/html)"),
+        Endpoint(name: "status", methods: [.get],
+                 summary: "what the status page shows: the chain with each entry's live figures, learned blocks, the last 100 requests"),
+        Endpoint(name: "events", methods: [.get], summary: "each request the chain answers, as it is answered (server-sent events)"),
         Endpoint(name: "health", methods: [.get], summary: "200 ok or 503 degraded, with the reasons, version, uptime and the configuration loaded"),
         Endpoint(name: "live", methods: [.get], summary: "200 while the process answers"),
         Endpoint(name: "ready", methods: [.get], summary: "200 once the chain is built and its stores answer, else 503"),
@@ -60,7 +69,7 @@ struct AdminAPI: AdminResponder {
             let name = String(path.prefix { $0 != "/" })
             if let route = routes.route(name) {
                 let rest = path.dropFirst(name.count).drop { $0 == "/" }
-                return await route(AdminRequest(method: method, rest: String(rest), query: query, body: body))
+                return await route(AdminRequest(method: method, rest: String(rest), query: query, body: body, headers: headers))
             }
             let known = (Self.endpoints.map(\.name) + routes.names).map { "/-/\($0)" }.joined(separator: ", ")
             return ProxyError.notFound("No admin resource /-/\(ProxyEdge.printable(path)) (known: \(known)).").response
@@ -72,7 +81,14 @@ struct AdminAPI: AdminResponder {
             return error.response
         }
         switch path {
-        case "": return indexResponse()
+        case "":
+            if AdminRequest(method: method, rest: "", headers: headers).acceptsHTML { return StatusPage.response(await statusSnapshot()) }
+            return indexResponse()
+        case "status":
+            return Self.noStore(.ok, await statusSnapshot().json)
+        case "events":
+            // A GET is streamed (``stream(path:query:headers:)``); a HEAD gets the head.
+            return ProxyResponse(status: .ok, headers: Self.eventStreamHeaders)
         case "health": return healthResponse()
         case "live": return Self.noStore(.ok, .object([("status", .string("live"))]))
         case "ready": return await readyResponse()
@@ -99,6 +115,15 @@ struct AdminAPI: AdminResponder {
             listed.append(.object([("path", .string("/-/\(name)")), ("summary", .string("added by a decorator of the active chain"))]))
         }
         return Self.noStore(.ok, .object([("environment", .string(chain.generation.spec.name)), ("endpoints", .array(listed))]))
+    }
+
+    /// What the status page and `GET /-/status` show.
+    func statusSnapshot() async -> StatusSnapshot {
+        let generation = chain.generation
+        var names = environments()
+        if !names.contains(generation.spec.name) { names.insert(generation.spec.name, at: 0) }
+        return await StatusSnapshot.read(generation, environments: names, switchRefusal: switchRefusal, health: health, feed: feed,
+                                         uptimeSeconds: max(0, Int(clock.now().timeIntervalSince(startedAt))))
     }
 
     func healthResponse() -> ProxyResponse {
@@ -167,6 +192,9 @@ struct AdminAPI: AdminResponder {
             ]))
         }
     }
+
+    /// `text/event-stream`, never stored.
+    static let eventStreamHeaders: ProxyHeaders = [.contentType: "text/event-stream; charset=utf-8", .cacheControl: "no-store"]
 
     static func noStore(_ status: HTTPResponse.Status, _ value: JSONValue) -> ProxyResponse {
         var body = value.buffer

@@ -7,6 +7,9 @@ public struct BuiltChain: Sendable {
     public let handler: any Handler
     /// Which fast path the whole chain supports, worked out once.
     public let plan: ChainPlan
+    /// Each entry's name and handler, outermost first, the origin last: what the status page
+    /// draws (a handler that is ``StatusReporting`` shows its figures).
+    public let entries: [(name: String, handler: any Handler)]
 }
 
 /// The one place where chains are assembled: the origin first, then each decorator around
@@ -27,6 +30,7 @@ public enum ChainBuilder {
             throw ConfigError([ConfigDiagnostic(mark: spec.origin.mark, path: "\(base).origin.\(spec.origin.name)", message: Self.describe(error))])
         }
         var built = [handler]
+        var names = [spec.origin.name]
         var problems: [ConfigDiagnostic] = []
         let entries = entryIdentities(spec.chain)
         for (decorator, entry) in zip(spec.chain, entries).reversed() {
@@ -34,13 +38,15 @@ public enum ChainBuilder {
             do {
                 handler = try await decorator.factory.make(options: decorator.options, inner: handler, context: context)
                 built.append(handler)
+                names.append(decorator.name)
             } catch {
                 problems.append(ConfigDiagnostic(mark: decorator.mark, path: "\(base).chain[\(decorator.site.index)].\(decorator.name)",
                                                  message: Self.describe(error)))
             }
         }
         if !problems.isEmpty { throw ConfigError(problems.reversed()) }
-        return BuiltChain(handler: handler, plan: ChainPlan(outermostFirst: built.reversed()))
+        return BuiltChain(handler: handler, plan: ChainPlan(outermostFirst: built.reversed()),
+                          entries: zip(names, built).reversed().map { (name: $0, handler: $1) })
     }
 
     /// Each entry's name, options and rank among the identical entries before it: what

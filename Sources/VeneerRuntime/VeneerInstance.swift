@@ -99,6 +99,8 @@ public final class VeneerInstance: Service, Sendable {
     public let accessLog: AccessLog?
     /// What the listeners count.
     let edgeMetrics: EdgeMetrics
+    /// The last requests answered, for the status page.
+    let feed = RequestFeed()
     /// `veneer_config_last_reload_successful` and `..._success_timestamp_seconds`.
     let reloadSuccessful: Prometheus.Gauge
     let reloadSuccessTime: Prometheus.Gauge
@@ -249,7 +251,10 @@ public final class VeneerInstance: Service, Sendable {
     private func serving(_ chain: ActiveChain, spec: EnvironmentSpec, addressFile: AdminAddressFile) -> [any Service] {
         let admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus,
                              configPath: ConfigIdentity.canonicalPath(spec.configFile, workingDirectory: configuration.workingDirectory),
-                             startedAt: startedAt, clock: configuration.clock, reload: { await self.reload() })
+                             startedAt: startedAt, clock: configuration.clock, reload: { await self.reload() }, feed: feed,
+                             environments: { [configuration] in
+                                 (try? ConfigDocument(source: configuration.readSource()).environmentNames) ?? []
+                             })
         let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2) { [onReady, logger, notifier, chain] info in
             // Where the admin API really listens (port 0 picks one): `veneer unblock` reads it.
             let host = spec.adminListen?.host ?? spec.listen.host
@@ -266,14 +271,14 @@ public final class VeneerInstance: Service, Sendable {
         services.append(Listener.make(
             host: spec.listen.host, port: spec.listen.port,
             edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil,
-                            accessLog: accessLog, metrics: edgeMetrics),
+                            accessLog: accessLog, metrics: edgeMetrics, feed: feed),
             limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
             onBound: { port in await readiness.bound(main: port) }))
         if let adminListen = spec.adminListen {
             services.append(Listener.make(
                 host: adminListen.host, port: adminListen.port,
                 edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: true, servesAdmin: true, accessLog: accessLog,
-                            metrics: edgeMetrics),
+                            metrics: edgeMetrics, feed: feed),
                 limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
                 onBound: { port in await readiness.bound(admin: port) }))
         }

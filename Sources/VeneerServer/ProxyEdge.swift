@@ -22,12 +22,14 @@ public struct ProxyEdge: Sendable {
     let accessLog: AccessLog?
     /// What the connections count of the requests they answered, refusals included.
     let metrics: EdgeMetrics?
+    /// Where the connections add each request the chain answered, for the status page.
+    let feed: RequestFeed?
 
     /// An edge answering through `chain`, with `admin` under `/-/` when `servesAdmin` (and
     /// nothing else when `adminOnly`, the separate admin listener).
     public init(chain: any ChainSource, admin: any AdminResponder, logger: Logger, adminOnly: Bool, servesAdmin: Bool,
                 observer: (@Sendable (ProxyRequest, ProxyResponse) -> Void)? = nil, accessLog: AccessLog? = nil,
-                metrics: EdgeMetrics? = nil) {
+                metrics: EdgeMetrics? = nil, feed: RequestFeed? = nil) {
         self.chain = chain
         self.admin = admin
         self.logger = logger
@@ -36,6 +38,7 @@ public struct ProxyEdge: Sendable {
         self.observer = observer
         self.accessLog = accessLog
         self.metrics = metrics
+        self.feed = feed
     }
 
     /// The body limit of the chain serving new requests.

@@ -286,7 +286,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// Hands one request to the edge; what next if it was answered at once.
     private func start(_ work: Work, context: ChannelHandlerContext) -> Machine.Action {
         var record: RequestRecord?
-        if edge.accessLog != nil || edge.metrics != nil {
+        if edge.accessLog != nil || edge.metrics != nil || edge.feed != nil {
             assert(exchange == nil, "two requests answered at once")
             let observed = RequestRecord()
             exchange = Exchange(work: work, record: observed)
@@ -368,6 +368,11 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         if let metrics = edge.metrics {
             if exchange != nil { metrics.finished() }
             metrics.count(route: route, method: exchange?.work.head.method, status: Int(response.status.code))
+        }
+        if let feed = edge.feed, let exchange, route != "/-/" {
+            feed.add(method: exchange.work.head.method, target: exchange.work.head.target, status: Int(response.status.code),
+                     duration: .nanoseconds((now() - exchange.work.received).nanoseconds), requestID: response.headers[.xRequestID],
+                     record: exchange.record)
         }
         guard let accessLog = edge.accessLog else { return }
         var entry = AccessLogEntry(

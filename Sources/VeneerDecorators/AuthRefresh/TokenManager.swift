@@ -23,7 +23,7 @@ actor TokenManager: CarriedService {
     let healthName: String
     let metrics: AuthRefreshMetrics
 
-    private var machine: TokenRefreshStateMachine
+    private(set) var machine: TokenRefreshStateMachine
     /// The refresh under way and its waiters.
     private var flight: RefreshFlight?
     /// Set when a caller gave up on the refresh under way (health says it is slow).

@@ -42,9 +42,20 @@ extension BlockListDecorator {
                 return ProxyError.notFound("The account is not blocked.").response
             }
             return .json(.ok, JSONValue.object([("unblocked", .string(account))]).buffer)
+        case (.post, false) where request.formValue("action") == "unblock":
+            // The status page's button: an HTML form can only GET or POST. The edge let it in
+            // only from the page's own origin (same-origin), like any change to the admin API.
+            let account = request.rest.removingPercentEncoding ?? request.rest
+            let lifted = await book.unblock(account)
+            if request.acceptsHTML {
+                return ProxyResponse(status: .seeOther, headers: [.location: "/-/", .cacheControl: "no-store"])
+            }
+            guard lifted else { return ProxyError.notFound("The account is not blocked.").response }
+            return .json(.ok, JSONValue.object([("unblocked", .string(account))]).buffer)
         default:
-            var error = ProxyError(.methodNotAllowed, "Use GET /-/blocks or DELETE /-/blocks/{account}.")
-            error.headers[.allow] = request.rest.isEmpty ? "GET, HEAD" : "DELETE"
+            var error = ProxyError(.methodNotAllowed,
+                                   "Use GET /-/blocks, DELETE /-/blocks/{account}, or POST /-/blocks/{account} with the form field action=unblock.")
+            error.headers[.allow] = request.rest.isEmpty ? "GET, HEAD" : "DELETE, POST"
             return error.response
         }
     }

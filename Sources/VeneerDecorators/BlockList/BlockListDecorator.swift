@@ -11,10 +11,13 @@ public struct BlockListDecorator: Handler {
     let book: BlockBook
     let denied: Counter
     let accountDenied: Counter
+    /// The same refusals and the blocks learned here, for the status page.
+    let tally = StatusTally(["blocked_by_rule", "blocked_account", "learned"])
 
     public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
         if let rule = options.deny.firstMatch(request) ?? options.allow.firstMiss(request) {
             denied.increment()
+            tally.add("blocked_by_rule")
             throw ProxyError(.clientBlocked, "This request is refused by a block rule (\(rule)).")
         }
         guard let learn = options.learn else { return try await inner.handle(request) }
@@ -27,6 +30,7 @@ public struct BlockListDecorator: Handler {
         }
         if accounts.contains(where: { book.block(of: $0) != nil }) {
             accountDenied.increment()
+            tally.add("blocked_account")
             throw ProxyError(.accountBlocked, "The account is blocked by the upstream; an operator can lift the block (veneer unblock).")
         }
         let response = try await inner.handle(request)
@@ -35,6 +39,7 @@ public struct BlockListDecorator: Handler {
         if Set(accounts).count == 1, let account = accounts.first, learn.matches(response) {
             await book.learn(account, reason: "the upstream answered \(response.status.code) with the blocked signal",
                              blockFor: learn.blockFor, requestID: request.requestID)
+            tally.add("learned")
         }
         return response
     }

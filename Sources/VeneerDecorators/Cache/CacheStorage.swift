@@ -443,10 +443,14 @@ struct CacheMetrics: Sendable {
     let evictions: [String: Counter]
     let entries: Gauge
     let bytes: Gauge
+    /// The same lookups, readable, for the status page.
+    let tally = StatusTally(CacheMetrics.results)
+
+    static let results = ["hit", "miss", "stale", "revalidated", "bypass", "collapsed"]
 
     init(label: String, factory: any MetricsFactory) {
         var results: [String: Counter] = [:]
-        for result in ["hit", "miss", "stale", "revalidated", "bypass", "collapsed"] {
+        for result in Self.results {
             results[result] = Counter(label: "veneer_cache_requests_total", dimensions: [("cache", label), ("result", result)], factory: factory)
         }
         var evictions: [String: Counter] = [:]
@@ -459,7 +463,10 @@ struct CacheMetrics: Sendable {
         bytes = Gauge(label: "veneer_cache_bytes", dimensions: [("cache", label)], factory: factory)
     }
 
-    func count(_ result: String) { results[result]?.increment() }
+    func count(_ result: String) {
+        results[result]?.increment()
+        tally.add(result)
+    }
     func evicted(_ count: Int, reason: String) { if count > 0 { evictions[reason]?.increment(by: count) } }
     func update(entries: Int, bytes: Int) {
         self.entries.record(entries)

@@ -15,6 +15,8 @@ public struct FaultDecorator: Handler {
     let options: FaultOptions
     let random: FaultRandom
     let clock: any VeneerClock
+    /// The faults injected, for the status page.
+    let tally = StatusTally(["delayed", "aborted", "dropped"])
 
     /// Wraps `inner`; `random` holds the draws (seeded from the options by the factory).
     public init(inner: any Handler, options: FaultOptions, random: FaultRandom, clock: any VeneerClock) {
@@ -42,14 +44,17 @@ public struct FaultDecorator: Handler {
         }
         if let delay = plan.delay, delay > .zero {
             request.record.append(.init(name: "fault", detail: "delay \(Units.format(delay))", duration: delay))
+            tally.add("delayed")
             try await clock.sleep(for: delay)
         }
         switch plan.abort {
         case .status(let code):
             request.record.append(.init(name: "fault", detail: "abort \(code)"))
+            tally.add("aborted")
             return Self.response(code)
         case .drop:
             request.record.append(.init(name: "fault", detail: "drop"))
+            tally.add("dropped")
             throw ProxyError.upstreamClosedWithoutAnswer(nil)
         case nil:
             return try await inner.handle(request)

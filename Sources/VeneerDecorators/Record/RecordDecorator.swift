@@ -17,6 +17,8 @@ public struct RecordDecorator: Handler {
     let redaction: Redaction
     let clock: any VeneerClock
     let logger: Logger
+    /// Exchanges written and those that could not be, for the status page.
+    let tally = StatusTally(["recorded", "failed"])
 
     /// Wraps `inner`, writing to `writer`.
     public init(inner: any Handler, options: RecordOptions, writer: HARWriter, clock: any VeneerClock, logger: Logger) {
@@ -48,7 +50,9 @@ public struct RecordDecorator: Handler {
                                   maxBody: options.maxBody, redaction: redaction)
         do {
             try writer.append(entry.buffer)
+            tally.add("recorded")
         } catch {
+            tally.add("failed")
             logger.error("record: \(error)", metadata: ["request_id": .string(request.requestID)])
         }
     }

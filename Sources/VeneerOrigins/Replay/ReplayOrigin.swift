@@ -8,6 +8,8 @@ public struct ReplayOrigin: Handler {
     let book: ReplayBook
     /// Where misses go with `on_miss: upstream`; nil answers them 404.
     let fallback: (any Handler)?
+    /// Requests answered from the recording and those that were not, for the status page.
+    let tally = StatusTally(["replayed", "misses"])
 
     /// Answers from `book`; misses go to `fallback`, or are 404 `not_found` without one.
     public init(book: ReplayBook, fallback: (any Handler)? = nil) {
@@ -18,8 +20,10 @@ public struct ReplayOrigin: Handler {
     /// The recorded answer, else the fallback's, else 404.
     public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
         if let answer = book.answer(method: request.method.rawValue, path: request.route.path, query: request.query) {
+            tally.add("replayed")
             return ProxyResponse(status: answer.status, headers: answer.headers, body: answer.body)
         }
+        tally.add("misses")
         if let fallback { return try await fallback.handle(request) }
         throw ProxyError.notFound("Nothing was recorded for \(request.method.rawValue) \(request.route.path)\(request.query.map { "?" + $0 } ?? "").")
     }

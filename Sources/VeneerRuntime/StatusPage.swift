@@ -1,0 +1,198 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+import VeneerCore
+import VeneerServer
+
+/// The status page (`GET /-/` from a browser): one HTML document served from the binary,
+/// no CDN and no build step. Everything is rendered on the server, so the page is complete
+/// without JavaScript (reload it to see new figures); its script only keeps it live: it
+/// reads `GET /-/status` every two seconds and adds each request `GET /-/events` streams.
+///
+/// Safety: every text from outside (paths, accounts, reasons, notes) is escaped here, and the
+/// script builds rows with `textContent`, never markup. The answer forbids framing (no
+/// clickjacking of its buttons) and runs only its own script (`Content-Security-Policy`
+/// with a nonce). Its buttons are forms posting to the admin API, which the edge takes only
+/// from the page's own origin (`Origin`, `Sec-Fetch-Site: same-origin`).
+enum StatusPage {
+    /// The page's answer, with its security headers.
+    static func response(_ snapshot: StatusSnapshot) -> ProxyResponse {
+        let nonce = Self.nonce()
+        let html = render(snapshot, nonce: nonce)
+        return ProxyResponse(status: .ok, headers: [
+            .contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
+            .contentSecurityPolicy: "default-src 'none'; script-src 'nonce-\(nonce)'; style-src 'nonce-\(nonce)'; connect-src 'self'; "
+                + "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+            xFrameOptions: "DENY", .xContentTypeOptions: "nosniff", referrerPolicy: "no-referrer",
+        ], body: ByteBuffer(string: html))
+    }
+
+    static let xFrameOptions = HTTPField.Name("X-Frame-Options")!
+    static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
+
+    /// A fresh nonce per answer (16 random bytes, hex).
+    static func nonce() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+    }
+
+    /// `text` safe inside HTML text and double-quoted attributes.
+    static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for character in text.unicodeScalars {
+            switch character {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            default:
+                // Control characters have no business on the page.
+                if character.value < 0x20 || character.value == 0x7F { out += "\u{FFFD}" } else { out.unicodeScalars.append(character) }
+            }
+        }
+        return out
+    }
+
+    /// A figure's value as shown.
+    static func shown(_ value: JSONValue) -> String {
+        switch value {
+        case .null: return "–"
+        case .string(let text): return text
+        case .number(let text): return text
+        case .bool(let flag): return flag ? "yes" : "no"
+        default: return String(buffer: value.buffer)
+        }
+    }
+
+    /// `12:03:04` of an item's time (UTC, as the access log).
+    static func clock(_ date: Date) -> String {
+        let seconds = Int(date.timeIntervalSince1970) % 86_400
+        return String(format: "%02d:%02d:%02d", seconds / 3600, seconds / 60 % 60, seconds % 60)
+    }
+
+    /// What the chain noted for a request, in a few words (`cache miss stored · upstream 12.3 ms`).
+    static func notes(_ item: RequestFeed.Item) -> String {
+        guard let record = item.record else { return "" }
+        return record.entries.map { entry in
+            var text = entry.name
+            if !entry.detail.isEmpty { text += " " + entry.detail }
+            if let duration = entry.duration {
+                text += String(format: " %.1f ms", Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15)
+            }
+            return text
+        }.joined(separator: " · ")
+    }
+
+    static func render(_ snapshot: StatusSnapshot, nonce: String) -> String {
+        var html = """
+        <!doctype html>
+        <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>Veneer · \(escape(snapshot.environment))</title>
+        <style nonce="\(nonce)">\(css)</style></head>
+        <body>
+        <header><h1>Veneer <span id="environment">\(escape(snapshot.environment))</span></h1>
+        <p class="meta">generation <span id="generation">\(snapshot.generation)</span> · \(escape(snapshot.version)) · \(escape(snapshot.config)) ·
+        <span id="health" class="\(snapshot.healthProblems.isEmpty ? "ok" : "bad")">\(snapshot.healthProblems.isEmpty ? "healthy" : "degraded: " + escape(snapshot.healthProblems.joined(separator: "; ")))</span></p>
+
+        """
+        // The switcher: a plain form, so it works without JavaScript.
+        html += "<form id=\"switch\" method=\"post\" action=\"/-/environment\"><label>Environment <select name=\"environment\"\(snapshot.switchRefusal == nil ? "" : " disabled")>"
+        for name in snapshot.environments {
+            html += "<option value=\"\(escape(name))\"\(name == snapshot.environment ? " selected" : "")>\(escape(name))</option>"
+        }
+        html += "</select></label> <button\(snapshot.switchRefusal == nil ? "" : " disabled")>Switch</button>"
+        if let refusal = snapshot.switchRefusal { html += " <span class=\"note\">\(escape(refusal))</span>" }
+        html += "</form></header>\n<main>\n<h2>Chain</h2>\n<ol id=\"chain\" class=\"chain\">\n"
+        for (index, box) in snapshot.chain.enumerated() {
+            html += "<li class=\"box \(box.role)\" data-box=\"\(index)\" data-name=\"\(escape(box.name))\"><h3>\(escape(box.name))</h3>"
+            if box.figures.isEmpty {
+                html += "<p class=\"note\">\(box.role == "origin" ? "answers the requests" : "passes requests on")</p>"
+            } else {
+                html += "<dl>"
+                for figure in box.figures {
+                    html += "<dt>\(escape(figure.name.replacingOccurrences(of: "_", with: " ")))</dt><dd data-figure=\"\(escape(figure.name))\">\(escape(shown(figure.value)))</dd>"
+                }
+                html += "</dl>"
+            }
+            html += "</li>\n"
+        }
+        html += "</ol>\n"
+        if let blocks = snapshot.blocks {
+            html += "<h2>Learned blocks</h2>\n<table id=\"blocks\"><thead><tr><th>account</th><th>since</th><th>until</th><th>reason</th><th></th></tr></thead><tbody>\n"
+            if blocks.isEmpty { html += "<tr class=\"empty\"><td colspan=\"5\">No account is blocked.</td></tr>\n" }
+            for block in blocks {
+                let account = block["account"]?.stringValue ?? ""
+                html += "<tr><td class=\"account\">\(escape(account))</td><td>\(escape(block["blocked_at"]?.stringValue ?? ""))</td>"
+                    + "<td>\(escape(block["until"]?.stringValue ?? "until lifted"))</td><td>\(escape(block["reason"]?.stringValue ?? ""))</td>"
+                    + "<td><form method=\"post\" action=\"/-/blocks/\(escape(percentEncoded(account)))\"><input type=\"hidden\" name=\"action\" value=\"unblock\">"
+                    + "<button>Unblock</button></form></td></tr>\n"
+            }
+            html += "</tbody></table>\n"
+        }
+        html += "<h2>Last requests <span class=\"note\" id=\"live\">(reload the page to update)</span></h2>\n"
+        html += "<table id=\"requests\"><thead><tr><th>time</th><th>method</th><th>path</th><th>status</th><th>ms</th><th>what happened</th></tr></thead><tbody>\n"
+        for item in snapshot.requests.reversed() {
+            html += "<tr data-sequence=\"\(item.sequence)\"><td>\(clock(item.time))</td><td>\(escape(item.method.rawValue))</td><td class=\"path\">\(escape(item.path))</td>"
+                + "<td class=\"status s\(item.status / 100)\">\(item.status)</td>"
+                + "<td>\(String(format: "%.1f", Double(item.duration.components.seconds) * 1000 + Double(item.duration.components.attoseconds) / 1e15))</td>"
+                + "<td>\(escape(notes(item)))</td></tr>\n"
+        }
+        html += "</tbody></table>\n</main>\n<script nonce=\"\(nonce)\">\(script)</script>\n</body></html>\n"
+        return html
+    }
+
+    /// An account as one path segment.
+    static func percentEncoded(_ text: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
+    }
+
+    static let css = """
+    body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
+    header{background:#1d2330;color:#fff;padding:12px 24px}header h1{margin:0;font-size:20px}
+    #environment{background:#3b82f6;border-radius:4px;padding:0 8px;margin-left:6px}
+    .meta{margin:4px 0 8px;color:#c8cdd8}.ok{color:#4ade80}.bad{color:#f87171}
+    main{padding:8px 24px}h2{font-size:16px;margin:18px 0 8px}
+    .chain{display:flex;flex-wrap:wrap;gap:28px;list-style:none;padding:0;margin:0}
+    .box{background:#fff;border:1px solid #cfd5df;border-radius:8px;padding:8px 12px;min-width:150px;position:relative}
+    .box+.box::before{content:"→";position:absolute;left:-22px;top:40%;color:#8a93a3;font-size:18px}
+    .box.origin{border-color:#3b82f6}.box h3{margin:0 0 6px;font-size:14px;font-family:ui-monospace,monospace}
+    dl{display:grid;grid-template-columns:auto auto;gap:2px 12px;margin:0}dt{color:#5b6475}dd{margin:0;text-align:right;font-variant-numeric:tabular-nums}
+    table{border-collapse:collapse;background:#fff;width:100%;font-size:13px}th,td{border-bottom:1px solid #e4e7ec;padding:3px 8px;text-align:left}
+    td.path,td.account{font-family:ui-monospace,monospace}.s2{color:#15803d}.s3{color:#0369a1}.s4{color:#b45309}.s5{color:#b91c1c}
+    .note{color:#8a93a3;font-size:12px}button{cursor:pointer}
+    """
+
+    /// Keeps the page live; builds every row with `textContent`.
+    static let script = """
+    (function(){
+    var max=100,tbody=document.querySelector('#requests tbody');
+    document.getElementById('live').textContent='(live)';
+    function cell(tr,text,cls){var td=document.createElement('td');td.textContent=text;if(cls)td.className=cls;tr.appendChild(td);}
+    function ms(v){return v==null?'':String(v);}
+    function notes(e){return (e.entries||[]).map(function(n){return n.name+(n.detail?' '+n.detail:'')+(n.duration_ms!=null?' '+n.duration_ms+' ms':'');}).join(' · ');}
+    function add(e){
+      if(tbody.querySelector('tr[data-sequence="'+e.sequence+'"]'))return;
+      var tr=document.createElement('tr');tr.setAttribute('data-sequence',e.sequence);
+      cell(tr,e.time.substr(11,8));cell(tr,e.method);cell(tr,e.path,'path');cell(tr,String(e.status),'status s'+Math.floor(e.status/100));
+      cell(tr,ms(e.duration_ms));cell(tr,notes(e));tbody.insertBefore(tr,tbody.firstChild);
+      while(tbody.children.length>max)tbody.removeChild(tbody.lastChild);
+    }
+    function figures(s){
+      s.chain.forEach(function(box,i){Object.keys(box.figures).forEach(function(k){
+        var dd=document.querySelector('[data-box="'+i+'"] [data-figure="'+k+'"]');if(!dd)return;
+        var v=box.figures[k];dd.textContent=v==null?'–':String(v);});});
+      document.getElementById('generation').textContent=String(s.chain_generation);
+      var h=document.getElementById('health');h.textContent=s.status==='ok'?'healthy':'degraded: '+(s.problems||[]).join('; ');h.className=s.status==='ok'?'ok':'bad';
+      if(s.environment!==document.getElementById('environment').textContent)location.reload();
+    }
+    function poll(){fetch('/-/status',{headers:{Accept:'application/json'}}).then(function(r){return r.json();}).then(figures).catch(function(){});}
+    setInterval(poll,2000);
+    if(window.EventSource){var last=tbody.firstElementChild;var es=new EventSource('/-/events'+(last?'?after='+last.getAttribute('data-sequence'):''));
+      es.addEventListener('request',function(m){try{add(JSON.parse(m.data));}catch(x){}});}
+    })();
+    """
+}
