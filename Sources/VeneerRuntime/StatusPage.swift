@@ -170,6 +170,7 @@ enum StatusPage {
     static let script = """
     (function(){
     var max=100,tbody=document.querySelector('#requests tbody');
+    var generation=document.getElementById('generation').textContent,environment=document.getElementById('environment').textContent;
     document.getElementById('live').textContent='(live)';
     function cell(tr,text,cls){var td=document.createElement('td');td.textContent=text;if(cls)td.className=cls;tr.appendChild(td);}
     function ms(v){return v==null?'':String(v);}
@@ -181,13 +182,25 @@ enum StatusPage {
       cell(tr,ms(e.duration_ms));cell(tr,notes(e));tbody.insertBefore(tr,tbody.firstChild);
       while(tbody.children.length>max)tbody.removeChild(tbody.lastChild);
     }
+    function blocks(list){
+      var t=document.querySelector('#blocks tbody');if(!t||!list)return;
+      var key=JSON.stringify(list.map(function(b){return b.account;}));if(t.getAttribute('data-key')===key)return;t.setAttribute('data-key',key);
+      while(t.firstChild)t.removeChild(t.firstChild);
+      if(!list.length){var tr=document.createElement('tr');tr.className='empty';var td=document.createElement('td');td.colSpan=5;td.textContent='No account is blocked.';tr.appendChild(td);t.appendChild(tr);return;}
+      list.forEach(function(b){
+        var tr=document.createElement('tr');cell(tr,b.account,'account');cell(tr,b.blocked_at);cell(tr,b.until||'until lifted');cell(tr,b.reason);
+        var td=document.createElement('td'),f=document.createElement('form'),i=document.createElement('input'),btn=document.createElement('button');
+        f.method='post';f.action='/-/blocks/'+encodeURIComponent(b.account);i.type='hidden';i.name='action';i.value='unblock';btn.textContent='Unblock';
+        f.appendChild(i);f.appendChild(btn);td.appendChild(f);tr.appendChild(td);t.appendChild(tr);});
+    }
     function figures(s){
+      // Another chain (a reload, a switch): its boxes are drawn by the server.
+      if(String(s.chain_generation)!==generation||s.environment!==environment){location.reload();return;}
       s.chain.forEach(function(box,i){Object.keys(box.figures).forEach(function(k){
         var dd=document.querySelector('[data-box="'+i+'"] [data-figure="'+k+'"]');if(!dd)return;
         var v=box.figures[k];dd.textContent=v==null?'–':String(v);});});
-      document.getElementById('generation').textContent=String(s.chain_generation);
       var h=document.getElementById('health');h.textContent=s.status==='ok'?'healthy':'degraded: '+(s.problems||[]).join('; ');h.className=s.status==='ok'?'ok':'bad';
-      if(s.environment!==document.getElementById('environment').textContent)location.reload();
+      blocks(s.blocks);
     }
     function poll(){fetch('/-/status',{headers:{Accept:'application/json'}}).then(function(r){return r.json();}).then(figures).catch(function(){});}
     setInterval(poll,2000);

@@ -22,10 +22,18 @@ public final class VeneerProcess: Sendable {
         return (status, process.stdout, process.stderr)
     }
 
-    /// Starts `veneer ARGS`.
-    public init(_ arguments: [String], directory: String? = nil, environment: [String: String] = [:]) throws {
+    /// Runs another program to completion (a browser, a packaging tool) and returns its exit
+    /// status, stdout and stderr.
+    public static func runProgram(_ path: String, _ arguments: [String], directory: String? = nil) async throws -> (status: Int32, stdout: String, stderr: String) {
+        let process = try VeneerProcess(arguments, directory: directory, executable: path)
+        let status = await process.wait()
+        return (status, process.stdout, process.stderr)
+    }
+
+    /// Starts `veneer ARGS` (or `executable ARGS`).
+    public init(_ arguments: [String], directory: String? = nil, environment: [String: String] = [:], executable: String = VeneerProcess.binary) throws {
         process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         var variables = ProcessInfo.processInfo.environment

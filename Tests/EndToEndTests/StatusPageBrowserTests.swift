@@ -1,0 +1,118 @@
+import Foundation
+import Testing
+import VeneerTestSupport
+
+/// The status page in a real browser: Debian's `chromium`, headless, loading it from a
+/// running Veneer (`make test` installs chromium when it is missing).
+@Suite("the status page in headless chromium", .serialized)
+struct StatusPageBrowserTests {
+    /// A Veneer with the status page's test chain, its upstream and token endpoint.
+    func withInstance(_ body: (Int) async throws -> Void) async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let tokens = try await TestTokenServer.start()
+        defer { Task { await tokens.stop() } }
+        try await withTestUpstream(StatusPageProcessTests.reply(tokens)) { (upstream: TestUpstream) async throws in
+            try StatusPageProcessTests.config(directory, upstream: upstream.url, tokens: tokens.url)
+                .write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+            let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+            defer { process.terminate() }
+            try await body(try await process.waitUntilReady())
+        }
+    }
+
+    /// The text of the element `selector` selects in `dom`, from `--dump-dom`.
+    static func text(_ dom: String, figure: String, of box: String) -> String? {
+        guard let start = dom.range(of: "data-name=\"\(box)\"") else { return nil }
+        let rest = dom[start.upperBound...]
+        guard let figureStart = rest.range(of: "data-figure=\"\(figure)\">") else { return nil }
+        return String(rest[figureStart.upperBound...].prefix { $0 != "<" })
+    }
+
+    static func rows(_ dom: String) -> Int {
+        dom.components(separatedBy: "<tr data-sequence=").count - 1
+    }
+
+    @Test("--dump-dom before and after requests: the chain as boxes, counters that move, the requests listed, the page's own script running")
+    func dumpDOM() async throws {
+        try await withInstance { port in
+            let url = "http://127.0.0.1:\(port)/-/"
+            let before = try await HeadlessChromium.dumpDOM(url, virtualTime: .seconds(1))
+            for box in ["cache", "block_list", "fault", "auth_refresh", "upstream"] { #expect(before.contains("data-name=\"\(box)\""), "\(box)") }
+            #expect(Self.text(before, figure: "hits", of: "cache") == "0")
+            #expect(Self.rows(before) == 0)
+            #expect(before.contains("<span class=\"note\" id=\"live\">(live)</span>"), "the script ran (its nonce let it)")
+
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/2", headers: [("Veneer-Fault", "status=503")]).status == 503)
+
+            let after = try await HeadlessChromium.dumpDOM(url, virtualTime: .seconds(1))
+            #expect(Self.text(after, figure: "hits", of: "cache") == "1")
+            #expect(Self.text(after, figure: "misses", of: "cache") == "2")
+            #expect(Self.text(after, figure: "aborted", of: "fault") == "1")
+            #expect(Self.text(after, figure: "refreshes", of: "auth_refresh") == "1")
+            #expect(Self.rows(after) == 3)
+            #expect(after.contains("fault abort 503"))
+        }
+    }
+
+    @Test("an open page stays live (counters polled, requests streamed by server-sent events), and its unblock button lifts a block as the browser submits it")
+    func livePageAndUnblockButton() async throws {
+        try await withInstance { port in
+            let browser = try await HeadlessChromium.launch()
+            defer { browser.stop() }
+            let page = try await browser.page()
+            defer { page.close() }
+            try await page.navigate("http://127.0.0.1:\(port)/-/")
+            try await page.waitUntil("document.getElementById('live').textContent === '(live)'")
+            let hits = "document.querySelector('[data-name=cache] [data-figure=hits]').textContent"
+            #expect(try await page.evaluate(hits) as? String == "0")
+
+            // Requests while the page is open: it is not reloaded.
+            try await page.evaluate("window.marker = 'same page'")
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/3", headers: [("X-Account-Id", StatusPageProcessTests.markupAccount)]).status == 403)
+            try await page.waitUntil("\(hits) === '1'")
+            try await page.waitUntil("document.querySelectorAll('#requests tbody tr').length === 3")
+            #expect(try await page.evaluate("document.querySelector('#requests tbody tr td.path').textContent") as? String == "/posts/3",
+                    "newest first")
+            try await page.waitUntil("document.querySelectorAll('#blocks tbody form').length === 1")
+            #expect(try await page.evaluate("document.querySelector('#blocks td.account').textContent") as? String
+                        == StatusPageProcessTests.markupAccount, "shown as text")
+            #expect(try await page.evaluate("document.querySelectorAll('#blocks img').length") as? Int == 0, "never as markup")
+            #expect(try await page.evaluate("window.marker") as? String == "same page")
+
+            // The button, clicked: the browser posts the form with its Origin and Sec-Fetch-Site.
+            try await page.evaluate("document.querySelector('#blocks form button').click()")
+            try await page.waitUntil("window.marker === undefined && document.readyState === 'complete' && location.pathname === '/-/'")
+            try await page.waitUntil("document.querySelector('#blocks tr.empty') !== null")
+            let blocks = try await RawHTTP.request(port: port, "GET", "/-/blocks")
+            #expect(blocks.text.trimmingCharacters(in: .whitespacesAndNewlines) == "[]")
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/3", headers: [("X-Account-Id", "someone")]).status == 200)
+        }
+    }
+
+    @Test("a page of another origin cannot make the browser change anything: its form post to the admin API is refused")
+    func crossSiteFormRefused() async throws {
+        try await withInstance { port in
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/3", headers: [("X-Account-Id", StatusPageProcessTests.markupAccount)]).status == 403)
+            let browser = try await HeadlessChromium.launch()
+            defer { browser.stop() }
+            let page = try await browser.page()
+            defer { page.close() }
+            // A page elsewhere (an opaque data: origin) that posts the unblock form and the switch form on load.
+            let account = StatusPageProcessTests.markupAccount.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            let attack = """
+            <form id=f method=post action="http://127.0.0.1:\(port)/-/blocks/\(account)"><input type=hidden name=action value=unblock></form>
+            <script>document.getElementById('f').submit()</script>
+            """
+            try await page.call("Page.navigate", ["url": "data:text/html," + attack.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!])
+            try await page.waitUntil("location.href.startsWith('http://127.0.0.1:\(port)/-/blocks/') && document.readyState === 'complete'")
+            #expect((try await page.evaluate("document.body.innerText") as? String)?.contains("cross_site_refused") == true)
+            let blocks = try await RawHTTP.request(port: port, "GET", "/-/blocks")
+            #expect(blocks.text.contains("onerror"), "the block stays")
+        }
+    }
+}
