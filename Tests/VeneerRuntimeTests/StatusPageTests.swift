@@ -1,0 +1,37 @@
+import Foundation
+import Testing
+import VeneerCore
+@testable import VeneerRuntime
+
+@Suite("the status page's pieces")
+struct StatusPageTests {
+    @Test("escaping: markup, quotes and control characters from outside are text")
+    func escaping() {
+        #expect(StatusPage.escape("<img src=x onerror=\"alert('1')\">&") == "&lt;img src=x onerror=&quot;alert(&#39;1&#39;)&quot;&gt;&amp;")
+        #expect(StatusPage.escape("a\u{1B}[31mb\nc") == "a\u{FFFD}[31mb\u{FFFD}c")
+        #expect(StatusPage.escape("café ✓") == "café ✓")
+    }
+
+    @Test("an account becomes one path segment of the unblock form's action")
+    func accountSegment() {
+        #expect(StatusPage.percentEncoded("a/b?c#d e") == "a%2Fb%3Fc%23d%20e")
+        #expect(StatusPage.percentEncoded("acct-13_x.y~") == "acct-13_x.y~")
+    }
+
+    @Test("StatusTally counts by name, ignores names it does not have, and lists its figures in order")
+    func tally() {
+        let tally = StatusTally(["hit", "miss"])
+        tally.add("hit")
+        tally.add("hit", 2)
+        tally.add("miss")
+        tally.add("other")
+        #expect(tally["hit"] == 3 && tally["miss"] == 1 && tally["other"] == 0)
+        #expect(tally.figures == [StatusFigure("hit", 3), StatusFigure("miss", 1)])
+    }
+
+    @Test("every page gets a fresh nonce of 16 random bytes")
+    func nonce() {
+        let first = StatusPage.nonce(), second = StatusPage.nonce()
+        #expect(first.count == 32 && first != second)
+    }
+}
