@@ -79,7 +79,7 @@ enum StatusPage {
             var text = entry.name
             if !entry.detail.isEmpty { text += " " + entry.detail }
             if let duration = entry.duration {
-                text += String(format: " %.1f ms", Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15)
+                text += " " + RequestFeed.milliseconds(duration) + " ms"
             }
             return text
         }.joined(separator: " · ")
@@ -136,7 +136,7 @@ enum StatusPage {
         for item in snapshot.requests.reversed() {
             html += "<tr data-sequence=\"\(item.sequence)\"><td>\(clock(item.time))</td><td>\(escape(item.method.rawValue))</td><td class=\"path\">\(escape(item.path))</td>"
                 + "<td class=\"status s\(item.status / 100)\">\(item.status)</td>"
-                + "<td>\(String(format: "%.1f", Double(item.duration.components.seconds) * 1000 + Double(item.duration.components.attoseconds) / 1e15))</td>"
+                + "<td>\(RequestFeed.milliseconds(item.duration))</td>"
                 + "<td>\(escape(notes(item)))</td></tr>\n"
         }
         html += "</tbody></table>\n</main>\n<script nonce=\"\(nonce)\">\(script)</script>\n</body></html>\n"

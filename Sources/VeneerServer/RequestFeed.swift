@@ -42,22 +42,25 @@ public final class RequestFeed: Sendable {
             var members: [(String, JSONValue)] = [
                 ("sequence", .int(sequence)), ("time", .string(Timestamp.iso8601(time))), ("method", .string(method.rawValue)),
                 ("path", .string(path)), ("status", .int(status)),
-                ("duration_ms", .number(String(format: "%.1f", Double(duration.components.seconds) * 1000
-                        + Double(duration.components.attoseconds) / 1e15))),
+                ("duration_ms", .number(RequestFeed.milliseconds(duration))),
             ]
             if let requestID { members.append(("request_id", .string(requestID))) }
             if let record {
                 members.append(("entries", .array(record.entries.map { entry in
                     var fields: [(String, JSONValue)] = [("name", .string(entry.name)), ("detail", .string(entry.detail))]
                     if let duration = entry.duration {
-                        fields.append(("duration_ms", .number(String(format: "%.1f", Double(duration.components.seconds) * 1000
-                                + Double(duration.components.attoseconds) / 1e15))))
+                        fields.append(("duration_ms", .number(RequestFeed.milliseconds(duration))))
                     }
                     return .object(fields)
                 })))
             }
             return .object(members)
         }
+    }
+
+    /// `duration` in milliseconds with one decimal (`12.3`).
+    public static func milliseconds(_ duration: Duration) -> String {
+        String(format: "%.1f", Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15)
     }
 
     private struct State {

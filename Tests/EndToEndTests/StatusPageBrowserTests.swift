@@ -6,21 +6,6 @@ import VeneerTestSupport
 /// running Veneer (`make test` installs chromium when it is missing).
 @Suite("the status page in headless chromium", .serialized)
 struct StatusPageBrowserTests {
-    /// A Veneer with the status page's test chain, its upstream and token endpoint.
-    func withInstance(_ body: (Int) async throws -> Void) async throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let tokens = try await TestTokenServer.start()
-        defer { Task { await tokens.stop() } }
-        try await withTestUpstream(StatusPageProcessTests.reply(tokens)) { (upstream: TestUpstream) async throws in
-            try StatusPageProcessTests.config(directory, upstream: upstream.url, tokens: tokens.url)
-                .write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
-            let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
-            defer { process.terminate() }
-            try await body(try await process.waitUntilReady())
-        }
-    }
-
     /// The text of the element `selector` selects in `dom`, from `--dump-dom`.
     static func text(_ dom: String, figure: String, of box: String) -> String? {
         guard let start = dom.range(of: "data-name=\"\(box)\"") else { return nil }
@@ -35,7 +20,7 @@ struct StatusPageBrowserTests {
 
     @Test("--dump-dom before and after requests: the chain as boxes, counters that move, the requests listed, the page's own script running")
     func dumpDOM() async throws {
-        try await withInstance { port in
+        try await StatusPageProcessTests.withInstance { port in
             let url = "http://127.0.0.1:\(port)/-/"
             let before = try await HeadlessChromium.dumpDOM(url, virtualTime: .seconds(1))
             for box in ["cache", "block_list", "fault", "auth_refresh", "upstream"] { #expect(before.contains("data-name=\"\(box)\""), "\(box)") }
@@ -59,7 +44,7 @@ struct StatusPageBrowserTests {
 
     @Test("an open page stays live (counters polled, requests streamed by server-sent events), and its unblock button lifts a block as the browser submits it")
     func livePageAndUnblockButton() async throws {
-        try await withInstance { port in
+        try await StatusPageProcessTests.withInstance { port in
             let browser = try await HeadlessChromium.launch()
             defer { browser.stop() }
             let page = try await browser.page()
@@ -96,7 +81,7 @@ struct StatusPageBrowserTests {
 
     @Test("a page of another origin cannot make the browser change anything: its form post to the admin API is refused")
     func crossSiteFormRefused() async throws {
-        try await withInstance { port in
+        try await StatusPageProcessTests.withInstance { port in
             #expect(try await RawHTTP.request(port: port, "GET", "/posts/3", headers: [("X-Account-Id", StatusPageProcessTests.markupAccount)]).status == 403)
             let browser = try await HeadlessChromium.launch()
             defer { browser.stop() }

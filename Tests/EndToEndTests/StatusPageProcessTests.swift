@@ -34,6 +34,20 @@ struct StatusPageProcessTests {
         }
     }
 
+    /// A Veneer running `config`, with its upstream and token endpoint; `body` gets its port.
+    static func withInstance(_ body: (Int) async throws -> Void) async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let tokens = try await TestTokenServer.start()
+        defer { Task { await tokens.stop() } }
+        try await withTestUpstream(reply(tokens)) { (upstream: TestUpstream) async throws in
+            try config(directory, upstream: upstream.url, tokens: tokens.url).write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+            let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+            defer { process.terminate() }
+            try await body(try await process.waitUntilReady())
+        }
+    }
+
     static func figures(_ status: RawResponse, _ name: String) -> [String: Any] {
         let chain = status.json?["chain"] as? [[String: Any]] ?? []
         return chain.first { $0["name"] as? String == name }?["figures"] as? [String: Any] ?? [:]
@@ -41,16 +55,7 @@ struct StatusPageProcessTests {
 
     @Test("/-/status: every entry of the chain with counters that move (cache hits and misses, faults, learned blocks, refreshes, the token's expiry) and the last requests with what the chain noted")
     func statusCountersMove() async throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let tokens = try await TestTokenServer.start()
-        defer { Task { await tokens.stop() } }
-        try await withTestUpstream(Self.reply(tokens)) { (upstream: TestUpstream) async throws in
-            try Self.config(directory, upstream: upstream.url, tokens: tokens.url).write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
-            let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
-            defer { process.terminate() }
-            let port = try await process.waitUntilReady()
-
+        try await Self.withInstance { port in
             let before = try await RawHTTP.request(port: port, "GET", "/-/status", headers: [("Accept", "application/json")])
             #expect(before.status == 200 && before.header("Cache-Control") == "no-store")
             let names = (before.json?["chain"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
@@ -86,15 +91,7 @@ struct StatusPageProcessTests {
 
     @Test("GET /-/ gives a browser the page (escaped, framing refused, only its own script) and a program the JSON index")
     func pageForBrowsersJSONForPrograms() async throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let tokens = try await TestTokenServer.start()
-        defer { Task { await tokens.stop() } }
-        try await withTestUpstream(Self.reply(tokens)) { (upstream: TestUpstream) async throws in
-            try Self.config(directory, upstream: upstream.url, tokens: tokens.url).write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
-            let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
-            defer { process.terminate() }
-            let port = try await process.waitUntilReady()
+        try await Self.withInstance { port in
             #expect(try await RawHTTP.request(port: port, "GET", "/posts/3", headers: [("X-Account-Id", Self.markupAccount)]).status == 403)
             #expect(try await RawHTTP.request(port: port, "GET", "/posts/%3Cscript%3E").status == 400)
 
@@ -122,15 +119,7 @@ struct StatusPageProcessTests {
 
     @Test("the page's unblock button (a form post) lifts a block from the page's own origin only; a cross-site post is refused and the block stays")
     func unblockForm() async throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let tokens = try await TestTokenServer.start()
-        defer { Task { await tokens.stop() } }
-        try await withTestUpstream(Self.reply(tokens)) { (upstream: TestUpstream) async throws in
-            try Self.config(directory, upstream: upstream.url, tokens: tokens.url).write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
-            let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
-            defer { process.terminate() }
-            let port = try await process.waitUntilReady()
+        try await Self.withInstance { port in
             #expect(try await RawHTTP.request(port: port, "GET", "/posts/3", headers: [("X-Account-Id", Self.markupAccount)]).status == 403)
             let page = try await RawHTTP.request(port: port, "GET", "/-/", headers: [("Accept", "text/html")])
             // The form as the page has it.
