@@ -9,14 +9,18 @@ import NIOCore
 /// the body, no body for HEAD, 1xx, 204 and 304, a `Date` when the response has none, and
 /// `Connection: close` when the connection ends after it. Field names and values are
 /// already legal (`HTTPField` replaces CR, LF and NUL), so nothing can be injected here.
+/// A streamed answer (server-sent events) is written as its head and first bytes, with no
+/// `Content-Length`: its body goes on until the connection closes.
 public enum HTTP1ResponseWriter {
     /// The interim answer to `Expect: 100-continue`.
     public static let continueResponse: StaticString = "HTTP/1.1 100 Continue\r\n\r\n"
 
     /// Appends the whole response to `buffer`, with `date` (IMF-fixdate, asked for only when
-    /// the response has no `Date`).
-    public static func write(_ response: ProxyResponse, method: HTTPRequest.Method, close: Bool, date: @autoclosure () -> String,
-                             into buffer: inout ByteBuffer) {
+    /// the response has no `Date`). `streamed`: the body goes on after `response.body` until
+    /// the connection closes (`close` must be true for a GET), so no `Content-Length` is written.
+    public static func write(_ response: ProxyResponse, method: HTTPRequest.Method, close: Bool, streamed: Bool = false,
+                             date: @autoclosure () -> String, into buffer: inout ByteBuffer) {
+        assert(!streamed || close || method == .head, "a streamed body ends with the connection")
         let code = response.status.code
         let bodyless = code == 204 || code == 304 || (100..<200).contains(code)
         buffer.writeStaticString("HTTP/1.1 ")
@@ -46,7 +50,7 @@ public enum HTTP1ResponseWriter {
             buffer.moveWriterIndex(to: fieldsStart)
             (hasDate, declaredLength, _) = SerializedFields.write(fields, skipping: namedByConnection(fields), into: &buffer)
         }
-        if !bodyless {
+        if !bodyless, !streamed {
             buffer.writeStaticString("Content-Length: ")
             // A HEAD answer passed through says how long the GET answer would be.
             if method == .head, response.body.readableBytes == 0, let declaredLength, !declaredLength.isEmpty,

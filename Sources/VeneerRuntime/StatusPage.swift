@@ -23,11 +23,13 @@ enum StatusPage {
             .contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
             .contentSecurityPolicy: "default-src 'none'; script-src 'nonce-\(nonce)'; style-src 'nonce-\(nonce)'; connect-src 'self'; "
                 + "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-            xFrameOptions: "DENY", .xContentTypeOptions: "nosniff", referrerPolicy: "no-referrer",
+            xFrameOptions: "DENY", .xContentTypeOptions: "nosniff", referrerPolicy: "same-origin",
         ], body: ByteBuffer(string: html))
     }
 
     static let xFrameOptions = HTTPField.Name("X-Frame-Options")!
+    /// `same-origin`, not `no-referrer`: under `no-referrer` Chromium sends `Origin: null`
+    /// with the page's own form posts, which the edge (rightly) refuses.
     static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
 
     /// A fresh nonce per answer (16 random bytes, hex).

@@ -7,4 +7,11 @@ import VeneerCore
 public protocol AdminResponder: Sendable {
     /// Answers one admin request; `path` is what follows `/-/`.
     func respond(method: HTTPRequest.Method, path: String, query: String?, headers: HTTPFields, body: ByteBuffer) async -> ProxyResponse
+    /// A streamed answer for a GET of `path` (what follows `/-/`), if that path streams; asked before `respond`, after the edge's checks.
+    func stream(path: String, query: String?, headers: HTTPFields) -> AdminStream?
+}
+
+extension AdminResponder {
+    /// No path streams.
+    public func stream(path: String, query: String?, headers: HTTPFields) -> AdminStream? { nil }
 }

@@ -24,6 +24,8 @@ public struct ProxyEdge: Sendable {
     let metrics: EdgeMetrics?
     /// Where the connections add each request the chain answered, for the status page.
     let feed: RequestFeed?
+    /// The streamed admin answers being written (``AdminStream``), shared by the copies of this edge.
+    let streams: AdminStreamSlots
 
     /// An edge answering through `chain`, with `admin` under `/-/` when `servesAdmin` (and
     /// nothing else when `adminOnly`, the separate admin listener).
@@ -39,13 +41,15 @@ public struct ProxyEdge: Sendable {
         self.accessLog = accessLog
         self.metrics = metrics
         self.feed = feed
+        streams = AdminStreamSlots()
     }
 
     /// The body limit of the chain serving new requests.
     var requestBodyLimit: Int { chain.current.requestBodyLimit }
 
     /// Answers one request; never throws (failures become JSON error responses). Every
-    /// answer carries the request id: the client's `X-Request-Id`, or a generated one.
+    /// answer carries the request id: the client's `X-Request-Id`, or a generated one. A
+    /// streamed answer comes back as its head (its first bytes for a body), the stream stopped.
     func respond(method: HTTPRequest.Method, target: String, fields: HTTPFields, body: IncomingBody,
                  client: ClientAddress?, authority: String? = nil, localPort: Int? = nil,
                  record: RequestRecord? = nil) async -> (ProxyResponse, closeConnection: Bool) {
@@ -53,6 +57,9 @@ public struct ProxyEdge: Sendable {
                      record: record) {
         case .answered(let response, let close): return (response, close)
         case .waiting(let pending): return await complete(pending)
+        case .streamed(let answer):
+            answer.stop()
+            return (answer.head, false)
         }
     }
 
@@ -69,6 +76,9 @@ public struct ProxyEdge: Sendable {
         case answered(ProxyResponse, closeConnection: Bool)
         /// To be finished by ``complete(_:)`` (or ``completeWithoutTask(_:then:)``).
         case waiting(Pending)
+        /// A streamed admin answer (``AdminResponder/stream(path:query:headers:)``): its head
+        /// now, its chunks as they come.
+        case streamed(StreamedAnswer)
     }
 
     /// A request checked by the edge that still needs an `await` or a callback: the admin
@@ -156,6 +166,11 @@ public struct ProxyEdge: Sendable {
                 return answered(ProxyError.notFound().response)
             }
             guard case .complete(let bytes) = body else { return answered(Self.tooLarge(generation.requestBodyLimit), close: true) }
+            if method == .get || method == .head, let stream = admin.stream(path: path, query: query, headers: fields) {
+                // A stream holds no lease: a reload or a shutdown never waits for it (shutdown ends it).
+                lease.end()
+                return streamed(stream, method: method, requestID: requestID)
+            }
             return .waiting(Pending(work: .admin(method: method, path: path, query: query, fields: fields, body: bytes),
                                     requestID: requestID, lease: lease))
         case .notFound:
@@ -207,6 +222,21 @@ public struct ProxyEdge: Sendable {
             }
             return .waiting(Pending(work: work, requestID: requestID, lease: lease))
         }
+    }
+
+    /// A stream the admin API gave: its head alone for a HEAD; for a GET the whole stream if
+    /// one of the edge's places for streams is free, else 503.
+    private func streamed(_ stream: AdminStream, method: HTTPRequest.Method, requestID: String) -> Start {
+        let head = Self.stamped(stream.head, requestID)
+        guard method == .get else {
+            stream.stop()
+            return .streamed(StreamedAnswer(head: head, chunks: nil, slots: nil))
+        }
+        guard streams.take() else {
+            stream.stop()
+            return .answered(Self.stamped(AdminStreamSlots.busyAnswer(limit: streams.limit), requestID), closeConnection: false)
+        }
+        return .streamed(StreamedAnswer(head: head, chunks: stream.chunks, slots: streams))
     }
 
     /// Finishes what ``begin(method:target:fields:body:client:)`` left waiting; its lease
@@ -323,6 +353,7 @@ extension ProxyEdge.Start {
     consuming func waiting() -> ProxyEdge.Pending? {
         switch consume self {
         case .answered: return nil
+        case .streamed: return nil
         case .waiting(let pending): return pending
         }
     }
@@ -332,6 +363,7 @@ extension ProxyEdge.Start {
         switch self {
         case .answered(let response, let close): return (response, close)
         case .waiting: return nil
+        case .streamed: return nil
         }
     }
 }

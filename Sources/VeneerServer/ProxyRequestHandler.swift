@@ -21,9 +21,27 @@ import VeneerHTTP1
 ///   for the next when the socket has let go of it.
 /// - The channel's write buffer water marks are the output buffer: NIO reports unsent answers
 ///   over it as the channel turning unwritable, and the machine stops reading until they drain.
+/// - A streamed admin answer (``AdminStream``) is the connection's last: its head goes out
+///   close-delimited, then each chunk as a task on this loop iterates them; while the client
+///   does not read, chunks are dropped (counted) rather than piled up.
 final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
+
+    /// The streamed answer being written, with what its access log line needs.
+    ///
+    /// The line is written (and the request counted) once the stream ends, with every byte
+    /// written by then and the stream's whole life as its duration: its status and head are
+    /// known at the start, but what it cost is only known at the end. The in-flight gauge
+    /// lets it go when its head is written: a status page left open is not a request waiting.
+    struct ActiveStream {
+        let exchange: Exchange?
+        let head: ProxyResponse
+        var bytesOut: Int
+        /// Chunks dropped because the client had not read what was written before.
+        var dropped = 0
+        var task: Task<Void, Never>?
+    }
 
     /// A request read whole (or refused for its body size), as the machine queues it.
     struct Work {
@@ -59,6 +77,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var outputBuffer: ByteBuffer?
     /// The request whose answer is written next, when there is an access log or metrics.
     private var exchange: Exchange?
+    /// The streamed answer being written, if any.
+    private var stream: ActiveStream?
 
     // Guards against re-entry on one call stack (not connection state): an answer can come
     // back while it is being started (a callback that completes at once), and reading can
@@ -101,6 +121,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        // The client left (or the connection was closed): the producer learns it as its stream ends.
+        stream?.task?.cancel()
         perform(machine.channelInactive(), context: context)
         parser.stop()
         context.fireChannelInactive()
@@ -198,7 +220,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         switch action {
         case .none:
             break
-        case .answer, .refuse, .end:
+        case .answer, .refuse, .end, .endStream:
             startAnswers(action, context: context)
         case .sendContinue:
             context.writeAndFlush(wrapOutboundOut(ByteBuffer(staticString: HTTP1ResponseWriter.continueResponse)), promise: nil)
@@ -272,6 +294,11 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             case .end:
                 sendLast(context.channel.allocator.buffer(capacity: 0), context: context)
                 action = .none
+            case .endStream:
+                // Its line is logged once its task sees the cancellation (streamEnded).
+                stream?.task?.cancel()
+                sendLast(context.channel.allocator.buffer(capacity: 0), context: context)
+                action = .none
             case .none:
                 guard let deferred = deferredStart else { return }
                 deferredStart = nil
@@ -301,7 +328,91 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         case .waiting(let pending):
             answerLater(pending, method: work.head.method, context: context)
             return .none
+        case .streamed(let answer):
+            return streamed(answer, method: work.head.method, context: context)
         }
+    }
+
+    // MARK: Streamed answers
+
+    /// Writes a streamed answer's head and starts writing its chunks as they come; a HEAD
+    /// gets the head alone, as any answer (its connection goes on).
+    private func streamed(_ answer: StreamedAnswer, method: HTTPRequest.Method, context: ChannelHandlerContext) -> Machine.Action {
+        guard answer.chunks != nil else {
+            return written(answer.head, method: method, closeConnection: false, streamed: true, context: context)
+        }
+        let now = NIODeadline.now()
+        let exchange = self.exchange
+        self.exchange = nil
+        switch machine.streamReady(now: now) {
+        case .start:
+            var buffer = context.channel.allocator.buffer(capacity: 512 + answer.head.body.readableBytes)
+            HTTP1ResponseWriter.write(answer.head, method: .get, close: true, streamed: true, date: dates.now(), into: &buffer)
+            stream = ActiveStream(exchange: exchange, head: answer.head, bytesOut: buffer.readableBytes)
+            if exchange != nil { edge.metrics?.finished() }
+            context.write(wrapOutboundOut(buffer), promise: nil)
+            flusher.flushSoon(context.channel)
+            // Read (and discard) on, even if reading was paused: the client's close ends the stream.
+            setAutoRead(true, context: context)
+            context.read()
+            let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+            let eventLoop = context.eventLoop
+            stream?.task = answer.run(on: executor, chunk: { chunk in
+                Self.onLoop(eventLoop, loopBound) { $0.streamChunk(chunk, context: $1) }
+            }, ended: {
+                Self.onLoop(eventLoop, loopBound) { $0.streamEnded(context: $1) }
+            })
+            return .none
+        case .headOnly:
+            // The connection is ending: the head alone, as its last answer.
+            answer.stop()
+            let bytes = write(answer.head, method: .get, close: true, streamed: true, context: context)
+            observe(exchange, answer.head, bytesOut: bytes, now: now)
+            return machine.answerWritten(now: now)
+        case .discard:
+            answer.stop()
+            observe(exchange, answer.head, bytesOut: 0, now: now)
+            return .none
+        }
+    }
+
+    /// Runs `body` with the handler on its loop (the stream's task runs there already, unless its loop is gone).
+    private static func onLoop(_ eventLoop: any EventLoop, _ loopBound: NIOLoopBound<(handler: ProxyRequestHandler, context: ChannelHandlerContext)>,
+                               _ body: @escaping @Sendable (ProxyRequestHandler, ChannelHandlerContext) -> Void) {
+        if eventLoop.inEventLoop {
+            body(loopBound.value.handler, loopBound.value.context)
+        } else {
+            eventLoop.execute { body(loopBound.value.handler, loopBound.value.context) }
+        }
+    }
+
+    /// A chunk of the stream: written while the client reads, dropped while it does not.
+    private func streamChunk(_ chunk: ByteBuffer, context: ChannelHandlerContext) {
+        guard stream != nil else { return }
+        switch machine.chunkReady() {
+        case .write:
+            stream?.bytesOut += chunk.readableBytes
+            // The channel may turn unwritable here (channelWritabilityChanged, before this returns).
+            context.write(wrapOutboundOut(chunk), promise: nil)
+            flusher.flushSoon(context.channel)
+        case .drop:
+            stream?.dropped += 1
+        case .stop:
+            stream?.task?.cancel()
+        }
+    }
+
+    /// The stream's iteration ended (its chunks finished, or it was stopped): its line, and the end of the answer.
+    private func streamEnded(context: ChannelHandlerContext) {
+        guard let ended = stream else { return }
+        stream = nil
+        if ended.dropped > 0 {
+            logger.debug("a streamed answer dropped chunks its client did not read in time", metadata: [
+                "request_id": .string(ended.head.headers[.xRequestID] ?? ""), "dropped_chunks": .stringConvertible(ended.dropped),
+            ])
+        }
+        observe(ended.exchange, ended.head, bytesOut: ended.bytesOut, gauge: false)
+        perform(machine.streamFinished(now: .now()), context: context)
     }
 
     /// Where an answer that comes later is written: this handler, on its loop. A value, not a
@@ -344,14 +455,14 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     /// Writes the answer the chain gave (unless the connection is gone); what next.
-    private func written(_ response: ProxyResponse, method: HTTPRequest.Method, closeConnection: Bool,
+    private func written(_ response: ProxyResponse, method: HTTPRequest.Method, closeConnection: Bool, streamed: Bool = false,
                          context: ChannelHandlerContext) -> Machine.Action {
         let now = NIODeadline.now()
         let exchange = self.exchange
         self.exchange = nil
         switch machine.answerReady(closeConnection: closeConnection, now: now) {
         case .write(let close):
-            let bytes = write(response, method: method, close: close, context: context)
+            let bytes = write(response, method: method, close: close, streamed: streamed, context: context)
             observe(exchange, response, bytesOut: bytes, now: now)
             return machine.answerWritten(now: now)
         case .discard:
@@ -362,11 +473,12 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     /// Counts an answer and queues its access log line: `exchange` is nil for a refusal of
-    /// what could not be read as a request.
-    private func observe(_ exchange: Exchange?, _ response: ProxyResponse, bytesOut: Int, now: @autoclosure () -> NIODeadline = .now()) {
+    /// what could not be read as a request. `gauge`: it leaves the in-flight gauge now.
+    private func observe(_ exchange: Exchange?, _ response: ProxyResponse, bytesOut: Int, now: @autoclosure () -> NIODeadline = .now(),
+                         gauge: Bool = true) {
         let route = exchange?.record.route
         if let metrics = edge.metrics {
-            if exchange != nil { metrics.finished() }
+            if exchange != nil, gauge { metrics.finished() }
             metrics.count(route: route, method: exchange?.work.head.method, status: Int(response.status.code))
         }
         if let feed = edge.feed, let exchange, route != "/-/" {
@@ -398,14 +510,16 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     /// Writes one answer, or the last one and then the end of the connection; how many bytes.
+    /// `streamed`: the head of a streamed answer (no `Content-Length`).
     @discardableResult
-    private func write(_ response: ProxyResponse, method: HTTPRequest.Method, close: Bool, context: ChannelHandlerContext) -> Int {
+    private func write(_ response: ProxyResponse, method: HTTPRequest.Method, close: Bool, streamed: Bool = false,
+                       context: ChannelHandlerContext) -> Int {
         // The last answer's buffer, if the socket has let go of it (the usual case: small
         // answers are written at once): no allocation per answer.
         var buffer = outputBuffer ?? context.channel.allocator.buffer(capacity: 512 + response.body.readableBytes)
         outputBuffer = nil
         buffer.clear()
-        HTTP1ResponseWriter.write(response, method: method, close: close, date: dates.now(), into: &buffer)
+        HTTP1ResponseWriter.write(response, method: method, close: close, streamed: streamed, date: dates.now(), into: &buffer)
         let bytes = buffer.readableBytes
         if close {
             sendLast(buffer, context: context)

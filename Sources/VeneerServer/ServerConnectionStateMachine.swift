@@ -20,6 +20,11 @@ import VeneerHTTP1
 /// - reading stops while `pipelineDepth` requests (or `queuedBodyBytes` of their bodies) wait
 ///   for answers, and while the unsent answers exceed the channel's write buffer (NIO reports
 ///   it as writability): a client that never reads costs bounded memory.
+///
+/// A streamed answer (server-sent events, ``AdminStream``) is always a connection's last: once
+/// its head is written the connection is ``State/streaming(blockedSince:)`` until the stream
+/// ends, the client leaves or the server shuts down. No idle or head deadline cuts a stream
+/// that is being written; one whose client reads nothing for `idleTimeout` is closed.
 struct ServerConnectionStateMachine<Request> {
     /// What a connection lives by (from `limits` and `idle_timeout`).
     struct Limits: Sendable, Equatable {
@@ -86,6 +91,11 @@ struct ServerConnectionStateMachine<Request> {
         /// with `Connection: close`, or else `final` is; then the output is shut.
         /// `inputEnded`: the client has closed its side already.
         case closing(Output, final: Refusal?, inputEnded: Bool)
+        /// A streamed answer's body is being written, its head sent with `Connection: close`:
+        /// no more requests are read (input is discarded, but read, so that the client's close
+        /// is seen). `blockedSince`: since when the client has read too little for the output
+        /// to take more (its chunks are dropped meanwhile).
+        case streaming(blockedSince: NIODeadline?)
         /// The last answer is being sent, since `since`; then the output is shut.
         case closingOutput(since: NIODeadline, inputEnded: Bool)
         /// The output is shut; input is discarded until the client closes or `until`.
@@ -104,6 +114,9 @@ struct ServerConnectionStateMachine<Request> {
         case refuse(Refusal)
         /// Nothing more to answer: once what was written is sent, shut the output and report ``outputShut(now:)``.
         case end
+        /// Stop iterating the stream being written (its producer's `onTermination` runs), then
+        /// as for ``end``.
+        case endStream
         /// Send `100 Continue`.
         case sendContinue
         /// Stop reading the socket; keep what was read.
@@ -140,6 +153,29 @@ struct ServerConnectionStateMachine<Request> {
         case discard
     }
 
+    /// What to do with a streamed answer the edge gave for the request being answered.
+    enum StreamAction: Sendable, Equatable {
+        /// Write its head (it is the last answer: `Connection: close`, no `Content-Length`),
+        /// keep reading (and discarding) input, and iterate its chunks: ``chunkReady()`` for
+        /// each, ``streamFinished(now:)`` when they end.
+        case start
+        /// The connection is ending (graceful shutdown, or the client closed its side): write
+        /// its head alone as the last answer (then ``outputShut(now:)``), and stop the stream.
+        case headOnly
+        /// Stop the stream: the connection is gone.
+        case discard
+    }
+
+    /// What to do with a chunk of the stream being written.
+    enum ChunkAction: Sendable, Equatable {
+        /// Write it (and flush it soon).
+        case write
+        /// Drop it: the client has not read what was written before.
+        case drop
+        /// Drop it and stop iterating: the stream is over.
+        case stop
+    }
+
     /// What to do with the bytes just read.
     enum ReadAction: Sendable, Equatable {
         /// Give them to the parser and parse.
@@ -170,6 +206,9 @@ struct ServerConnectionStateMachine<Request> {
     private var queuedBodyBytes = 0
     /// The deadline the handler's timer is set for, if any.
     private(set) var armedTimer: NIODeadline?
+    /// Graceful shutdown was asked for: a stream that would begin now ends at once. (Not a
+    /// state of its own: a closing connection looks the same, whoever closes it.)
+    private(set) var quiesced = false
     let limits: Limits
 
     init(limits: Limits) {
@@ -184,7 +223,7 @@ struct ServerConnectionStateMachine<Request> {
     var readsRequests: Bool {
         switch state {
         case .open(let input, _), .quiescing(let input, _): return input != .paused
-        case .initialized, .closing, .closingOutput, .lingering, .closed: return false
+        case .initialized, .closing, .streaming, .closingOutput, .lingering, .closed: return false
         }
     }
 
@@ -201,7 +240,7 @@ struct ServerConnectionStateMachine<Request> {
     func bytesRead() -> ReadAction {
         switch state {
         case .open(let input, _), .quiescing(let input, _): return input == .paused ? .keep : .parse
-        case .initialized, .closing, .closingOutput, .lingering, .closed: return .discard
+        case .initialized, .closing, .streaming, .closingOutput, .lingering, .closed: return .discard
         }
     }
 
@@ -243,7 +282,7 @@ struct ServerConnectionStateMachine<Request> {
         case .open(_, let output), .quiescing(_, let output):
             state = .closing(output, final: refusal, inputEnded: false)
             return nextAnswer(now: now)
-        case .initialized, .closing, .closingOutput, .lingering, .closed:
+        case .initialized, .closing, .streaming, .closingOutput, .lingering, .closed:
             return .none
         }
     }
@@ -308,9 +347,51 @@ struct ServerConnectionStateMachine<Request> {
         case .closingOutput, .lingering, .closed:
             // The connection ended while the chain was answering.
             return .discard
-        case .initialized, .open, .quiescing, .closing:
+        case .initialized, .open, .quiescing, .closing, .streaming:
             preconditionFailure("an answer came for a request that was never handed out (\(state))")
         }
+    }
+
+    /// The edge answered the request being answered with a stream (``AdminStream``): it is
+    /// the connection's last answer, and the requests behind it are dropped.
+    mutating func streamReady(now: NIODeadline) -> StreamAction {
+        let output: Output, inputEnded: Bool
+        switch state {
+        case .open(_, let answering), .quiescing(_, let answering):
+            output = answering
+            inputEnded = false
+        case .closing(let answering, _, let ended):
+            output = answering
+            inputEnded = ended
+        case .closingOutput, .lingering, .closed:
+            return .discard
+        case .initialized, .streaming:
+            preconditionFailure("a stream came for a request that was never handed out (\(state))")
+        }
+        guard case .answering(_, let writable) = output else {
+            preconditionFailure("a stream came for a request that was never handed out (\(state))")
+        }
+        if quiesced || inputEnded {
+            finishClosing(now: now, inputEnded: inputEnded)
+            return .headOnly
+        }
+        queue.removeAll()
+        queuedBodyBytes = 0
+        state = .streaming(blockedSince: writable ? nil : now)
+        return .start
+    }
+
+    /// The stream being written has a chunk.
+    func chunkReady() -> ChunkAction {
+        guard case .streaming(let blockedSince) = state else { return .stop }
+        return blockedSince == nil ? .write : .drop
+    }
+
+    /// The stream's chunks ended (or its iteration was stopped): the answer is complete.
+    mutating func streamFinished(now: NIODeadline) -> Action {
+        guard case .streaming = state else { return .none }
+        state = .closingOutput(since: now, inputEnded: false)
+        return .end
     }
 
     /// The answer was handed to the channel (which may have said, meanwhile, that it is no
@@ -342,6 +423,14 @@ struct ServerConnectionStateMachine<Request> {
         case .closing(let output, let final, let inputEnded):
             state = .closing(changed(output), final: final, inputEnded: inputEnded)
             return writable ? nextAnswer(now: now) : .none
+        case .streaming(let blockedSince):
+            if writable {
+                state = .streaming(blockedSince: nil)
+                return .none
+            }
+            guard blockedSince == nil else { return .none }
+            state = .streaming(blockedSince: now)
+            return armIfEarlier(now + limits.idleTimeout)
         case .initialized, .closingOutput, .lingering, .closed:
             return .none
         }
@@ -375,6 +464,15 @@ struct ServerConnectionStateMachine<Request> {
             }
             // Waiting for the chain, which has timeouts of its own.
             return rearm(now + limits.idleTimeout)
+        case .streaming(let blockedSince):
+            // A stream being written is not idle, however long it lasts; one its client does
+            // not read is, as any answer left unread.
+            guard let blockedSince else { return rearm(now + limits.idleTimeout) }
+            if now >= blockedSince + limits.idleTimeout {
+                state = .closed
+                return .close
+            }
+            return rearm(blockedSince + limits.idleTimeout)
         case .closingOutput(let since, _):
             // The last answer has not gone out: the client has read nothing for that long.
             if now >= since + limits.idleTimeout {
@@ -407,6 +505,11 @@ struct ServerConnectionStateMachine<Request> {
         case .closing(let output, let final, _):
             state = .closing(output, final: final, inputEnded: true)
             return .none
+        case .streaming:
+            // A client that closes its side has left (a browser closing the page): the stream
+            // ends, and so does the connection.
+            state = .closed
+            return .close
         case .closingOutput(let since, _):
             state = .closingOutput(since: since, inputEnded: true)
             return .none
@@ -421,6 +524,7 @@ struct ServerConnectionStateMachine<Request> {
 
     /// Graceful shutdown: finish what was read, then close.
     mutating func quiesce(now: NIODeadline) -> Action {
+        quiesced = true
         switch state {
         case .initialized:
             state = .closed
@@ -438,6 +542,15 @@ struct ServerConnectionStateMachine<Request> {
             // The requests read whole are answered; a head begun is dropped.
             state = .closing(output, final: nil, inputEnded: false)
             return nextAnswer(now: now)
+        case .streaming(let blockedSince):
+            // A stream never ends by itself: it ends now, so that shutdown does not wait for
+            // it. Unread by its client, it is not worth waiting for at all.
+            if blockedSince != nil {
+                state = .closed
+                return .close
+            }
+            state = .closingOutput(since: now, inputEnded: false)
+            return .endStream
         case .quiescing, .closing, .closingOutput, .lingering, .closed:
             return .none
         }
@@ -500,7 +613,7 @@ struct ServerConnectionStateMachine<Request> {
             state = .closingOutput(since: max(since, now), inputEnded: inputEnded)
             if let final { return .refuse(final) }
             return .end
-        case .initialized, .open, .quiescing, .closing, .closingOutput, .lingering, .closed:
+        case .initialized, .open, .quiescing, .closing, .streaming, .closingOutput, .lingering, .closed:
             return .none
         }
     }
@@ -510,7 +623,7 @@ struct ServerConnectionStateMachine<Request> {
         switch state {
         case .open(let input, let output): return (input, output, false)
         case .quiescing(let input, let output): return (input, output, true)
-        case .initialized, .closing, .closingOutput, .lingering, .closed: return nil
+        case .initialized, .closing, .streaming, .closingOutput, .lingering, .closed: return nil
         }
     }
 

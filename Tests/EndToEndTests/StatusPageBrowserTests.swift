@@ -22,7 +22,7 @@ struct StatusPageBrowserTests {
     func dumpDOM() async throws {
         try await StatusPageProcessTests.withInstance { port in
             let url = "http://127.0.0.1:\(port)/-/"
-            let before = try await HeadlessChromium.dumpDOM(url, virtualTime: .seconds(1))
+            let before = try await HeadlessChromium.dumpDOM(url)
             for box in ["cache", "block_list", "fault", "auth_refresh", "upstream"] { #expect(before.contains("data-name=\"\(box)\""), "\(box)") }
             #expect(Self.text(before, figure: "hits", of: "cache") == "0")
             #expect(Self.rows(before) == 0)
@@ -32,7 +32,7 @@ struct StatusPageBrowserTests {
             #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
             #expect(try await RawHTTP.request(port: port, "GET", "/posts/2", headers: [("Veneer-Fault", "status=503")]).status == 503)
 
-            let after = try await HeadlessChromium.dumpDOM(url, virtualTime: .seconds(1))
+            let after = try await HeadlessChromium.dumpDOM(url)
             #expect(Self.text(after, figure: "hits", of: "cache") == "1")
             #expect(Self.text(after, figure: "misses", of: "cache") == "2")
             #expect(Self.text(after, figure: "aborted", of: "fault") == "1")

@@ -98,6 +98,8 @@ struct StatusPageProcessTests {
             let page = try await RawHTTP.request(port: port, "GET", "/-/", headers: [("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")])
             #expect(page.status == 200 && page.header("Content-Type") == "text/html; charset=utf-8")
             #expect(page.header("X-Frame-Options") == "DENY" && page.header("Cache-Control") == "no-store")
+            // Not no-referrer: Chromium then sends Origin: null with the page's own form posts.
+            #expect(page.header("Referrer-Policy") == "same-origin")
             let policy = try #require(page.header("Content-Security-Policy"))
             #expect(policy.contains("frame-ancestors 'none'") && policy.contains("form-action 'self'") && !policy.contains("unsafe-inline"))
             let nonce = try #require(policy.split(separator: "'").first { $0.hasPrefix("nonce-") }).dropFirst(6)

@@ -43,6 +43,18 @@ struct ResponseWriterTests {
         #expect(wire(ProxyResponse(status: .noContent, headers: headers([("Date", "x")]))) == "HTTP/1.1 204 No Content\r\nDate: x\r\n\r\n")
     }
 
+    @Test("a streamed answer's head has no Content-Length (its body ends with the connection); its HEAD has no body either")
+    func streamed() {
+        let events = ProxyResponse(status: .ok, headers: headers([("Content-Type", "text/event-stream"), ("Content-Length", "9"), ("Date", "x")]),
+                                   body: ByteBuffer(string: ": hello\n\n"))
+        var buffer = ByteBuffer()
+        HTTP1ResponseWriter.write(events, method: .get, close: true, streamed: true, date: "y", into: &buffer)
+        #expect(String(buffer: buffer) == "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nDate: x\r\nConnection: close\r\n\r\n: hello\n\n")
+        buffer.clear()
+        HTTP1ResponseWriter.write(events, method: .head, close: false, streamed: true, date: "y", into: &buffer)
+        #expect(String(buffer: buffer) == "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nDate: x\r\n\r\n")
+    }
+
     @Test("shared fields are copied as lines made once and kept with them, appended fields after them; any other change writes the fields anew")
     func sharedFields() throws {
         let entry = ProxyHeaders(shared: fields([("ETag", "\"a\""), ("X-Stored", "1"), ("Content-Length", "9"), ("Date", "x")]))

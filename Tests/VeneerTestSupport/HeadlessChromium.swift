@@ -180,7 +180,11 @@ public final class DevToolsPage: Sendable {
         let deadline = ContinuousClock.now + timeout
         while true {
             if (try? await evaluate(expression)) as? Bool == true { return }
-            guard ContinuousClock.now < deadline else { throw HeadlessChromium.Failure.timeout(expression) }
+            guard ContinuousClock.now < deadline else {
+                // Where the page was, to tell what went wrong.
+                let state = (try? await evaluate("location.href + ' ' + (document.body ? document.body.innerText.slice(0, 300) : '')")) as? String
+                throw HeadlessChromium.Failure.timeout("\(expression) (page: \(state ?? "?"))")
+            }
             try await Task.sleep(for: .milliseconds(50))
         }
     }
