@@ -42,11 +42,12 @@ struct Switch: AsyncParsableCommand {
         var stderr = StandardError()
         // The instance of `serving`, as `veneer reload` finds it; an environment that no longer
         // decodes still has the address file its instance recorded under the same state_dir.
-        let address = (try? document.environment(serving, registry: .standard, variables: options.variables, workingDirectory: workingDirectory))
-            .map(InstanceAdmin.address(of:))
+        let servingSpec = try? document.environment(serving, registry: .standard, variables: options.variables, workingDirectory: workingDirectory)
+        let address = servingSpec.map(InstanceAdmin.address(of:))
             ?? AdminAddressFile(stateDirectory: spec.stateDirectory, environment: serving).read().map(InstanceAdmin.address)
         guard let address else {
-            print("veneer switch: no Veneer serving environment \(serving) recorded its admin address (-e names the environment it serves now)", to: &stderr)
+            print("veneer switch: no Veneer serving environment \(serving) recorded its admin address, and \(source.file) does not say where it "
+                  + "listens (the environment has errors; -e names the environment the instance serves now)", to: &stderr)
             throw ExitCode(exitUnavailable)
         }
         switch await InstanceAdmin.switchEnvironment(at: address, serving: serving, to: target) {

@@ -6,14 +6,14 @@ import VeneerTestSupport
 struct SwitchProcessTests {
     /// development and staging cache with the same options; `broken` fails only when built
     /// (a missing secret file), `bad` already when read.
-    static func yaml(directory: String, stagingListen: String) -> String {
+    static func yaml(directory: String, stagingListen: String, developmentChain: String = "[{cache: {ttl: 1h}}]") -> String {
         """
         state_dir: \(directory)/state
         environments:
           development:
             listen: 127.0.0.1:0
             origin: { mock: {} }
-            chain: [{cache: {ttl: 1h}}]
+            chain: \(developmentChain)
           staging:
             listen: \(stagingListen)
             origin: { mock: {} }
@@ -98,6 +98,28 @@ struct SwitchProcessTests {
         let none = try await VeneerProcess.run(["switch", "staging", "--config", "veneer.yaml"], directory: directory)
         #expect(none.status == 69)
         #expect(none.stderr.contains("no Veneer answers"))
+    }
+
+    @Test("an -e environment that no longer decodes is still found through the address file its instance recorded")
+    func servingEnvironmentBroken() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try Self.yaml(directory: directory, stagingListen: "127.0.0.1:0").write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "-e", "development"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        let nowhere = try await VeneerProcess.run(["switch", "staging", "--config", "veneer.yaml", "-e", "bad"], directory: directory)
+        #expect(nowhere.status == 69)
+        #expect(nowhere.stderr.contains("veneer switch: no Veneer serving environment bad recorded its admin address, and veneer.yaml does not say where it listens"))
+
+        // The developer broke the environment serving, and switches away from it.
+        try Self.yaml(directory: directory, stagingListen: "127.0.0.1:0", developmentChain: "[{ latency_log: { slow: soon } }]")
+            .write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let switched = try await VeneerProcess.run(["switch", "staging", "--config", "veneer.yaml", "-e", "development"], directory: directory)
+        #expect(switched.status == 0, "\(switched.stderr)")
+        #expect(try await RawHTTP.request(port: port, "GET", "/-/health").json?["environment"] as? String == "staging")
+        process.signal(SIGTERM)
+        #expect(await process.wait() == 0)
     }
 
     @Test("STATUS= names the environment switched to, and SIGHUP then reloads that one")
