@@ -159,7 +159,7 @@ public struct EnvironmentSpec: Sendable {
     /// The listener of the posts API (and of the admin API unless moved).
     public var listen: ListenAddress
     /// A separate admin listener; nil keeps the admin API under `/-/` of ``listen``.
-    public let adminListen: ListenAddress?
+    public var adminListen: ListenAddress?
     /// The collections exposed.
     public let resources: [Resource]
     /// Size limits.

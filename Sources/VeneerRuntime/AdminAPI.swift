@@ -25,9 +25,12 @@ struct AdminAPI: AdminResponder {
     var reload: (@Sendable () async -> Result<ChainGeneration, ConfigError>)?
     /// The last requests answered, for the status page and `/-/events`.
     var feed: RequestFeed?
-    /// The environments of the configuration file, for the status page's switcher.
+    /// Switches to another environment of the file, in turn with the reloads (nil: `POST
+    /// /-/environment` is 404).
+    var switchEnvironment: (@Sendable (String) async -> EnvironmentSwitchOutcome)?
+    /// The environment names of the file as last read (what a switcher offers).
     var environments: @Sendable () -> [String] = { [] }
-    /// Why this instance does not switch environments, if it does not (under systemd).
+    /// Why the instance does not switch (under systemd), or nil.
     var switchRefusal: String?
 
     /// One endpoint of the runtime's own, as `GET /-/` lists it.
@@ -50,6 +53,8 @@ struct AdminAPI: AdminResponder {
         Endpoint(name: "metrics", methods: [.get], summary: "Prometheus text"),
         Endpoint(name: "reload", methods: [.post],
                  summary: "re-read the configuration, as SIGHUP does; 200 with the new generation, or 422 with every error (the old chain keeps serving)"),
+        Endpoint(name: "environment", methods: [.get, .post],
+                 summary: "GET: the environment serving and those of the file; POST {\"environment\":\"NAME\"} (or a form's environment=NAME): switch to it, as a reload; 422 with every error, 404 unknown, 409 under systemd"),
     ]
 
     func respond(method: HTTPRequest.Method, path: String, query: String?, headers: HTTPFields, body: ByteBuffer) async -> ProxyResponse {
@@ -93,6 +98,7 @@ struct AdminAPI: AdminResponder {
         case "live": return Self.noStore(.ok, .object([("status", .string("live"))]))
         case "ready": return await readyResponse()
         case "reload": return await reloadResponse()
+        case "environment": return method == .post ? await switchResponse(headers: headers, body: body) : environmentResponse()
         case "chain":
             var body = ByteBuffer(string: chain.generation.spec.summary.prettyText())
             body.writeStaticString("\n")
@@ -195,6 +201,65 @@ struct AdminAPI: AdminResponder {
 
     /// `text/event-stream`, never stored.
     static let eventStreamHeaders: ProxyHeaders = [.contentType: "text/event-stream; charset=utf-8", .cacheControl: "no-store"]
+
+    /// `GET /-/environment`: the environment serving, and those of the file as last read.
+    func environmentResponse() -> ProxyResponse {
+        var members: [(String, JSONValue)] = [
+            ("environment", .string(chain.generation.spec.name)), ("environments", .array(environments().map(JSONValue.string))),
+            ("switchable", .bool(switchEnvironment != nil && switchRefusal == nil)),
+        ]
+        if let switchRefusal { members.append(("message", .string(switchRefusal))) }
+        return Self.noStore(.ok, .object(members))
+    }
+
+    /// `POST /-/environment`: a switch, as ``VeneerInstance/switchEnvironment(to:)`` does it.
+    /// A form a browser posted (the status page's switcher) is sent back to `/-/` on success.
+    func switchResponse(headers: HTTPFields, body: ByteBuffer) async -> ProxyResponse {
+        guard let switchEnvironment else { return ProxyError.notFound("Switching environments is not available here.").response }
+        guard let request = EnvironmentSwitch.request(body: body, contentType: headers[.contentType]) else {
+            return ProxyError(.badRequest, #"Name the environment: {"environment":"NAME"} (application/json) or environment=NAME (application/x-www-form-urlencoded)."#)
+                .response
+        }
+        let browser = request.isForm && headers[values: .accept].contains { $0.lowercased().contains("text/html") }
+        let serving = chain.generation.spec.name
+        let target = request.environment
+        switch await switchEnvironment(target) {
+        case .switched(let generation, let previous, let warnings):
+            if browser { return Self.seeOther("/-/") }
+            return Self.noStore(.ok, .object([
+                ("status", .string("switched")), ("environment", .string(generation.spec.name)), ("previous", .string(previous)),
+                ("chain_generation", .int(generation.number)),
+                ("carried_over", .array(generation.carried.keys.map { .string($0.description) })),
+                ("warnings", .array(warnings.map(JSONValue.string))),
+            ]))
+        case .unchanged(let generation):
+            if browser { return Self.seeOther("/-/") }
+            return Self.noStore(.ok, .object([
+                ("status", .string("unchanged")), ("environment", .string(generation.spec.name)), ("chain_generation", .int(generation.number)),
+            ]))
+        case .failed(let error):
+            return Self.noStore(.unprocessableContent, .object([
+                ("status", .string("failed")), ("environment", .string(serving)), ("target", .string(target)),
+                ("chain_generation", .int(chain.generation.number)),
+                ("message", .string("Environment \(target) was not switched to; \(serving) keeps serving.")),
+                ("errors", .array(error.diagnostics.map { .string($0.report()) })),
+            ]))
+        case .unknown(let names):
+            return Self.noStore(.notFound, .object([
+                ("error", .string("unknown_environment")), ("environment", .string(serving)), ("environments", .array(names.map(JSONValue.string))),
+                ("message", .string("No environment \(target) in the configuration file (environments: \(names.joined(separator: ", "))).")),
+            ]))
+        case .refused(let message):
+            return Self.noStore(.conflict, .object([
+                ("error", .string("managed_by_systemd")), ("environment", .string(serving)), ("message", .string(message)),
+            ]))
+        }
+    }
+
+    /// 303 See Other to `location`: a browser that posted a form loads that page with GET.
+    static func seeOther(_ location: String) -> ProxyResponse {
+        ProxyResponse(status: .seeOther, headers: [.location: location, .cacheControl: "no-store"])
+    }
 
     static func noStore(_ status: HTTPResponse.Status, _ value: JSONValue) -> ProxyResponse {
         var body = value.buffer

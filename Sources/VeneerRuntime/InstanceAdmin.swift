@@ -14,7 +14,11 @@ import VeneerDecorators
 public enum InstanceAdmin {
     /// `host:port` (IPv6 in brackets) of the admin API of environment `spec`'s instance.
     public static func address(of spec: EnvironmentSpec) -> String {
-        let admin = AdminAddressFile(stateDirectory: spec.stateDirectory, environment: spec.name).read() ?? spec.adminListen ?? spec.listen
+        address(AdminAddressFile(stateDirectory: spec.stateDirectory, environment: spec.name).read() ?? spec.adminListen ?? spec.listen)
+    }
+
+    /// `host:port` to ask an admin API listening on `admin` at.
+    public static func address(_ admin: ListenAddress) -> String {
         // A wildcard listener is asked on loopback, where the admin API answers.
         let host = admin.host == "0.0.0.0" ? "127.0.0.1" : (admin.host == "::" ? "::1" : admin.host)
         return host.contains(":") ? "[\(host)]:\(admin.port)" : "\(host):\(admin.port)"
@@ -35,21 +39,7 @@ public enum InstanceAdmin {
     /// SIGHUP does, and waits for the outcome (a reload under way is waited for first).
     public static func reload(_ spec: EnvironmentSpec) async -> ReloadOutcome {
         let address = address(of: spec)
-        let environment = spec.name.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(.init(charactersIn: "-._~"))) ?? spec.name
-        var configuration = HTTPClient.Configuration()
-        // Building a chain may wait for stores and files: a reload can take a while.
-        configuration.timeout = .init(connect: .seconds(1), read: .seconds(120))
-        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
-        defer { _ = client.shutdown() }
-        var request = HTTPClientRequest(url: "http://\(address)/-/reload?environment=\(environment)")
-        request.method = .POST
-        let status: UInt
-        let body: JSONValue?
-        do {
-            let response = try await client.execute(request, timeout: .seconds(120))
-            status = response.status.code
-            body = try? JSONValue.parse(try await response.body.collect(upTo: 1 << 20))
-        } catch {
+        guard let (status, body) = await exchange(.POST, "http://\(address)/-/reload?environment=\(queryValue(spec.name))") else {
             return .unavailable("no Veneer answers at \(address) for environment \(spec.name) (is it running?)")
         }
         switch status {
@@ -65,6 +55,79 @@ public enum InstanceAdmin {
             break
         }
         return .unavailable("what answers at \(address) is not a Veneer that can reload (HTTP \(status))")
+    }
+
+    /// What `POST /-/environment` said.
+    public enum SwitchOutcome: Sendable, Equatable {
+        /// The environment switched to serves, as chain generation `generation`; `warnings`
+        /// say what a switch does not apply (its listen addresses).
+        case switched(generation: Int, warnings: [String])
+        /// It already served: nothing was rebuilt.
+        case unchanged(generation: Int)
+        /// The environment was refused (every error as `file:line:col: error: ...`, or why
+        /// it is unknown); the previous one keeps serving.
+        case refused(errors: [String])
+        /// The instance runs under systemd, where the unit's name is the environment.
+        case managedBySystemd(String)
+        /// No instance of the environment answers: nothing listens, or what answers is not it.
+        case unavailable(String)
+    }
+
+    /// Asks the instance serving environment `serving` to switch to environment `target` of
+    /// its file, and waits for the outcome. `address` is where its admin API listens (see
+    /// ``address(of:)``); the instance is asked to check that it serves `serving`.
+    public static func switchEnvironment(at address: String, serving: String, to target: String) async -> SwitchOutcome {
+        let request = JSONValue.object([("environment", .string(target))]).buffer
+        guard let (status, body) = await exchange(.POST, "http://\(address)/-/environment?environment=\(queryValue(serving))", json: request) else {
+            return .unavailable("no Veneer answers at \(address) for environment \(serving) (is it running? -e names the environment it serves now)")
+        }
+        let message = body?["message"]?.stringValue
+        switch (status, body?["error"]?.stringValue) {
+        case (200, _):
+            let generation = body?["chain_generation"]?.intValue ?? 0
+            if body?["status"]?.stringValue == "unchanged" { return .unchanged(generation: generation) }
+            guard case .array(let warnings)? = body?["warnings"] else { return .switched(generation: generation, warnings: []) }
+            return .switched(generation: generation, warnings: warnings.compactMap(\.stringValue))
+        case (422, _):
+            guard case .array(let errors)? = body?["errors"] else { break }
+            return .refused(errors: errors.compactMap(\.stringValue))
+        case (404, "unknown_environment"):
+            return .refused(errors: [message ?? "no environment \(target)"])
+        case (409, "managed_by_systemd"):
+            return .managedBySystemd(message ?? EnvironmentSwitch.systemdRefusal(target: target))
+        case (409, _):
+            let other = body?["environment"]?.stringValue ?? "another environment"
+            return .unavailable("the Veneer at \(address) serves \(other), not \(serving) (-e names the environment it serves now)")
+        default:
+            break
+        }
+        return .unavailable("what answers at \(address) is not a Veneer that can switch environments (HTTP \(status))")
+    }
+
+    /// `value` percent-encoded for a query.
+    static func queryValue(_ value: String) -> String {
+        value.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(.init(charactersIn: "-._~"))) ?? value
+    }
+
+    /// One request to an admin API: its status and JSON body, or nil when nobody answers.
+    /// Building a chain may wait for stores and files: a reload or a switch can take a while.
+    static func exchange(_ method: HTTPMethod, _ url: String, json: ByteBuffer? = nil) async -> (status: UInt, body: JSONValue?)? {
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout = .init(connect: .seconds(1), read: .seconds(120))
+        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+        defer { _ = client.shutdown() }
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        if let json {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(json)
+        }
+        do {
+            let response = try await client.execute(request, timeout: .seconds(120))
+            return (response.status.code, try? JSONValue.parse(try await response.body.collect(upTo: 1 << 20)))
+        } catch {
+            return nil
+        }
     }
 
     /// Whether `path` names what a cache of `spec`'s environment may store (`/posts/1`, `/posts?userId=1`).

@@ -25,6 +25,7 @@ enum MetricCatalog {
         "veneer_upstream_retries_total": "Upstream requests sent again after a reused connection closed without an answer (pooled http:// transport).",
         // The process.
         "veneer_build_info": "Always 1; the version of the running binary is a label.",
+        "veneer_environment_info": "Always 1; the environment serving is a label (a switch replaces the series).",
         "veneer_config_last_reload_successful": "Whether the last configuration reload (or the first load) succeeded (1) or failed (0).",
         "veneer_config_last_reload_success_timestamp_seconds": "When the configuration was last loaded successfully, in seconds since 1970.",
     ]

@@ -24,7 +24,8 @@ public struct ReadyInfo: Sendable {
 public struct InstanceConfiguration: Sendable {
     /// Reads the configuration (again at each reload).
     public var readSource: @Sendable () throws(ConfigError) -> ConfigSource
-    /// The environment to run.
+    /// The environment to start with (``VeneerInstance/servingEnvironment`` is the one
+    /// serving: a switch changes it, and a reload re-reads that one).
     public var environment: String
     /// The process environment, for `${VAR}`.
     public var variables: [String: String]
@@ -60,7 +61,14 @@ public struct InstanceConfiguration: Sendable {
 
     /// Reads and decodes the environment: every problem at once.
     public func loadSpec() throws(ConfigError) -> EnvironmentSpec {
+        try loadSpec(environment: environment) { _ in }
+    }
+
+    /// Reads and decodes environment `environment` of the file (the one serving, after a
+    /// switch); `read` is given the file's environment names once it parses.
+    func loadSpec(environment: String, read: ([String]) -> Void) throws(ConfigError) -> EnvironmentSpec {
         let document = try ConfigDocument(source: try readSource())
+        read(document.environmentNames)
         var spec = try document.environment(environment, registry: registry, variables: variables, workingDirectory: workingDirectory)
         if let listenOverride {
             spec.listen = listenOverride
@@ -107,6 +115,12 @@ public final class VeneerInstance: Service, Sendable {
     /// When it was created, for the uptime `/-/health` reports.
     let startedAt: Date
     private let active = Mutex<ActiveChain?>(nil)
+    /// The environment names of the file as last read.
+    let environmentNames: Mutex<[String]>
+    /// Where the admin API listens, recorded in the serving environment's address file.
+    let adminAddress: AdminAddressRecord
+    /// `veneer_environment_info{environment="..."}`: the series of the environment serving.
+    let environmentInfo: Mutex<Prometheus.Gauge?>
 
     /// Reads and checks the configuration, and starts nothing: ``run()`` builds the first
     /// chain, once the services that chain needs (its stores' connections) run. Throws every
@@ -117,7 +131,10 @@ public final class VeneerInstance: Service, Sendable {
         self.onReady = onReady
         self.logger = configuration.logger
         self.notifier = SystemdNotifier(variables: configuration.variables)
-        firstSpec = try configuration.loadSpec()
+        var names: [String] = []
+        firstSpec = try configuration.loadSpec(environment: configuration.environment) { names = $0 }
+        environmentNames = Mutex(names)
+        adminAddress = AdminAddressRecord(stateDirectory: firstSpec.stateDirectory, environment: firstSpec.name)
         startedAt = configuration.clock.now()
         metrics = PrometheusCollectorRegistry()
         let factory = DescribedMetricsFactory(registry: metrics)
@@ -137,6 +154,7 @@ public final class VeneerInstance: Service, Sendable {
             .set(to: 1)
         reloadSuccessful = metrics.makeGauge(descriptor: DescribedMetricsFactory.descriptor("veneer_config_last_reload_successful"))
         reloadSuccessTime = metrics.makeGauge(descriptor: DescribedMetricsFactory.descriptor("veneer_config_last_reload_success_timestamp_seconds"))
+        environmentInfo = Mutex(nil)
         health = HealthBoard()
         transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup, metrics: UpstreamMetrics(factory: factory))
         background = BackgroundRunner(logger: configuration.logger)
@@ -189,8 +207,8 @@ public final class VeneerInstance: Service, Sendable {
         groupConfiguration.maximumGracefulShutdownDuration = spec.drainTimeout
         groupConfiguration.maximumCancellationDuration = .seconds(5)
         let group = ServiceGroup(configuration: groupConfiguration)
-        let addressFile = AdminAddressFile(stateDirectory: spec.stateDirectory, environment: spec.name)
-        defer { addressFile.remove() }
+        // The file of the environment serving at exit (a switch moves it).
+        defer { adminAddress.remove() }
         // Tasks say whether they are the service group's run (true) or the adding of services.
         try await withThrowingTaskGroup(of: Bool.self) { tasks in
             tasks.addTask {
@@ -212,7 +230,7 @@ public final class VeneerInstance: Service, Sendable {
             // address taken) ends the group while later services are still being added, and
             // adding to a group that no longer takes them waits until cancelled, which
             // leaving this task group does.
-            let services = serving(chain, spec: spec, addressFile: addressFile)
+            let services = serving(chain, spec: spec)
             tasks.addTask {
                 for service in services { await group.addServiceUnlessShutdown(service) }
                 return false
@@ -224,7 +242,7 @@ public final class VeneerInstance: Service, Sendable {
             }
         }
         await releaseAll()
-        logger.info("veneer stopped", metadata: ["environment": .string(spec.name)])
+        logger.info("veneer stopped", metadata: ["environment": .string(servingEnvironment)])
     }
 
     /// The first chain, held by the instance from now on.
@@ -239,6 +257,7 @@ public final class VeneerInstance: Service, Sendable {
             active.withLock { $0 = chain }
             await carried.commit()
             noteLoad(succeeded: true)
+            noteServing(spec.name)
             return .success(chain)
         } catch {
             await release(carried.fresh())
@@ -248,18 +267,19 @@ public final class VeneerInstance: Service, Sendable {
 
     /// The services that serve `chain`, in the order they start: SIGHUP, the listeners, and
     /// the STOPPING notice (first to go at shutdown).
-    private func serving(_ chain: ActiveChain, spec: EnvironmentSpec, addressFile: AdminAddressFile) -> [any Service] {
-        let admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus,
+    private func serving(_ chain: ActiveChain, spec: EnvironmentSpec) -> [any Service] {
+        var admin = AdminAPI(chain: chain, health: health, metrics: metrics, reloadStatus: reloadStatus,
                              configPath: ConfigIdentity.canonicalPath(spec.configFile, workingDirectory: configuration.workingDirectory),
-                             startedAt: startedAt, clock: configuration.clock, reload: { await self.reload() }, feed: feed,
-                             environments: { [configuration] in
-                                 (try? ConfigDocument(source: configuration.readSource()).environmentNames) ?? []
-                             })
-        let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2) { [onReady, logger, notifier, chain] info in
+                             startedAt: startedAt, clock: configuration.clock, reload: { await self.reload() })
+        admin.feed = feed
+        admin.switchEnvironment = { await self.switchEnvironment(to: $0) }
+        admin.environments = { self.environments }
+        admin.switchRefusal = switchRefusal
+        let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2) { [onReady, logger, notifier, chain, adminAddress] info in
             // Where the admin API really listens (port 0 picks one): `veneer unblock` reads it.
             let host = spec.adminListen?.host ?? spec.listen.host
             do {
-                try addressFile.write(ListenAddress(host: host, port: info.adminPort ?? info.port))
+                try adminAddress.record(ListenAddress(host: host, port: info.adminPort ?? info.port))
             } catch {
                 logger.debug("could not record the admin address", metadata: ["error": .string(ErrorText.describe(error))])
             }
@@ -309,39 +329,35 @@ public final class VeneerInstance: Service, Sendable {
 
     /// Re-reads the configuration and swaps the chain atomically. On any problem the old
     /// chain keeps serving and the problems are returned (and logged). Reloads run one at a
-    /// time, in the order they were asked for.
+    /// time, in the order they were asked for. It re-reads the environment serving: after a
+    /// switch, the one switched to.
     @discardableResult
     public func reload() async -> Result<ChainGeneration, ConfigError> {
-        await reloads.run { await self.reloadNow() }
+        await reloads.run { await self.loadNow(switchingTo: nil).map(\.generation) }
     }
 
-    private func reloadNow() async -> Result<ChainGeneration, ConfigError> {
+    /// What ``loadNow(switchingTo:)`` swapped in, and what it could not apply.
+    struct Loaded: Sendable {
+        let generation: ChainGeneration
+        /// What changes on restart only (listen addresses, limits), said in the log too.
+        let warnings: [String]
+    }
+
+    /// Builds a chain of the environment serving (a reload), or of environment `target` (a
+    /// switch), and swaps it in; the caller holds the turn of ``reloads``. A switch that
+    /// fails leaves the reload status (`/-/health`, the reload gauges) as it was: the file
+    /// of the environment serving was not what failed.
+    func loadNow(switchingTo target: String?) async -> Result<Loaded, ConfigError> {
         guard let chain = active.withLock({ $0 }) else {
             return .failure(ConfigError([ConfigDiagnostic(mark: nil, path: "", message: "not serving yet: nothing to reload")]))
         }
         let old = chain.generation
+        let environment = target ?? old.spec.name
         notifier.reloading()
         do throws(ConfigError) {
-            let spec = try configuration.loadSpec()
-            var warnings: [String] = []
-            if spec.listen != old.spec.listen || spec.adminListen != old.spec.adminListen {
-                warnings.append("listen addresses cannot change on reload (still \(old.spec.listen)); restart to move them")
-            }
-            let (limits, oldLimits) = (Self.connectionLimits(spec), Self.connectionLimits(old.spec))
-            for (name, changed) in [
-                ("limits.request_headers", limits.requestHeaders != oldLimits.requestHeaders),
-                ("limits.header_timeout", limits.headerTimeout != oldLimits.headerTimeout),
-                ("limits.body_timeout", limits.bodyTimeout != oldLimits.bodyTimeout),
-                ("limits.output_buffer", limits.outputBuffer != oldLimits.outputBuffer),
-                ("limits.pipeline_depth", limits.pipelineDepth != oldLimits.pipelineDepth),
-                ("limits.connections", limits.connections != oldLimits.connections),
-                ("idle_timeout", limits.idleTimeout != oldLimits.idleTimeout),
-            ] where changed {
-                warnings.append("\(name) changes on restart only")
-            }
-            if spec.accessLog != old.spec.accessLog {
-                warnings.append("access_log changes on restart only (still \(old.spec.accessLog?.description ?? "off"))")
-            }
+            let (spec, warnings) = try Self.onListeners(
+                of: old.spec, try configuration.loadSpec(environment: environment) { names in environmentNames.withLock { $0 = names } },
+                action: target == nil ? "reload" : "a switch")
             let carried = old.carried.next()
             let context = context(spec: spec, carried: carried)
             let built: BuiltChain
@@ -362,12 +378,15 @@ public final class VeneerInstance: Service, Sendable {
             old.serving.retire()
             reloadStatus.set(nil)
             noteLoad(succeeded: true)
+            if spec.name != old.spec.name { switched(from: old.spec, to: spec) }
             notifier.ready(status: Self.statusLine(next))
             for warning in warnings { logger.warning("\(warning)") }
-            logger.info("configuration reloaded", metadata: [
+            var metadata: Logger.Metadata = [
                 "environment": .string(spec.name), "generation": .stringConvertible(next.number),
                 "carried_over": .string(carried.keys.map(\.description).joined(separator: ",")),
-            ])
+            ]
+            if target != nil { metadata["previous"] = .string(old.spec.name) }
+            logger.info(target == nil ? "configuration reloaded" : "environment switched", metadata: metadata)
             let released = carried.released()
             if !released.isEmpty {
                 // Close what the new chain no longer uses once the old chain's last request
@@ -377,15 +396,57 @@ public final class VeneerInstance: Service, Sendable {
                     logger.debug("released \(released.count) object(s) of chain generation \(old.number)")
                 }
             }
-            return .success(next)
+            return .success(Loaded(generation: next, warnings: warnings))
         } catch {
-            reloadStatus.set("\(error.diagnostics.count) problem(s): " + error.diagnostics.map(\.description).joined(separator: "; "))
-            noteLoad(succeeded: false)
+            let problems = "\(error.diagnostics.count) problem\(error.diagnostics.count == 1 ? "" : "s"): \(error.diagnostics.first.map(\.description) ?? "")"
             for diagnostic in error.diagnostics { logger.error("\(diagnostic)") }
-            logger.error("reload failed; the previous configuration keeps serving", metadata: ["problems": .stringConvertible(error.diagnostics.count)])
-            notifier.ready(status: "reload failed (\(error.diagnostics.count) problem\(error.diagnostics.count == 1 ? "" : "s"): \(error.diagnostics.first.map(\.description) ?? "")); " + Self.statusLine(old))
+            if let target {
+                logger.error("switch to environment \(target) failed; \(old.spec.name) keeps serving",
+                             metadata: ["problems": .stringConvertible(error.diagnostics.count)])
+                notifier.ready(status: "switch to \(target) failed (\(problems)); " + Self.statusLine(old))
+            } else {
+                reloadStatus.set("\(error.diagnostics.count) problem(s): " + error.diagnostics.map(\.description).joined(separator: "; "))
+                noteLoad(succeeded: false)
+                logger.error("reload failed; the previous configuration keeps serving", metadata: ["problems": .stringConvertible(error.diagnostics.count)])
+                notifier.ready(status: "reload failed (\(problems)); " + Self.statusLine(old))
+            }
             return .failure(error)
         }
+    }
+
+    /// `spec` as it serves on the listeners opened for `old`, and what it cannot change
+    /// (`action` says on what: "reload", "a switch"). The listeners stay where they are: the
+    /// chain checks Host and Origin, and says where it serves, by where they listen, which
+    /// must suit its `allowed_hosts` as at start.
+    static func onListeners(of old: EnvironmentSpec, _ loaded: EnvironmentSpec, action: String) throws(ConfigError) -> (EnvironmentSpec, [String]) {
+        var spec = loaded
+        var warnings: [String] = []
+        if spec.listen != old.listen || spec.adminListen != old.adminListen {
+            warnings.append("listen addresses cannot change on \(action) (still \(old.listen)); restart to move them")
+            (spec.listen, spec.adminListen) = (old.listen, old.adminListen)
+            let problems = spec.listenProblems
+            if !problems.isEmpty {
+                throw ConfigError(problems.map {
+                    ConfigDiagnostic(mark: nil, path: "environments.\(spec.name).allowed_hosts", message: "the listeners stay until a restart: " + $0)
+                })
+            }
+        }
+        let (limits, oldLimits) = (connectionLimits(spec), connectionLimits(old))
+        for (name, changed) in [
+            ("limits.request_headers", limits.requestHeaders != oldLimits.requestHeaders),
+            ("limits.header_timeout", limits.headerTimeout != oldLimits.headerTimeout),
+            ("limits.body_timeout", limits.bodyTimeout != oldLimits.bodyTimeout),
+            ("limits.output_buffer", limits.outputBuffer != oldLimits.outputBuffer),
+            ("limits.pipeline_depth", limits.pipelineDepth != oldLimits.pipelineDepth),
+            ("limits.connections", limits.connections != oldLimits.connections),
+            ("idle_timeout", limits.idleTimeout != oldLimits.idleTimeout),
+        ] where changed {
+            warnings.append("\(name) changes on restart only")
+        }
+        if spec.accessLog != old.accessLog {
+            warnings.append("access_log changes on restart only (still \(old.accessLog?.description ?? "off"))")
+        }
+        return (spec, warnings)
     }
 
     /// The reload gauges, as Prometheus names its own: whether the last load succeeded, and when one last did.

@@ -11,7 +11,7 @@ struct VeneerCommand: AsyncParsableCommand {
         commandName: "veneer",
         abstract: "A local forwarding proxy that puts behaviours (cache, auth refresh, block list, latency log) in front of a REST API.",
         version: VeneerVersion.text,
-        subcommands: [Run.self, Check.self, Chain.self, Decorators.self, Purge.self, Reload.self, Unblock.self, Version.self],
+        subcommands: [Run.self, Check.self, Chain.self, Decorators.self, Purge.self, Reload.self, Switch.self, Unblock.self, Version.self],
         defaultSubcommand: nil
     )
 }

@@ -100,4 +100,23 @@ struct StatusPageBrowserTests {
             #expect(blocks.text.contains("onerror"), "the block stays")
         }
     }
+
+    @Test("the switcher: choosing staging and pressing Switch serves staging (the page shows its chain), and back")
+    func switcher() async throws {
+        try await StatusPageProcessTests.withInstance { port in
+            let browser = try await HeadlessChromium.launch()
+            defer { browser.stop() }
+            let page = try await browser.page()
+            defer { page.close() }
+            try await page.navigate("http://127.0.0.1:\(port)/-/")
+            for (target, origin) in [("staging", "mock"), ("development", "upstream")] {
+                try await page.evaluate("document.querySelector('#switch select').value = '\(target)'; document.querySelector('#switch button').click()")
+                try await page.waitUntil("document.readyState === 'complete' && document.getElementById('environment') !== null"
+                                         + " && document.getElementById('environment').textContent === '\(target)'")
+                #expect(try await page.evaluate("document.querySelector('#chain li:last-child').getAttribute('data-name')") as? String == origin)
+                let health = try await RawHTTP.request(port: port, "GET", "/-/health")
+                #expect(health.json?["environment"] as? String == target)
+            }
+        }
+    }
 }

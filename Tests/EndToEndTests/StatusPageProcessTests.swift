@@ -35,14 +35,15 @@ struct StatusPageProcessTests {
     }
 
     /// A Veneer running `config`, with its upstream and token endpoint; `body` gets its port.
-    static func withInstance(_ body: (Int) async throws -> Void) async throws {
+    static func withInstance(environment: [String: String] = [:], _ body: (Int) async throws -> Void) async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let tokens = try await TestTokenServer.start()
         defer { Task { await tokens.stop() } }
         try await withTestUpstream(reply(tokens)) { (upstream: TestUpstream) async throws in
             try config(directory, upstream: upstream.url, tokens: tokens.url).write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
-            let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+            let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory,
+                                            environment: environment)
             defer { process.terminate() }
             try await body(try await process.waitUntilReady())
         }
@@ -144,6 +145,17 @@ struct StatusPageProcessTests {
             let again = try await RawHTTP.request(port: port, "POST", String(action), headers: [("Content-Type", "application/x-www-form-urlencoded")],
                                                   body: "action=unblock")
             #expect(again.status == 404 && again.header("Content-Type") == "application/json")
+        }
+    }
+
+    @Test("under systemd the page's switcher is off and says why (the instance name is the environment)")
+    func switcherOffUnderSystemd() async throws {
+        try await Self.withInstance(environment: ["INVOCATION_ID": "0123456789abcdef0123456789abcdef"]) { port in
+            let page = try await RawHTTP.request(port: port, "GET", "/-/", headers: [("Accept", "text/html")])
+            #expect(page.text.contains("<select name=\"environment\" disabled>") && page.text.contains("<button disabled>Switch</button>"))
+            #expect(page.text.contains("systemd"))
+            let status = try await RawHTTP.request(port: port, "GET", "/-/status")
+            #expect((status.json?["switch_refused"] as? String)?.contains("systemd") == true)
         }
     }
 }

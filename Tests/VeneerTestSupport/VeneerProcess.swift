@@ -37,7 +37,7 @@ public final class VeneerProcess: Sendable {
         process.arguments = arguments
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         var variables = ProcessInfo.processInfo.environment
-        for key in ["VENEER_CONFIG", "VENEER_ENV", "NOTIFY_SOCKET", "WATCHDOG_USEC", "LISTEN_FDS", "LISTEN_PID"] { variables[key] = nil }
+        for key in ["VENEER_CONFIG", "VENEER_ENV", "NOTIFY_SOCKET", "WATCHDOG_USEC", "LISTEN_FDS", "LISTEN_PID", "INVOCATION_ID", "SYSTEMD_EXEC_PID"] { variables[key] = nil }
         variables.merge(environment) { $1 }
         process.environment = variables
         let outPipe = Pipe(), errPipe = Pipe()
