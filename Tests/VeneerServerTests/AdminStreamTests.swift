@@ -75,12 +75,12 @@ struct AdminStreamTests {
     }
 
     /// A listener on 127.0.0.1 (port 0) serving `admin`, while `body` runs; then shut down gracefully.
-    static func withServer<T>(_ admin: StreamingAdmin, accessLog: AccessLog? = nil,
+    static func withServer<T>(_ admin: StreamingAdmin, accessLog: AccessLog? = nil, limits: ConnectionLimits = ConnectionLimits(),
                               _ body: (_ port: Int, _ edge: ProxyEdge, _ group: ServiceGroup) async throws -> T) async throws -> T {
         let edge = ProxyEdge(chain: FixedChain([AnswersAtOnce()]), admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true,
                              accessLog: accessLog)
         let (ports, bound) = AsyncStream<Int>.makeStream()
-        let listener = Listener.make(host: "127.0.0.1", port: 0, edge: edge, limits: ConnectionLimits(),
+        let listener = Listener.make(host: "127.0.0.1", port: 0, edge: edge, limits: limits,
                                      eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: quietLogger()) { bound.yield($0) }
         let group = ServiceGroup(configuration: .init(services: [listener], logger: quietLogger()))
         let task = Task {
@@ -200,6 +200,44 @@ struct AdminStreamTests {
             try await connection.waitForClose()
             #expect(!Self.text(connection.received).contains(#"{"path":"health"}"#))
             #expect(Self.text(connection.received).components(separatedBy: "HTTP/1.1 ").count == 2, "one answer")
+        }
+    }
+
+    @Test("idle_timeout and header_timeout do not cut a stream, even a quiet one")
+    func noIdleTimeout() async throws {
+        let admin = StreamingAdmin()
+        let limits = ConnectionLimits(headerTimeout: .milliseconds(100), idleTimeout: .milliseconds(100))
+        try await Self.withServer(admin, limits: limits) { port, _, _ in
+            let (connection, _) = try await Self.open(port: port)
+            defer { connection.close() }
+            // Half a head from the client, too: the stream's connection reads no more requests.
+            try await connection.send("GET /-/health HTTP/1.1\r\n")
+            // Nothing to wait for: the test is that nothing happens for several timeouts.
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(!connection.isClosed)
+            admin.publish("data: late\n\n")
+            _ = try await connection.wait { bytes, _ in Self.text(bytes).hasSuffix("data: late\n\n") }
+            #expect(!connection.isClosed)
+        }
+    }
+
+    @Test("a stream whose client reads nothing for idle_timeout is closed, and its producer told")
+    func unreadStreamCut() async throws {
+        let admin = StreamingAdmin()
+        try await Self.withServer(admin, limits: ConnectionLimits(idleTimeout: .milliseconds(200))) { port, edge, _ in
+            let client = try BlockingClient(port: port, receiveBuffer: 16 << 10)
+            try client.send(Self.request(port: port))
+            try await Self.eventually("the stream is open") { admin.subscribers == 1 }
+            // More than the sockets and the output buffer hold; the client reads none of it.
+            let chunk = String(repeating: "x", count: 64 << 10)
+            let start = ContinuousClock.now
+            while admin.ended == 0, ContinuousClock.now - start < .seconds(5) {
+                admin.publish(chunk)
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            #expect(admin.ended == 1)
+            #expect(ContinuousClock.now - start >= .milliseconds(190))
+            try await Self.eventually("the stream's place is free") { edge.streams.count == 0 }
         }
     }
 
