@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import NIOCore
 import NIOPosix
+import Prometheus
 import ServiceLifecycle
 import Synchronization
 import Testing
@@ -75,10 +76,11 @@ struct AdminStreamTests {
     }
 
     /// A listener on 127.0.0.1 (port 0) serving `admin`, while `body` runs; then shut down gracefully.
-    static func withServer<T>(_ admin: StreamingAdmin, accessLog: AccessLog? = nil, limits: ConnectionLimits = ConnectionLimits(),
+    static func withServer<T>(_ admin: StreamingAdmin, accessLog: AccessLog? = nil, metrics: EdgeMetrics? = nil,
+                              limits: ConnectionLimits = ConnectionLimits(),
                               _ body: (_ port: Int, _ edge: ProxyEdge, _ group: ServiceGroup) async throws -> T) async throws -> T {
         let edge = ProxyEdge(chain: FixedChain([AnswersAtOnce()]), admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true,
-                             accessLog: accessLog)
+                             accessLog: accessLog, metrics: metrics)
         let (ports, bound) = AsyncStream<Int>.makeStream()
         let listener = Listener.make(host: "127.0.0.1", port: 0, edge: edge, limits: limits,
                                      eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: quietLogger()) { bound.yield($0) }
@@ -352,6 +354,28 @@ struct AdminStreamTests {
         #expect(line["http.response.status_code"] as? Int == 200)
         #expect(line["url.path"] as? String == "/-/events")
         #expect(line["http.response.size"] as? Int == received)
+    }
+
+    @Test("a stream leaves the in-flight gauge as its head goes out, and is counted when it ends")
+    func metrics() async throws {
+        let registry = PrometheusCollectorRegistry()
+        let admin = StreamingAdmin()
+        /// The value of the sample that starts with `prefix` (nil when there is none).
+        func sample(_ prefix: String) -> Double? {
+            registry.emitToString().split(separator: "\n").first { $0.hasPrefix(prefix + " ") }
+                .flatMap { Double($0.split(separator: " ").last ?? "") }
+        }
+        let counted = #"veneer_http_requests_total{route="/-/",method="GET",status="200"}"#
+        try await Self.withServer(admin, metrics: EdgeMetrics(factory: PrometheusMetricsFactory(registry: registry))) { port, _, _ in
+            let (connection, _) = try await Self.open(port: port)
+            defer { connection.close() }
+            #expect(sample("veneer_http_requests_in_flight") == 0, "a stream under way is not a request waiting for its answer")
+            #expect(sample(counted) == nil)
+            admin.finishAll()
+            try await connection.waitForClose()
+            try await Self.eventually("the stream is counted") { sample(counted) == 1 }
+            #expect(sample("veneer_http_requests_in_flight") == 0)
+        }
     }
 
     @Test("a client that does not read loses chunks instead of piling them up; the stream goes on once it reads")
