@@ -8,7 +8,13 @@ import VeneerCore
 /// The edge writes the head without `Content-Length` and with `Connection: close` (the body
 /// ends when the connection does, which HTTP/1.0 clients read too), then each chunk as it
 /// comes. A client that does not read loses chunks instead of growing the output buffer:
-/// a live feed is only worth its newest events.
+/// a live feed is only worth its newest events. The edge takes each chunk as soon as it is
+/// yielded (and drops it if need be), so a producer's buffer stays short; a bounded
+/// `bufferingPolicy` (`.bufferingNewest(n)`) bounds it even for a loop that falls behind.
+///
+/// The access log line (and the request's count in the metrics) of a streamed answer is
+/// written once it ends, with every byte written by then; it leaves the in-flight gauge as
+/// its head goes out.
 public struct AdminStream: Sendable {
     /// Status and headers (`Content-Type: text/event-stream`, `Cache-Control: no-store`), and the first bytes of the body (may be empty).
     public var head: ProxyResponse

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import NIOCore
 import NIOPosix
+import Prometheus
 import ServiceLifecycle
 import Synchronization
 import Testing
@@ -75,12 +76,13 @@ struct AdminStreamTests {
     }
 
     /// A listener on 127.0.0.1 (port 0) serving `admin`, while `body` runs; then shut down gracefully.
-    static func withServer<T>(_ admin: StreamingAdmin, accessLog: AccessLog? = nil,
+    static func withServer<T>(_ admin: StreamingAdmin, accessLog: AccessLog? = nil, metrics: EdgeMetrics? = nil,
+                              limits: ConnectionLimits = ConnectionLimits(),
                               _ body: (_ port: Int, _ edge: ProxyEdge, _ group: ServiceGroup) async throws -> T) async throws -> T {
         let edge = ProxyEdge(chain: FixedChain([AnswersAtOnce()]), admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true,
-                             accessLog: accessLog)
+                             accessLog: accessLog, metrics: metrics)
         let (ports, bound) = AsyncStream<Int>.makeStream()
-        let listener = Listener.make(host: "127.0.0.1", port: 0, edge: edge, limits: ConnectionLimits(),
+        let listener = Listener.make(host: "127.0.0.1", port: 0, edge: edge, limits: limits,
                                      eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: quietLogger()) { bound.yield($0) }
         let group = ServiceGroup(configuration: .init(services: [listener], logger: quietLogger()))
         let task = Task {
@@ -203,22 +205,58 @@ struct AdminStreamTests {
         }
     }
 
-    @Test("graceful shutdown ends a stream promptly instead of waiting for it")
+    @Test("idle_timeout and header_timeout do not cut a stream, even a quiet one")
+    func noIdleTimeout() async throws {
+        let admin = StreamingAdmin()
+        let limits = ConnectionLimits(headerTimeout: .milliseconds(100), idleTimeout: .milliseconds(100))
+        try await Self.withServer(admin, limits: limits) { port, _, _ in
+            let (connection, _) = try await Self.open(port: port)
+            defer { connection.close() }
+            // Half a head from the client, too: the stream's connection reads no more requests.
+            try await connection.send("GET /-/health HTTP/1.1\r\n")
+            // Nothing to wait for: the test is that nothing happens for several timeouts.
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(!connection.isClosed)
+            admin.publish("data: late\n\n")
+            _ = try await connection.wait { bytes, _ in Self.text(bytes).hasSuffix("data: late\n\n") }
+            #expect(!connection.isClosed)
+        }
+    }
+
+    @Test("a stream whose client reads nothing for idle_timeout is closed, and its producer told")
+    func unreadStreamCut() async throws {
+        let admin = StreamingAdmin()
+        try await Self.withServer(admin, limits: ConnectionLimits(idleTimeout: .milliseconds(200))) { port, edge, _ in
+            let client = try BlockingClient(port: port, receiveBuffer: 16 << 10)
+            try client.send(Self.request(port: port))
+            try await Self.eventually("the stream is open") { admin.subscribers == 1 }
+            // More than the sockets and the output buffer hold; the client reads none of it.
+            let chunk = String(repeating: "x", count: 64 << 10)
+            let start = ContinuousClock.now
+            while admin.ended == 0, ContinuousClock.now - start < .seconds(5) {
+                admin.publish(chunk)
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            #expect(admin.ended == 1)
+            #expect(ContinuousClock.now - start >= .milliseconds(190))
+            try await Self.eventually("the stream's place is free") { edge.streams.count == 0 }
+        }
+    }
+
+    @Test("graceful shutdown ends a stream promptly: the output is shut, the producer told, the listener stops")
     func shutdown() async throws {
         let admin = StreamingAdmin()
-        let start = ContinuousClock.now
-        var open: RawConnection?
-        try await Self.withServer(admin) { port, _, _ in
+        try await Self.withServer(admin) { port, _, group in
             let (connection, _) = try await Self.open(port: port)
+            // Should the stream outlive the shutdown, the test fails (and the listener stops once the client leaves).
+            defer { connection.close() }
             admin.publish("data: 1\n\n")
             _ = try await connection.wait { bytes, _ in Self.text(bytes).hasSuffix("data: 1\n\n") }
-            open = connection
+            await group.triggerGracefulShutdown()
+            try await connection.waitForClose(timeout: .seconds(3))
+            #expect(connection.error == nil, "the output was shut, not reset: \(connection.error ?? "")")
+            try await Self.eventually("the producer was told") { admin.ended == 1 && admin.subscribers == 0 }
         }
-        #expect(ContinuousClock.now - start < .seconds(4), "the listener stopped without waiting for the stream to end by itself")
-        let connection = try #require(open)
-        try await connection.waitForClose(timeout: .seconds(1))
-        #expect(connection.error == nil, "the output was shut, not reset: \(connection.error ?? "")")
-        #expect(admin.ended == 1 && admin.subscribers == 0)
     }
 
     @Test("the stream after AdminStream.maxConcurrent gets 503 with a JSON error; a place freed is taken again")
@@ -316,6 +354,28 @@ struct AdminStreamTests {
         #expect(line["http.response.status_code"] as? Int == 200)
         #expect(line["url.path"] as? String == "/-/events")
         #expect(line["http.response.size"] as? Int == received)
+    }
+
+    @Test("a stream leaves the in-flight gauge as its head goes out, and is counted when it ends")
+    func metrics() async throws {
+        let registry = PrometheusCollectorRegistry()
+        let admin = StreamingAdmin()
+        /// The value of the sample that starts with `prefix` (nil when there is none).
+        func sample(_ prefix: String) -> Double? {
+            registry.emitToString().split(separator: "\n").first { $0.hasPrefix(prefix + " ") }
+                .flatMap { Double($0.split(separator: " ").last ?? "") }
+        }
+        let counted = #"veneer_http_requests_total{route="/-/",method="GET",status="200"}"#
+        try await Self.withServer(admin, metrics: EdgeMetrics(factory: PrometheusMetricsFactory(registry: registry))) { port, _, _ in
+            let (connection, _) = try await Self.open(port: port)
+            defer { connection.close() }
+            #expect(sample("veneer_http_requests_in_flight") == 0, "a stream under way is not a request waiting for its answer")
+            #expect(sample(counted) == nil)
+            admin.finishAll()
+            try await connection.waitForClose()
+            try await Self.eventually("the stream is counted") { sample(counted) == 1 }
+            #expect(sample("veneer_http_requests_in_flight") == 0)
+        }
     }
 
     @Test("a client that does not read loses chunks instead of piling them up; the stream goes on once it reads")
