@@ -13,7 +13,8 @@ extension AdminAPI {
         let (backlog, items) = feed.subscribe(after: after)
         var first = ByteBuffer(string: "retry: 2000\n\n")
         for item in backlog { Self.writeEvent(item, into: &first) }
-        let chunks = AsyncStream<ByteBuffer> { continuation in
+        // Bounded: a loop that falls behind loses the oldest events, it does not hoard them.
+        let chunks = AsyncStream<ByteBuffer>(bufferingPolicy: .bufferingNewest(256)) { continuation in
             let task = Task {
                 await withTaskGroup(of: Void.self) { group in
                     group.addTask {

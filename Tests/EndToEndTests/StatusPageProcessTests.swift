@@ -158,4 +158,35 @@ struct StatusPageProcessTests {
             #expect((status.json?["switch_refused"] as? String)?.contains("systemd") == true)
         }
     }
+
+    @Test("GET /-/events streams each request as it is answered, resumes after Last-Event-ID, and an open stream does not hold up shutdown")
+    func eventsStream() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "environments:\n  development:\n    origin: { mock: { sample: true } }\n    chain: [cache]\n"
+            .write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+
+        let stream = try await RawConnection.connect(port: port)
+        defer { stream.close() }
+        try await stream.send("GET /-/events HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nLast-Event-ID: 1\r\n\r\n")
+        let head = try await stream.wait { bytes, _ in String(decoding: bytes, as: UTF8.self).contains("retry: 2000\n\n") }
+        let text = String(decoding: head, as: UTF8.self)
+        #expect(text.hasPrefix("HTTP/1.1 200") && text.lowercased().contains("content-type: text/event-stream"))
+        #expect(!text.contains("id: 1\n"), "resumed after event 1")
+        #expect(try await RawHTTP.request(port: port, "GET", "/posts/2").status == 200)
+        let event = try await stream.wait { bytes, _ in String(decoding: bytes, as: UTF8.self).contains("id: 2\nevent: request\ndata: ") }
+        let line = try #require(String(decoding: event, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("data: ") && $0.contains("\"sequence\":2") })
+        let json = try JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8)) as? [String: Any]
+        #expect(json?["path"] as? String == "/posts/2" && json?["status"] as? Int == 200)
+
+        let started = ContinuousClock.now
+        process.signal(SIGTERM)
+        #expect(await process.wait(timeout: .seconds(10)) == 0)
+        #expect(ContinuousClock.now - started < .seconds(5), "the open stream ends with shutdown")
+        try await stream.waitForClose()
+    }
 }
