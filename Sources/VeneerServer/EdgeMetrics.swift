@@ -39,15 +39,21 @@ public final class EdgeMetrics: Sendable {
 
     /// Counts an answer written: `route` nil when the path named no route.
     func count(route: String?, method: HTTPRequest.Method?, status: Int) {
+        counter(route: route, method: method, status: status).increment()
+    }
+
+    /// The counter of answers with this route, method and status: a connection keeps the
+    /// last one it used, since its requests are mostly alike, and skips this lookup (a lock
+    /// every connection takes) while they are.
+    func counter(route: String?, method: HTTPRequest.Method?, status: Int) -> Counter {
         let key = Key(route: route ?? "unmatched", method: Self.label(method), status: status)
-        let counter = counters.withLock { counters in
+        return counters.withLock { counters in
             if let existing = counters[key] { return existing }
             let made = Counter(label: "veneer_http_requests_total",
                                dimensions: [("route", key.route), ("method", key.method), ("status", String(status))], factory: factory)
             counters[key] = made
             return made
         }
-        counter.increment()
     }
 
     /// The method's label: its name when standard, `_OTHER` otherwise, `none` without a request line.

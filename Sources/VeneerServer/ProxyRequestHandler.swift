@@ -1,3 +1,4 @@
+import CoreMetrics
 import HTTPTypes
 import Logging
 import NIOCore
@@ -77,6 +78,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var outputBuffer: ByteBuffer?
     /// The request whose answer is written next, when there is an access log or metrics.
     private var exchange: Exchange?
+    /// The counter of this connection's last answer, with what it counts (see ``EdgeMetrics/counter(route:method:status:)``).
+    private var lastCounter: (route: String?, method: HTTPRequest.Method?, status: Int, counter: Counter)?
     /// The streamed answer being written, if any.
     private var stream: ActiveStream?
 
@@ -479,7 +482,14 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         let route = exchange?.record.route
         if let metrics = edge.metrics {
             if exchange != nil, gauge { metrics.finished() }
-            metrics.count(route: route, method: exchange?.work.head.method, status: Int(response.status.code))
+            let method = exchange?.work.head.method, status = Int(response.status.code)
+            if let last = lastCounter, last.status == status, last.route == route, last.method == method {
+                last.counter.increment()
+            } else {
+                let counter = metrics.counter(route: route, method: method, status: status)
+                lastCounter = (route, method, status, counter)
+                counter.increment()
+            }
         }
         if let feed = edge.feed, let exchange, route != "/-/" {
             feed.add(method: exchange.work.head.method, target: exchange.work.head.target, status: Int(response.status.code),

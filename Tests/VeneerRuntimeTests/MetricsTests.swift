@@ -112,6 +112,25 @@ struct MetricsTests {
         }
     }
 
+    @Test("on one connection, answers alike and unlike are each counted under their own route, method and status (the connection's counter cache)")
+    func requestsByRouteOnOneConnection() async throws {
+        try await withVeneer(yaml: "environments: {development: {origin: {mock: {}}}}") { (veneer: RunningVeneer) async throws in
+            let connection = try await RawConnection.connect(port: veneer.port)
+            defer { connection.close() }
+            let requests = [("GET", "/posts"), ("GET", "/posts"), ("GET", "/nope/7"), ("GET", "/posts"), ("PATCH", "/posts"), ("GET", "/posts/999999"),
+                            ("GET", "/posts")]
+            for (index, (method, target)) in requests.enumerated() {
+                try await connection.send("\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(veneer.port)\r\n\r\n")
+                _ = try await connection.responses(index + 1)
+            }
+            let text = try await veneer.request("GET", "/-/metrics").text
+            #expect(sample(text, #"veneer_http_requests_total{route="/posts",method="GET",status="200"}"#) == 4)
+            #expect(sample(text, #"veneer_http_requests_total{route="unmatched",method="GET",status="404"}"#) == 1)
+            #expect(sample(text, #"veneer_http_requests_total{route="/posts",method="PATCH",status="405"}"#) == 1)
+            #expect(sample(text, #"veneer_http_requests_total{route="/posts/{id}",method="GET",status="404"}"#) == 1)
+        }
+    }
+
     @Test("veneer_build_info has the version; the reload gauges say whether the last load worked, and when one last did")
     func buildAndReload() async throws {
         let box = YAMLBox("environments: {development: {origin: {mock: {}}}}")
