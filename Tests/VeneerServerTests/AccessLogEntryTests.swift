@@ -16,7 +16,7 @@ struct AccessLogEntryTests {
     func fields() {
         let record = RequestRecord()
         record.noteCacheStatus("veneer; fwd=miss")
-        record.noteOriginTime(.milliseconds(3))
+        record.noteOrigin("upstream", time: .milliseconds(3))
         let entry = AccessLogEntry(
             time: 1_795_000_000_123_000_000, requestID: "abc", client: ClientAddress("::1"), method: .get, route: "/posts/{id}",
             target: "/posts/7?token=secret", protocolVersion: "1.1", status: 200, bytesIn: 80, bytesOut: 300,

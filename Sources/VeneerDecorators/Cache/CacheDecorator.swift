@@ -34,6 +34,8 @@ public struct CacheDecorator: ImmediateAnswering {
     /// A hit held in memory at once; anything else (a miss, a lookup in the persistent tier,
     /// a write) as the rest of the work, which carries the key and what the lookup found.
     public func answerImmediately(_ request: ProxyRequest) -> ImmediateAnswer {
+        // Its status is noted on the way back, after what is inside it: its entry keeps its place.
+        if request.record.traces { request.record.takeCachePlace() }
         guard request.isRead else { return .later(Deferred { try await self.write(request) }) }
         // A body is no part of the key: a GET or HEAD that has one is not the cache's to answer.
         guard request.body.readableBytes == 0 else { return .later(Deferred { try await self.bypass(request) }) }
