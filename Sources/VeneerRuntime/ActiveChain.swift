@@ -25,7 +25,7 @@ public final class ChainGeneration: Sendable {
     init(chain: BuiltChain, spec: EnvironmentSpec, loadedAt: Date, number: Int, carried: CarriedState, adminRoutes: AdminRoutes) {
         handler = chain.handler
         serving = ServingChain(plan: chain.plan, resources: spec.resources, requestBodyLimit: spec.limits.requestBody, access: spec.access,
-                               forwarding: ForwardingHeaders(passing: spec.passForwardingHeaders))
+                               forwarding: ForwardingHeaders(passing: spec.passForwardingHeaders), trace: spec.trace)
         self.spec = spec
         self.loadedAt = loadedAt
         self.number = number
