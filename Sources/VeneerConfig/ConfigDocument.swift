@@ -34,7 +34,7 @@ public struct ConfigDocument: Sendable {
     public static let topLevelKeys = ["version", "state_dir", "stores", "environments"]
     /// The keys of an environment.
     public static let environmentKeys = ["extends", "listen", "admin", "resources", "limits", "origin", "chain", "drain_timeout", "idle_timeout",
-                                                "allowed_hosts", "allowed_origins", "pass_forwarding_headers", "access_log"]
+                                                "allowed_hosts", "allowed_origins", "pass_forwarding_headers", "access_log", "trace"]
 
     /// Where it came from.
     public let source: ConfigSource

@@ -191,6 +191,7 @@ extension ConfigDocument {
         let idleTimeout = environment.duration("idle_timeout", default: .seconds(75)) ?? .seconds(75)
         if idleTimeout <= .zero { environment.error("idle_timeout", "must be longer than 0s") }
         let accessLog = decodeAccessLog(environment["access_log"])
+        let trace = environment["trace"]?.bool() ?? false
 
         let origin = decodeOrigin(environment, registry: registry)
         let chain = decodeChain(environment, registry: registry)
@@ -202,10 +203,12 @@ extension ConfigDocument {
             guard let address, let problem = EnvironmentSpec.listenProblem(address, allowedHosts: allowedHosts) else { continue }
             (environment[key] ?? environment.value).error(problem)
         }
-        return EnvironmentSpec(
+        var spec = EnvironmentSpec(
             name: name, configFile: source.file, listen: listen, adminListen: adminListen, resources: resources,
             limits: limits, drainTimeout: drainTimeout, idleTimeout: idleTimeout, stateDirectory: stateDirectory, accessLog: accessLog, stores: stores,
             origin: origin, chain: chain, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins, passForwardingHeaders: passed)
+        spec.trace = trace
+        return spec
     }
 
     /// `allowed_hosts` (`name`, `name:port`, `[v6]:port`) and `allowed_origins`

@@ -184,6 +184,9 @@ public struct EnvironmentSpec: Sendable {
     public var allowedOrigins: [String] = []
     /// `pass_forwarding_headers`: forwarding headers passed on from callers (and keyed by the cache).
     public var passForwardingHeaders: [String] = []
+    /// `trace`: whether answers that went through the chain carry `Server-Timing`, one entry
+    /// per decorator that acted and the origin (off by default: it tells callers about the chain).
+    public var trace = false
 
     /// What the edge checks of Host and Origin.
     public var access: EdgeAccess {
@@ -228,6 +231,7 @@ public struct EnvironmentSpec: Sendable {
             ("idle_timeout", .string(Units.format(idleTimeout))),
             ("state_dir", .string(stateDirectory)),
             ("access_log", .string(accessLog?.description ?? "off")),
+            ("trace", .bool(trace)),
         ]
         if !stores.isEmpty {
             members.append(("stores", .object(stores.keys.sorted().map { ($0, .string(stores[$0]!.description)) })))

@@ -7,6 +7,8 @@ extension HTTPField.Name {
     public static let xForwardedFor = HTTPField.Name("X-Forwarded-For")!
     /// `Cache-Status` (RFC 9211).
     public static let cacheStatus = HTTPField.Name("Cache-Status")!
+    /// `Server-Timing` (W3C Server Timing): with `trace: true`, what each decorator did.
+    public static let serverTiming = HTTPField.Name("Server-Timing")!
 }
 
 extension HTTPFields {

@@ -3,16 +3,22 @@ import Synchronization
 /// What happened to one request inside the chain, owned by the server edge (one per
 /// request, made with its ``ProxyRequest``) and never part of a response, so never stored.
 ///
-/// Decorators note what they did: the cache its status, the origin the time it spent, any
-/// other decorator an ``Entry``. The edge reads the record once the request is answered (for
-/// an access log, `Server-Timing`). The cache and the origin, which act on nearly every
-/// request, have fields of their own, so that the record stays one allocation.
+/// Decorators note what they did: the cache its status, the origin its name and the time it
+/// spent, any other decorator an ``Entry``. The edge reads the record once the request is
+/// answered (for an access log, `Server-Timing`, the observer). The cache and the origin,
+/// which act on nearly every request, have fields of their own, so that the record stays one
+/// allocation.
+///
+/// What a decorator does on every request (the token it injected, the time it measured) is
+/// worth noting only when someone reads it: the edge says so with ``trace(_:)`` (the
+/// environment's `trace`, an access log at debug level), and decorators look at ``traces``
+/// before they make any text. What happens rarely (a fault, a block, a refresh) is always noted.
 public final class RequestRecord: Sendable {
     /// One decorator's note.
     public struct Entry: Sendable, Equatable {
         /// Who acted (`cache`, `upstream`, a decorator's name).
         public let name: String
-        /// What it did, in a few words.
+        /// What it did, in a few words (empty when its time says it all).
         public let detail: String
         /// How long it took, if it measured that.
         public let duration: Duration?
@@ -23,20 +29,61 @@ public final class RequestRecord: Sendable {
             self.detail = detail
             self.duration = duration
         }
+
+        /// Whether it says anything (a ``Place`` taken and never filled does not).
+        var isEmpty: Bool { detail.isEmpty && duration == nil }
+    }
+
+    /// Who reads the notes of every request, beyond the access log's fields.
+    public struct Tracing: OptionSet, Sendable {
+        /// The raw bits.
+        public let rawValue: UInt8
+        /// Creates a set from its bits.
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        /// The answer carries `Server-Timing` (the environment's `trace: true`).
+        public static let serverTiming = Tracing(rawValue: 1)
+        /// The access log line carries the entries (debug level).
+        public static let log = Tracing(rawValue: 2)
+    }
+
+    /// Where a decorator's entry stands among the others, taken as the request passes it on
+    /// the way in: a note made on the way back (a time, what the answer taught) keeps the
+    /// chain's order, outermost first.
+    public struct Place: Sendable {
+        fileprivate let index: Int
     }
 
     private struct State {
         var route: String?
         var cacheStatus: String?
+        /// How many entries stood before the (outermost) cache when it took its place.
+        var cachePlace: Int?
+        var originName: String?
+        var originDetail: String?
         var originTime: Duration?
         var originExchanges = 0
         var entries: [Entry] = []
     }
 
     private let state = Mutex(State())
+    private let tracingBits: Atomic<UInt8>
 
-    /// An empty record.
-    public init() {}
+    /// An empty record, read by `tracing` (none: only what the access log needs is noted).
+    public init(tracing: Tracing = []) {
+        tracingBits = Atomic(tracing.rawValue)
+    }
+
+    /// Who reads every note (see ``traces``).
+    public var tracing: Tracing { Tracing(rawValue: tracingBits.load(ordering: .relaxed)) }
+
+    /// Whether decorators note what they do on every request: someone reads it.
+    @inline(__always)
+    public var traces: Bool { tracingBits.load(ordering: .relaxed) != 0 }
+
+    /// Adds readers of every note; the edge calls it before the chain sees the request.
+    public func trace(_ more: Tracing) {
+        tracingBits.bitwiseOr(more.rawValue, ordering: .relaxed)
+    }
 
     /// Notes the route template the edge matched (for the access log and the edge's metrics).
     public func noteRoute(_ template: String) {
@@ -52,17 +99,45 @@ public final class RequestRecord: Sendable {
         state.withLock { $0.cacheStatus = status }
     }
 
-    /// Adds time the origin spent answering (a retried request asks it more than once).
-    public func noteOriginTime(_ duration: Duration) {
+    /// Takes the cache's place among the entries (see ``Place``); with two caches the outer
+    /// one's counts, as its status does.
+    public func takeCachePlace() {
         state.withLock { state in
-            state.originTime = (state.originTime ?? .zero) + duration
-            state.originExchanges += 1
+            if state.cachePlace == nil { state.cachePlace = state.entries.count }
         }
     }
 
-    /// Adds a decorator's note.
-    public func append(_ entry: Entry) {
-        state.withLock { $0.entries.append(entry) }
+    /// Notes what origin `name` did: the time one exchange with it took (a retried request
+    /// asks it more than once: the times add up), and what it answered with, in a few words
+    /// (a replay's `hit`), when that is worth saying.
+    public func noteOrigin(_ name: String, time: Duration? = nil, detail: String? = nil) {
+        state.withLock { state in
+            state.originName = name
+            if let detail { state.originDetail = detail }
+            if let time {
+                state.originTime = (state.originTime ?? .zero) + time
+                state.originExchanges += 1
+            }
+        }
+    }
+
+    /// Takes a place among the entries for a note made later (see ``Place``).
+    public func place(_ name: String) -> Place {
+        state.withLock { state in
+            state.entries.append(Entry(name: name, detail: ""))
+            return Place(index: state.entries.count - 1)
+        }
+    }
+
+    /// Adds a decorator's note: at `place` if it took one on the way in, else after the others.
+    public func append(_ entry: Entry, at place: Place? = nil) {
+        state.withLock { state in
+            if let place, place.index < state.entries.count {
+                state.entries[place.index] = entry
+            } else {
+                state.entries.append(entry)
+            }
+        }
     }
 
     /// The cache's status, if a cache answered or passed the request on.
@@ -71,17 +146,29 @@ public final class RequestRecord: Sendable {
     /// The time the origin spent, if the request reached it.
     public var originTime: Duration? { state.withLock { $0.originTime } }
 
-    /// One entry per decorator that acted: the cache (its status), the origin (its time, and
-    /// how many exchanges), then the notes of the others in the order they were added.
+    /// One entry per decorator that acted, in chain order (outermost first): the notes of the
+    /// decorators, the cache's (its status in a few words, ``cacheSummary(_:)``) where it
+    /// stands, and last the origin's, by its name (its time, what it said, and how many
+    /// exchanges when more than one).
     public var entries: [Entry] {
         state.withLock { state in
             var entries: [Entry] = []
-            if let status = state.cacheStatus { entries.append(Entry(name: "cache", detail: status)) }
-            if let time = state.originTime {
-                entries.append(Entry(name: "origin", detail: state.originExchanges == 1 ? "1 exchange" : "\(state.originExchanges) exchanges",
-                                     duration: time))
+            entries.reserveCapacity(state.entries.count + 2)
+            let cache = state.cacheStatus.map { Entry(name: "cache", detail: Self.cacheSummary($0)) }
+            // A cache that took no place (the record was not tracing then) comes first.
+            let cachePlace = state.cachePlace ?? 0
+            for (index, entry) in state.entries.enumerated() {
+                if index == cachePlace, let cache { entries.append(cache) }
+                if !entry.isEmpty { entries.append(entry) }
             }
-            return entries + state.entries
+            if let cache, cachePlace >= state.entries.count { entries.append(cache) }
+            if let name = state.originName {
+                var words: [String] = []
+                if let detail = state.originDetail { words.append(detail) }
+                if state.originExchanges > 1 { words.append("\(state.originExchanges) exchanges") }
+                entries.append(Entry(name: name, detail: words.joined(separator: ", "), duration: state.originTime))
+            }
+            return entries
         }
     }
 }

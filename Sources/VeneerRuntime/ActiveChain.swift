@@ -28,7 +28,7 @@ public final class ChainGeneration: Sendable {
         handler = chain.handler
         entries = chain.entries
         serving = ServingChain(plan: chain.plan, resources: spec.resources, requestBodyLimit: spec.limits.requestBody, access: spec.access,
-                               forwarding: ForwardingHeaders(passing: spec.passForwardingHeaders))
+                               forwarding: ForwardingHeaders(passing: spec.passForwardingHeaders), trace: spec.trace)
         self.spec = spec
         self.loadedAt = loadedAt
         self.number = number

@@ -10,6 +10,7 @@ public enum ConfigLocator {
         environments:
           development:
             listen: 127.0.0.1:8080
+            trace: true
             origin:
               mock: { sample: true }
             chain:

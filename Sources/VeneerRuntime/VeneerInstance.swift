@@ -140,10 +140,12 @@ public final class VeneerInstance: Service, Sendable {
         let factory = DescribedMetricsFactory(registry: metrics)
         do throws(AccessLogError) {
             let dropped = Counter(label: "veneer_access_log_dropped_lines_total", factory: factory)
+            // At debug level (--log-level, VENEER_LOG_LEVEL) each line says what every decorator did.
+            let trace = configuration.logger.logLevel <= .debug
             accessLog = try firstSpec.accessLog.map { destination throws(AccessLogError) in
                 switch destination {
-                case .standardOutput: return try AccessLog(output: .standardOutput, dropped: dropped)
-                case .file(let path): return try AccessLog(output: .file(path), dropped: dropped)
+                case .standardOutput: return try AccessLog(output: .standardOutput, dropped: dropped, trace: trace)
+                case .file(let path): return try AccessLog(output: .file(path), dropped: dropped, trace: trace)
                 }
             }
         } catch {

@@ -43,6 +43,8 @@ public final class AccessLog: Sendable {
 
     /// Where the lines go.
     public let output: Output
+    /// Whether each line carries the request's ``RequestRecord/entries`` (`"trace"`): at debug level.
+    public let writesTrace: Bool
     private let queue = Mutex(Queue())
     private let wake = DispatchSemaphore(value: 0)
     private let descriptor = Atomic<Int32>(-1)
@@ -53,8 +55,10 @@ public final class AccessLog: Sendable {
 
     /// Opens `output` (a file is opened now, so that a path that cannot be written is an
     /// error at start); ``start()`` starts the writer. Dropped lines are counted in `dropped` too.
-    public init(output: Output, dropped: Counter? = nil) throws(AccessLogError) {
+    /// With `trace`, each line says what every decorator did (see ``writesTrace``).
+    public init(output: Output, dropped: Counter? = nil, trace: Bool = false) throws(AccessLogError) {
         self.output = output
+        writesTrace = trace
         dropCounter = dropped
         switch output {
         case .standardOutput:
@@ -160,7 +164,7 @@ public final class AccessLog: Sendable {
         let fd = descriptor.load(ordering: .relaxed)
         for entry in entries {
             line.clear()
-            entry.writeJSON(into: &line)
+            entry.writeJSON(into: &line, trace: writesTrace)
             if out.readableBytes + line.readableBytes > Int(PIPE_BUF), out.readableBytes > 0 {
                 Self.writeAll(fd, out)
                 out.clear()

@@ -74,8 +74,9 @@ public struct AccessLogEntry: Sendable {
     /// The longest `User-Agent` written; longer ones end in `...`.
     static let maxUserAgent = 256
 
-    /// Appends the line (with its newline) to `buffer`.
-    public func writeJSON(into buffer: inout ByteBuffer) {
+    /// Appends the line (with its newline) to `buffer`; with `trace`, the record's entries too
+    /// (`"trace":[{"name":"cache","desc":"hit"},{"name":"upstream","dur_ms":12.345}]`).
+    public func writeJSON(into buffer: inout ByteBuffer, trace: Bool = false) {
         buffer.writeStaticString("{\"time\":\"")
         Self.writeTime(time, into: &buffer)
         buffer.writeStaticString("\"")
@@ -123,12 +124,33 @@ public struct AccessLogEntry: Sendable {
                 buffer.writeStaticString(",\"cache_status\":")
                 JSONText.writeQuoted(cacheStatus, into: &buffer)
             }
+            if trace { Self.writeTrace(record.entries, into: &buffer) }
         }
         if let userAgent {
             buffer.writeStaticString(",\"user_agent.original\":")
             JSONText.writeQuoted(Self.trimmed(userAgent, to: Self.maxUserAgent), into: &buffer)
         }
         buffer.writeStaticString("}\n")
+    }
+
+    /// `,"trace":[...]`: one object per entry, `name`, then `desc` and `dur_ms` when it has them.
+    static func writeTrace(_ entries: [RequestRecord.Entry], into buffer: inout ByteBuffer) {
+        guard !entries.isEmpty else { return }
+        buffer.writeStaticString(",\"trace\":[")
+        for (index, entry) in entries.enumerated() {
+            buffer.writeStaticString(index == 0 ? "{\"name\":" : ",{\"name\":")
+            JSONText.writeQuoted(entry.name, into: &buffer)
+            if !entry.detail.isEmpty {
+                buffer.writeStaticString(",\"desc\":")
+                JSONText.writeQuoted(entry.detail, into: &buffer)
+            }
+            if let duration = entry.duration {
+                buffer.writeStaticString(",\"dur_ms\":")
+                writeMilliseconds(duration, into: &buffer)
+            }
+            buffer.writeStaticString("}")
+        }
+        buffer.writeStaticString("]")
     }
 
     // The writer formats hundreds of thousands of lines a second under load: digits are

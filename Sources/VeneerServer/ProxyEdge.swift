@@ -202,8 +202,11 @@ public struct ProxyEdge: Sendable {
             HopByHop.strip(&headers)
             generation.forwarding.strip(&headers)
             headers.setOrAppend(.xRequestID, requestID)
+            let record = record ?? RequestRecord()
+            // Read per request from the generation it entered: a reload can turn it on or off.
+            if generation.trace { record.trace(.serverTiming) }
             let request = ProxyRequest(method: method, route: route, query: query, headers: headers,
-                                       body: bytes, client: client, requestID: requestID, record: record ?? RequestRecord())
+                                       body: bytes, client: client, requestID: requestID, record: record)
             // The one place a request meets the chain: the path its plan says, asked once.
             let work: Pending.Work
             switch generation.plan {
@@ -263,9 +266,14 @@ public struct ProxyEdge: Sendable {
     }
 
     /// The chain's answer to `request` as it goes out: stamped, with CORS headers for a page
-    /// of an allowed origin (the edge refused every other Origin), and shown to the observer.
+    /// of an allowed origin (the edge refused every other Origin), with `Server-Timing` when
+    /// its generation traces, and shown to the observer.
     private func finish(_ request: ProxyRequest, _ response: ProxyResponse) -> ProxyResponse {
         var response = Self.stamped(response, request.requestID)
+        if request.record.tracing.contains(.serverTiming), let timing = ServerTiming.value(request.record.entries) {
+            // Appended: an upstream's own Server-Timing (of a miss) stays, and Veneer's entries follow it.
+            response.headers.append(HTTPField(name: .serverTiming, value: timing))
+        }
         if let origin = request.headers[.origin] { response = EdgeAccess.withCORS(response, origin: origin) }
         observer?(request, response)
         return response

@@ -318,7 +318,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         var record: RequestRecord?
         if edge.accessLog != nil || edge.metrics != nil || edge.feed != nil {
             assert(exchange == nil, "two requests answered at once")
-            let observed = RequestRecord()
+            let observed = RequestRecord(tracing: edge.accessLog?.writesTrace == true ? .log : [])
             exchange = Exchange(work: work, record: observed)
             record = observed
             edge.metrics?.started()

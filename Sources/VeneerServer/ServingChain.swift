@@ -19,6 +19,8 @@ public final class ServingChain: Sendable {
     public let access: EdgeAccess
     /// The forwarding headers stripped from callers' requests.
     public let forwarding: ForwardingHeaders
+    /// Whether answers through the chain carry `Server-Timing` (the environment's `trace`).
+    public let trace: Bool
     /// Leases held, plus one while current.
     private let count = Atomic<Int>(1)
     private let retired = Atomic<Bool>(false)
@@ -26,12 +28,13 @@ public final class ServingChain: Sendable {
 
     /// A chain to serve.
     public init(plan: ChainPlan, resources: [Resource], requestBodyLimit: Int, access: EdgeAccess = .unchecked,
-                forwarding: ForwardingHeaders = ForwardingHeaders()) {
+                forwarding: ForwardingHeaders = ForwardingHeaders(), trace: Bool = false) {
         self.plan = plan
         self.resources = resources
         self.requestBodyLimit = requestBodyLimit
         self.access = access
         self.forwarding = forwarding
+        self.trace = trace
     }
 
     /// Requests that hold a lease on this chain.

@@ -24,6 +24,7 @@ struct Chain: ParsableCommand {
         print("admin        \(spec.adminListen.map { "\($0)/-/" } ?? "/-/ on the same listener, loopback clients only")")
         print("resources    \(spec.resources.map(\.description).joined(separator: ", "))")
         print("state_dir    \(spec.stateDirectory)")
+        print("trace        \(spec.trace ? "on (answers through the chain carry Server-Timing)" : "off")")
         for name in spec.stores.keys.sorted() { print("store        \(name): \(spec.stores[name]!)") }
         print("chain (outermost first; the first sees the request first and the response last):")
         for decorator in spec.chain {

@@ -72,6 +72,17 @@ struct CommandLineTests {
         #expect(upstream?["timeout"] as? String == "10s")
     }
 
+    @Test("the shipped configuration traces development and staging, not production; chain shows it")
+    func shippedTrace() async throws {
+        for (environment, trace) in [("development", true), ("staging", true), ("production", false)] {
+            let result = try await VeneerProcess.run(["chain", "-e", environment, "--json", "--config", "config/veneer.yaml"], directory: packageRoot)
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+            #expect(json["trace"] as? Bool == trace, "\(environment)")
+        }
+        let text = try await VeneerProcess.run(["chain", "-e", "production", "--config", "config/veneer.yaml"], directory: packageRoot)
+        #expect(text.stdout.contains("trace        off"))
+    }
+
     @Test("decorators and version list what is there")
     func listing() async throws {
         let decorators = try await VeneerProcess.run(["decorators"])

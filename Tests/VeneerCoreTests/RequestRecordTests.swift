@@ -3,23 +3,71 @@ import VeneerCore
 
 @Suite("Request records")
 struct RequestRecordTests {
-    @Test("one entry per decorator that acted: the cache's status, the origin's time over every exchange, then the others in order")
+    @Test("one entry per decorator that acted: the cache's status in a few words, the others in order, the origin last by its name with its time over every exchange")
     func entries() {
         let record = RequestRecord()
-        #expect(record.entries.isEmpty && record.cacheStatus == nil && record.originTime == nil)
-        record.append(RequestRecord.Entry(name: "auth_refresh", detail: "token refreshed", duration: .milliseconds(3)))
-        record.noteOriginTime(.milliseconds(5))
+        #expect(record.entries.isEmpty && record.cacheStatus == nil && record.originTime == nil && !record.traces)
+        record.append(RequestRecord.Entry(name: "auth_refresh", detail: "refreshed", duration: .milliseconds(3)))
+        record.noteOrigin("upstream", time: .milliseconds(5))
         record.noteCacheStatus("veneer; fwd=uri-miss")
-        record.noteOriginTime(.milliseconds(2))
-        record.noteCacheStatus("veneer; fwd=uri-miss; stored")
-        record.append(RequestRecord.Entry(name: "block_list", detail: "learned"))
-        #expect(record.cacheStatus == "veneer; fwd=uri-miss; stored" && record.originTime == .milliseconds(7))
+        record.noteOrigin("upstream", time: .milliseconds(2))
+        record.noteCacheStatus("veneer; fwd=uri-miss; fwd-status=200; stored")
+        record.append(RequestRecord.Entry(name: "block_list", detail: "learned block"))
+        #expect(record.cacheStatus == "veneer; fwd=uri-miss; fwd-status=200; stored" && record.originTime == .milliseconds(7))
         #expect(record.entries == [
-            RequestRecord.Entry(name: "cache", detail: "veneer; fwd=uri-miss; stored"),
-            RequestRecord.Entry(name: "origin", detail: "2 exchanges", duration: .milliseconds(7)),
-            RequestRecord.Entry(name: "auth_refresh", detail: "token refreshed", duration: .milliseconds(3)),
-            RequestRecord.Entry(name: "block_list", detail: "learned"),
+            RequestRecord.Entry(name: "cache", detail: "miss stored"),
+            RequestRecord.Entry(name: "auth_refresh", detail: "refreshed", duration: .milliseconds(3)),
+            RequestRecord.Entry(name: "block_list", detail: "learned block"),
+            RequestRecord.Entry(name: "upstream", detail: "2 exchanges", duration: .milliseconds(7)),
         ])
+    }
+
+    @Test("places taken on the way in keep the chain's order for notes made on the way back; a place never filled says nothing")
+    func places() {
+        let record = RequestRecord(tracing: .serverTiming)
+        #expect(record.traces && record.tracing == .serverTiming)
+        // latency_log -> cache -> fault -> block_list -> record -> replay: each as a chain would note.
+        let latency = record.place("latency_log")
+        record.takeCachePlace()
+        record.append(.init(name: "fault", detail: "delay 10ms", duration: .milliseconds(10)))
+        let block = record.place("block_list")
+        _ = record.place("record")
+        record.noteOrigin("replay", detail: "hit")
+        record.noteCacheStatus("veneer; fwd=uri-miss; fwd-status=200; stored")
+        record.append(.init(name: "block_list", detail: "learned block"), at: block)
+        record.takeCachePlace()
+        record.append(.init(name: "latency_log", detail: "", duration: .milliseconds(12)), at: latency)
+        #expect(record.entries == [
+            .init(name: "latency_log", detail: "", duration: .milliseconds(12)),
+            .init(name: "cache", detail: "miss stored"),
+            .init(name: "fault", detail: "delay 10ms", duration: .milliseconds(10)),
+            .init(name: "block_list", detail: "learned block"),
+            .init(name: "replay", detail: "hit"),
+        ])
+        let later = RequestRecord()
+        later.trace(.log)
+        #expect(later.traces && later.tracing == .log)
+    }
+
+    @Test("the cache's status in a few words")
+    func cacheSummary() {
+        let cases: [(String, String)] = [
+            ("veneer; hit; ttl=29", "hit"),
+            ("veneer; hit; ttl=-3; detail=stale-while-revalidate", "stale, revalidating"),
+            ("veneer; fwd=stale; fwd-status=503; ttl=-10; detail=stale-if-error", "stale if error 503"),
+            ("veneer; fwd=uri-miss; collapsed", "collapsed"),
+            ("veneer; fwd=stale; fwd-status=304", "revalidated"),
+            ("veneer; fwd=uri-miss; fwd-status=200; stored", "miss stored"),
+            ("veneer; fwd=vary-miss; fwd-status=200", "miss"),
+            ("veneer; fwd=stale; fwd-status=200; stored", "expired stored"),
+            ("veneer; fwd=request; stored", "passed stored"),
+            ("veneer; fwd=bypass; detail=request-body", "bypass"),
+            ("veneer; fwd=partial; fwd-status=206", "partial"),
+            ("something else", "something else"),
+        ]
+        for (status, summary) in cases {
+            #expect(RequestRecord.cacheSummary(status) == summary, "\(status)")
+        }
     }
 
     @Test("copies of a request share its record")
@@ -29,5 +77,30 @@ struct RequestRecordTests {
         copy.method = .head
         copy.record.noteCacheStatus("veneer; hit")
         #expect(request.record.cacheStatus == "veneer; hit")
+    }
+}
+
+@Suite("Server-Timing")
+struct ServerTimingTests {
+    @Test("one metric per entry: the name, desc as a quoted-string when there is one, dur in milliseconds with one decimal")
+    func format() {
+        #expect(ServerTiming.value([]) == nil)
+        let value = ServerTiming.value([
+            .init(name: "latency_log", detail: "", duration: .microseconds(12_345)),
+            .init(name: "cache", detail: "miss stored"),
+            .init(name: "auth_refresh", detail: "token 41s left"),
+            .init(name: "upstream", detail: "", duration: .microseconds(12_250)),
+            .init(name: "mock", detail: "", duration: .nanoseconds(40_000)),
+        ])
+        #expect(value == #"latency_log;dur=12.3, cache;desc="miss stored", auth_refresh;desc="token 41s left", upstream;dur=12.3, mock;dur=0.0"#)
+        #expect(ServerTiming.milliseconds(.seconds(2)) == "2000.0" && ServerTiming.milliseconds(.microseconds(1_950)) == "2.0")
+    }
+
+    @Test("desc escapes quotes and backslashes and drops control characters; a name that is not a token is made one")
+    func escaping() {
+        #expect(ServerTiming.quoted("say \"hi\" \\ bye") == #""say \"hi\" \\ bye""#)
+        #expect(ServerTiming.quoted("a\r\nb\tc\u{7F}d\u{0}") == #""abcd""#)
+        #expect(ServerTiming.value([.init(name: "my cache\",x", detail: "a\"b", duration: .milliseconds(1))])
+                == #"my_cache__x;desc="a\"b";dur=1.0"#)
     }
 }

@@ -72,6 +72,25 @@ struct CacheBehaviourTests {
         }
     }
 
+    @Test("an upstream's Server-Timing goes out with the answer that fetched it (a miss, a revalidation) and is never stored: a hit carries none")
+    func serverTimingNotStored() async throws {
+        try await withCache(reply: { request in
+            if request.header("if-none-match") == "\"1-1\"" {
+                return UpstreamReply(status: 304, headers: [("ETag", "\"1-1\""), ("Server-Timing", "db;dur=1")], body: "")
+            }
+            return post(1, headers: [("ETag", "\"1-1\""), ("Cache-Control", "max-age=10"), ("Server-Timing", #"db;desc="posts";dur=5"#)])
+        }) { (rig: CacheRig) async throws in
+            let miss = try await rig.get("/posts/1")
+            #expect(miss.cacheStatus.contains("stored") && miss.headers[values: .serverTiming] == [#"db;desc="posts";dur=5"#])
+            let hit = try await rig.get("/posts/1")
+            #expect(hit.cacheStatus.hasPrefix("veneer; hit") && !hit.headers.contains(.serverTiming))
+            rig.clock.advance(by: .seconds(11))
+            let revalidated = try await rig.get("/posts/1")
+            #expect(revalidated.cacheStatus.contains("fwd-status=304") && revalidated.headers[values: .serverTiming] == ["db;dur=1"])
+            #expect(!(try await rig.get("/posts/1")).headers.contains(.serverTiming), "nor stored from the 304")
+        }
+    }
+
     @Test("responses are keyed by path and sorted query")
     func listKeys() async throws {
         try await withCache(reply: { _ in .json("[]") }) { (rig: CacheRig) async throws in

@@ -73,6 +73,22 @@ struct RecordTests {
         #expect((written.last?["response"] as? [String: Any])?["status"] as? Int == 201)
     }
 
+    @Test("a tracing record says 'recorded' in the recorder's place, before what is inside it; an untraced one gets nothing")
+    func noted() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let inner = RecordingHandler { request in
+            request.record.append(.init(name: "fault", detail: "delay 1ms"))
+            return ProxyResponse(status: .ok)
+        }
+        let record = try recorder(inner, RecordOptions(file: directory + "/out.har"))
+        let traced = ProxyRequest(method: .get, route: .list(.posts), record: RequestRecord(tracing: .serverTiming))
+        _ = try await record.handle(traced)
+        #expect(traced.record.entries == [.init(name: "record", detail: "recorded"), .init(name: "fault", detail: "delay 1ms")])
+        let plain = ProxyRequest(method: .get, route: .list(.posts))
+        _ = try await record.handle(plain)
+        #expect(plain.record.entries == [.init(name: "fault", detail: "delay 1ms")])
+    }
+
     @Test("Authorization, Cookie, Set-Cookie and token values never reach the file: headers, query, JSON and form bodies")
     func redaction() async throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -39,22 +39,28 @@ final class FlakyTokenStore: RefreshTokenStore {
 
 @Suite("auth_refresh token manager")
 struct TokenManagerTests {
+    /// A manager for `tokens` (refresh token rt-0), decoded from a configuration as Veneer does; no refresh loop runs.
+    static func manager(tokens: TestTokenServer, transports: StandardTransportProvider, store: any RefreshTokenStore,
+                        clock: ManualClock) throws -> TokenManager {
+        var registry = Registry()
+        registry.register(AuthRefreshDecorator.factory)
+        registry.register(OriginFactory(name: "none", summary: "", options: [], decode: { _ in true }, make: { _, _ in RecordingHandler() }))
+        let yaml = "environments: {development: {origin: {none: {}}, chain: [{auth_refresh: {token_url: '\(tokens.url)', client_id: veneer, client_secret: s3cret, refresh_token: rt-0}}]}}"
+        let spec = try ConfigDocument(source: ConfigSource(file: "t.yaml", text: yaml)).environment("development", registry: registry, variables: [:], workingDirectory: "/tmp")
+        let options = try #require(spec.chain.first?.options as? AuthRefreshOptions)
+        let endpoint = TokenEndpoint(options: options, transport: transports.transport(TransportOptions()), clientSecret: "s3cret")
+        return TokenManager(options: options, initialToken: "rt-0", endpoint: endpoint, store: store, clock: clock,
+                            health: HealthBoard(), logger: quietLogger())
+    }
+
     @Test("a rotated refresh token that could not be saved is held: nothing is sent until it is saved, then it (never the older one) is presented")
     func noDowngradeAfterFailedSave() async throws {
         let tokens = try await TestTokenServer.start()
         let transports = StandardTransportProvider()
         do {
-            var registry = Registry()
-            registry.register(AuthRefreshDecorator.factory)
-            registry.register(OriginFactory(name: "none", summary: "", options: [], decode: { _ in true }, make: { _, _ in RecordingHandler() }))
-            let yaml = "environments: {development: {origin: {none: {}}, chain: [{auth_refresh: {token_url: '\(tokens.url)', client_id: veneer, client_secret: s3cret, refresh_token: rt-0}}]}}"
-            let spec = try ConfigDocument(source: ConfigSource(file: "t.yaml", text: yaml)).environment("development", registry: registry, variables: [:], workingDirectory: "/tmp")
-            let options = try #require(spec.chain.first?.options as? AuthRefreshOptions)
-            let endpoint = TokenEndpoint(options: options, transport: transports.transport(TransportOptions()), clientSecret: "s3cret")
             let store = FlakyTokenStore()
             let clock = ManualClock(start: Date())
-            let manager = TokenManager(options: options, initialToken: "rt-0", endpoint: endpoint, store: store, clock: clock,
-                                       health: HealthBoard(), logger: quietLogger())
+            let manager = try Self.manager(tokens: tokens, transports: transports, store: store, clock: clock)
 
             let first = try await manager.token()                                  // rt-0 -> rt-1, saved
             #expect(store.saved?.refreshToken == "rt-1")
@@ -74,6 +80,22 @@ struct TokenManagerTests {
             #expect(tokens.forms.last?["refresh_token"] == "rt-2")
             #expect(tokens.reuses == 0, "a used refresh token was presented again")
             #expect(tokens.refreshes == 3)
+        } catch {
+            Issue.record(error)
+        }
+        await transports.shutdown()
+        await tokens.stop()
+    }
+
+    @Test("a token handed out says whether its request waited for a refresh (what auth_refresh notes for the trace)")
+    func handoutSaysRefreshed() async throws {
+        let tokens = try await TestTokenServer.start()
+        let transports = StandardTransportProvider()
+        do {
+            let manager = try Self.manager(tokens: tokens, transports: transports, store: FlakyTokenStore(), clock: ManualClock(start: Date()))
+            let first = try await manager.handout()
+            let second = try await manager.handout()
+            #expect(first.refreshed && !second.refreshed && first.token == second.token)
         } catch {
             Issue.record(error)
         }

@@ -76,6 +76,28 @@ struct ReplayOriginTests {
         }
     }
 
+    @Test("the request's record names the replay and says hit or miss; a miss answered by the fallback comes before the fallback's entry")
+    func noted() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let entries = [Self.entry("GET", "http://staging/posts/1", text: "one", started: "2026-11-23T10:00:00.000Z")]
+        let replay = try origin(entries, in: directory)
+        let hit = ProxyRequest(method: .get, route: .item(.posts, "1"))
+        _ = try await replay.handle(hit)
+        #expect(hit.record.entries == [.init(name: "replay", detail: "hit")])
+        let miss = ProxyRequest(method: .get, route: .item(.posts, "2"))
+        _ = try? await replay.handle(miss)
+        #expect(miss.record.entries == [.init(name: "replay", detail: "miss")])
+        let fallback = RecordingHandler { request in
+            request.record.noteOrigin("upstream", time: .milliseconds(2))
+            return ProxyResponse(status: .ok)
+        }
+        let withFallback = ReplayOrigin(book: try Self.decode("{file: r.har}", directory: directory).book, fallback: fallback)
+        let passed = ProxyRequest(method: .get, route: .item(.posts, "2"))
+        _ = try await withFallback.handle(passed)
+        #expect(passed.record.entries == [.init(name: "replay", detail: "miss"), .init(name: "upstream", detail: "", duration: .milliseconds(2))])
+    }
+
     @Test("base64 bodies are decoded and keep their Content-Encoding, text ones lose it; entries whose body was left out are skipped, so an older whole one answers")
     func bodies() async throws {
         let directory = try temporaryDirectory()

@@ -25,7 +25,7 @@ struct AuthRig {
 /// `reloadable`: the auth_refresh options and the entries before it, read again at each reload
 /// (then `options` is unused).
 func withAuth<T>(
-    options: String = "", reloadable: (options: YAMLBox, before: YAMLBox)? = nil,
+    options: String = "", environment: String = "", reloadable: (options: YAMLBox, before: YAMLBox)? = nil,
     settings: TestTokenServer.Settings = TestTokenServer.Settings(),
     upstreamReply: (@Sendable (RecordedRequest, TestTokenServer) -> UpstreamReply)? = nil,
     _ body: (AuthRig) async throws -> T
@@ -46,6 +46,7 @@ func withAuth<T>(
                 environments:
                   development:
                     origin: { upstream: { url: "\(upstream.url)" } }
+                    \(environment)
                     chain:
                       \(before)
                       - auth_refresh:
@@ -205,6 +206,31 @@ struct AuthRefreshTests {
             let refused = try await rig.veneer.request("GET", "/posts/1")
             #expect(refused.status == 401 && refused.text == #"{"error":"nope"}"#, "the upstream's own 401 is passed on")
             #expect(rig.upstream.count == 2, "retried exactly once")
+        }
+    }
+
+    @Test("with trace, Server-Timing says what auth_refresh did: the token's time left, a retry after 401")
+    func trace() async throws {
+        let rejectNext = Mutex(false)
+        try await withAuth(environment: "trace: true", upstreamReply: { request, tokens in
+            if rejectNext.withLock({ reject in defer { reject = false }; return reject }) { return .json(#"{"error":"invalid_token"}"#, status: 401) }
+            return tokens.protectedReply(request)
+        }) { (rig: AuthRig) async throws in
+            // Refreshed for this request, or by the refresh loop just before it (then the token is new).
+            let first = try await rig.veneer.request("GET", "/posts/1")
+            let firstTiming = first.header("server-timing") ?? ""
+            #expect(first.status == 200, "\(firstTiming)")
+            #expect(firstTiming.hasPrefix(#"auth_refresh;desc="refreshed", upstream;dur="#)
+                    || firstTiming.hasPrefix(#"auth_refresh;desc="token 60s left", upstream;dur="#), "\(firstTiming)")
+            rig.clock.advance(by: .seconds(19))
+            let second = try await rig.veneer.request("GET", "/posts/1")
+            #expect(second.header("server-timing")?.hasPrefix(#"auth_refresh;desc="token 41s left", upstream;dur="#) == true,
+                    "\(second.headers("server-timing"))")
+            rejectNext.withLock { $0 = true }
+            let retried = try await rig.veneer.request("GET", "/posts/1")
+            #expect(retried.status == 200)
+            #expect(retried.header("server-timing")?.hasPrefix(#"auth_refresh;desc="token 41s left, retried after 401", upstream;desc="2 exchanges";dur="#)
+                    == true, "\(retried.headers("server-timing"))")
         }
     }
 

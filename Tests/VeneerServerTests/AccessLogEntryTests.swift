@@ -16,7 +16,7 @@ struct AccessLogEntryTests {
     func fields() {
         let record = RequestRecord()
         record.noteCacheStatus("veneer; fwd=miss")
-        record.noteOriginTime(.milliseconds(3))
+        record.noteOrigin("upstream", time: .milliseconds(3))
         let entry = AccessLogEntry(
             time: 1_795_000_000_123_000_000, requestID: "abc", client: ClientAddress("::1"), method: .get, route: "/posts/{id}",
             target: "/posts/7?token=secret", protocolVersion: "1.1", status: 200, bytesIn: 80, bytesOut: 300,
@@ -28,6 +28,25 @@ struct AccessLogEntryTests {
             "cache_status":"veneer; fwd=miss","user_agent.original":"curl/8.0"}
 
             """)
+    }
+
+    @Test("at debug level a line carries the record's entries in order: name, desc and dur_ms when they have them; at info it does not")
+    func trace() {
+        let record = RequestRecord(tracing: .log)
+        let latency = record.place("latency_log")
+        record.takeCachePlace()
+        record.append(.init(name: "auth_refresh", detail: "token 41s left"))
+        record.noteCacheStatus("veneer; fwd=uri-miss; fwd-status=200; stored")
+        record.noteOrigin("upstream", time: .microseconds(12_345))
+        record.append(.init(name: "latency_log", detail: "", duration: .microseconds(15_000)), at: latency)
+        let entry = AccessLogEntry(time: 0, requestID: "r", client: nil, method: .get, route: "/posts/{id}", target: "/posts/1",
+                                   protocolVersion: "1.1", status: 200, bytesIn: 1, bytesOut: 1, duration: .zero, record: record, userAgent: nil)
+        var buffer = ByteBuffer()
+        entry.writeJSON(into: &buffer, trace: true)
+        let expected = #""cache_status":"veneer; fwd=uri-miss; fwd-status=200; stored","trace":[{"name":"latency_log","dur_ms":15.000},"#
+            + #"{"name":"cache","desc":"miss stored"},{"name":"auth_refresh","desc":"token 41s left"},{"name":"upstream","dur_ms":12.345}]}"#
+        #expect(String(buffer: buffer).contains(expected))
+        #expect(!line(entry).contains("trace"))
     }
 
     @Test("a refusal of what was not a request has only what is known")

@@ -55,7 +55,7 @@ struct PassThroughTests {
                 let metrics = try await veneer.request("GET", "/-/metrics").text
                 #expect(metrics.contains(#"veneer_request_duration_seconds_count{label="0",method="GET",route="/posts/{id}",status="200"} 2"#))
                 let records = observed.withLock { $0 }
-                #expect(records.count == 2 && records.allSatisfy { $0.map(\.name) == ["origin"] && $0.first?.duration != nil },
+                #expect(records.count == 2 && records.allSatisfy { $0.map(\.name) == ["upstream"] && $0.first?.duration != nil },
                         "the origin's time, by task and by callback")
             }
         }

@@ -9,3 +9,10 @@ struct AccessToken: Sendable, Equatable {
     /// the current one retries with the current one instead of refreshing again.
     let generation: Int
 }
+
+/// A token as one request got it: whether it waited for a refresh says what `auth_refresh`
+/// notes in the request's record.
+struct TokenHandout: Sendable {
+    let token: AccessToken
+    let refreshed: Bool
+}

@@ -95,19 +95,24 @@ actor TokenManager: CarriedService {
 
     /// A valid access token, refreshing first when there is none or it has expired.
     func token() async throws -> AccessToken {
+        try await handout().token
+    }
+
+    /// ``token()``, and whether the caller waited for a refresh to get it.
+    func handout() async throws -> TokenHandout {
         try await perform(machine.tokenWanted(now: clock.now()))
     }
 
     /// The token to retry with after the upstream answered 401 to `seen`.
     func tokenAfterUnauthorized(seen: AccessToken) async throws -> AccessToken {
-        try await perform(machine.upstreamRejected(seen, now: clock.now()))
+        try await perform(machine.upstreamRejected(seen, now: clock.now())).token
     }
 
-    private func perform(_ action: TokenRefreshStateMachine.CallerAction) async throws -> AccessToken {
+    private func perform(_ action: TokenRefreshStateMachine.CallerAction) async throws -> TokenHandout {
         let flight: RefreshFlight
         switch action {
         case .use(let token):
-            return token
+            return TokenHandout(token: token, refreshed: false)
         case .fail(let error):
             throw error
         case .startAndWait:
@@ -118,7 +123,7 @@ actor TokenManager: CarriedService {
         }
         switch await flight.wait(timeout: options.timeout) {
         case .done(let outcome):
-            return try outcome.get()
+            return TokenHandout(token: try outcome.get(), refreshed: true)
         case .timedOut:
             if slowSince == nil, self.flight === flight {
                 slowSince = clock.now()

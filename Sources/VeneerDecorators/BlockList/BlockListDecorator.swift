@@ -18,6 +18,7 @@ public struct BlockListDecorator: Handler {
         if let rule = options.deny.firstMatch(request) ?? options.allow.firstMiss(request) {
             denied.increment()
             tally.add("blocked_by_rule")
+            request.record.append(.init(name: "block_list", detail: "blocked"))
             throw ProxyError(.clientBlocked, "This request is refused by a block rule (\(rule)).")
         }
         guard let learn = options.learn else { return try await inner.handle(request) }
@@ -31,8 +32,11 @@ public struct BlockListDecorator: Handler {
         if accounts.contains(where: { book.block(of: $0) != nil }) {
             accountDenied.increment()
             tally.add("blocked_account")
+            request.record.append(.init(name: "block_list", detail: "blocked account"))
             throw ProxyError(.accountBlocked, "The account is blocked by the upstream; an operator can lift the block (veneer unblock).")
         }
+        // What the answer teaches is noted after what is inside: its entry keeps its place.
+        let place = request.record.traces ? request.record.place("block_list") : nil
         let response = try await inner.handle(request)
         // Learned only for a request that names one account: which of several the upstream
         // meant is not known, and a caller must not get another's account blocked.
@@ -40,6 +44,7 @@ public struct BlockListDecorator: Handler {
             await book.learn(account, reason: "the upstream answered \(response.status.code) with the blocked signal",
                              blockFor: learn.blockFor, requestID: request.requestID)
             tally.add("learned")
+            request.record.append(.init(name: "block_list", detail: "learned block"), at: place)
         }
         return response
     }

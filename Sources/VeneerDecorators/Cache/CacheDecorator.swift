@@ -34,6 +34,8 @@ public struct CacheDecorator: ImmediateAnswering {
     /// A hit held in memory at once; anything else (a miss, a lookup in the persistent tier,
     /// a write) as the rest of the work, which carries the key and what the lookup found.
     public func answerImmediately(_ request: ProxyRequest) -> ImmediateAnswer {
+        // Its status is noted on the way back, after what is inside it: its entry keeps its place.
+        if request.record.traces { request.record.takeCachePlace() }
         guard request.isRead else { return .later(Deferred { try await self.write(request) }) }
         // A body is no part of the key: a GET or HEAD that has one is not the cache's to answer.
         guard request.body.readableBytes == 0 else { return .later(Deferred { try await self.bypass(request) }) }
@@ -160,7 +162,7 @@ public struct CacheDecorator: ImmediateAnswering {
             let refreshed = freshened(stale, by: response, request, requestTime: requestTime, responseTime: responseTime)
             if let refreshed { storage.store(key, refreshed) }
             let served = hit(refreshed ?? stale, request, range: Self.range(of: request), now: responseTime, status: "fwd=stale; fwd-status=304")
-            return (served, refreshed)
+            return (Self.withTiming(of: response, served), refreshed)
         }
         if response.status.code >= 500, let stale, let served = staleIfError(stale, request, status: response.status.code) {
             return (served, nil)
@@ -172,9 +174,19 @@ public struct CacheDecorator: ImmediateAnswering {
             let status = "fwd=\(reason); fwd-status=\(response.status.code); stored"
             // A part is passed on as it came; a whole response answers as a hit would (a range of it, a 304).
             guard entry.isComplete else { return (finish(response, request, status: status), nil) }
-            return (hit(entry, request, range: Self.range(of: request), now: responseTime, status: status), entry)
+            let served = hit(entry, request, range: Self.range(of: request), now: responseTime, status: status)
+            return (Self.withTiming(of: response, served), entry)
         }
         return (finish(response, request, status: "fwd=\(reason); fwd-status=\(response.status.code)"), nil)
+    }
+
+    /// `served` (made from what was stored) with the upstream's own `Server-Timing` of the
+    /// exchange that answered it: that field is never stored (a hit later is no exchange).
+    static func withTiming(of response: ProxyResponse, _ served: ProxyResponse) -> ProxyResponse {
+        guard response.headers.contains(.serverTiming) else { return served }
+        var served = served
+        for value in response.headers[values: .serverTiming] { served.headers.append(HTTPField(name: .serverTiming, value: value)) }
+        return served
     }
 
     /// The stored response updated by a 304 (RFC 9111 §4.3.4): its fields replaced by those

@@ -15,9 +15,11 @@ enum CachePolicy {
     static let understoodStatuses: Set<Int> = Set(200...206).union(300...305).union([307, 308]).union(400...417)
         .union([421, 422, 426]).union(500...505)
 
-    /// Fields never stored: each answer gets its own (Age, Cache-Status, the X-Request-Id of
-    /// the request that filled it), hop-by-hop ones, and Veneer's own targeted field.
-    static let unstoredFields: [HTTPField.Name] = [.age, .cacheStatus, .connection, .xRequestID, .veneerCacheControl, .contentRange]
+    /// Fields never stored: each answer gets its own (Age, Cache-Status, the X-Request-Id and
+    /// the upstream's Server-Timing of the exchange that filled it), hop-by-hop ones, and
+    /// Veneer's own targeted field.
+    static let unstoredFields: [HTTPField.Name] = [.age, .cacheStatus, .connection, .xRequestID, .serverTiming, .veneerCacheControl,
+                                                   .contentRange]
 
     /// The entry to store for a response, or nil when it must not be stored.
     static func entry(status: HTTPResponse.Status, headers: ProxyHeaders, body: ByteBuffer, request: ProxyRequest,

@@ -41,11 +41,12 @@ public struct LatencyLogDecorator: ImmediateAnswering, CallbackAnswering {
     /// The inner handler's answer, timed and logged when it comes, also when it throws.
     public func answerImmediately(_ request: ProxyRequest) -> ImmediateAnswer {
         let start = clock.monotonic()
+        let place = request.record.traces ? request.record.place("latency_log") : nil
         var rest: Deferred?
         if let innerImmediate {
             switch innerImmediate.answerImmediately(request) {
             case .answer(let response):
-                record(request, .success(response), since: start)
+                record(request, .success(response), since: start, at: place)
                 return .answer(response)
             case .later(let innerRest):
                 rest = innerRest
@@ -54,10 +55,10 @@ public struct LatencyLogDecorator: ImmediateAnswering, CallbackAnswering {
         return .later(Deferred { [self, rest] in
             do {
                 let response = if let rest { try await rest() } else { try await inner.handle(request) }
-                record(request, .success(response), since: start)
+                record(request, .success(response), since: start, at: place)
                 return response
             } catch {
-                record(request, .failure(error), since: start)
+                record(request, .failure(error), since: start, at: place)
                 throw error
             }
         })
@@ -67,22 +68,25 @@ public struct LatencyLogDecorator: ImmediateAnswering, CallbackAnswering {
     public func startAnswer(_ request: ProxyRequest, then done: @escaping @Sendable (Result<ProxyResponse, any Error>) -> Void) -> Bool {
         guard let innerCallback else { return false }
         let start = clock.monotonic()
+        let place = request.record.traces ? request.record.place("latency_log") : nil
         return innerCallback.startAnswer(request) { [self] result in
-            record(request, result, since: start)
+            record(request, result, since: start, at: place)
             done(result)
         }
     }
 
     /// Logs how the inner handler answered: the one place every form of answering records.
-    func record(_ request: ProxyRequest, _ result: Result<ProxyResponse, any Error>, since start: Duration) {
+    /// The time measured also goes into the request's record, at the `place` taken on the
+    /// way in, when the record traces.
+    func record(_ request: ProxyRequest, _ result: Result<ProxyResponse, any Error>, since start: Duration, at place: RequestRecord.Place?) {
+        let elapsed = clock.monotonic() - start
+        if place != nil { request.record.append(.init(name: "latency_log", detail: "", duration: elapsed), at: place) }
         switch result {
         case .success(let response):
-            record(request, status: response.status.code, error: nil,
-                   cacheStatus: response.headers[.cacheStatus], elapsed: clock.monotonic() - start)
+            record(request, status: response.status.code, error: nil, cacheStatus: response.headers[.cacheStatus], elapsed: elapsed)
         case .failure(let error):
             let proxyError = error as? ProxyError ?? .internal
-            record(request, status: proxyError.status.code, error: proxyError.code.rawValue,
-                   cacheStatus: nil, elapsed: clock.monotonic() - start)
+            record(request, status: proxyError.status.code, error: proxyError.code.rawValue, cacheStatus: nil, elapsed: elapsed)
         }
     }
 

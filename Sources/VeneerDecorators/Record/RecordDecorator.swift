@@ -30,30 +30,34 @@ public struct RecordDecorator: Handler {
         self.logger = logger
     }
 
-    /// Passes the request on and records the exchange.
+    /// Passes the request on and records the exchange; the request's record says so when it
+    /// traces (and always when the file could not be written).
     public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
         let started = clock.now()
         let start = clock.monotonic()
+        let place = request.record.traces ? request.record.place("record") : nil
         do {
             let response = try await inner.handle(request)
-            record(request, response, started: started, elapsed: clock.monotonic() - start)
+            record(request, response, started: started, elapsed: clock.monotonic() - start, at: place)
             return response
         } catch {
             let answered = (error as? ProxyError ?? .internal).response
-            record(request, answered, started: started, elapsed: clock.monotonic() - start)
+            record(request, answered, started: started, elapsed: clock.monotonic() - start, at: place)
             throw error
         }
     }
 
-    func record(_ request: ProxyRequest, _ response: ProxyResponse, started: Date, elapsed: Duration) {
+    func record(_ request: ProxyRequest, _ response: ProxyResponse, started: Date, elapsed: Duration, at place: RequestRecord.Place?) {
         let entry = HAREntry.make(request: request, response: response, started: started, elapsed: elapsed,
                                   maxBody: options.maxBody, redaction: redaction)
         do {
             try writer.append(entry.buffer)
             tally.add("recorded")
+            if place != nil { request.record.append(.init(name: "record", detail: "recorded"), at: place) }
         } catch {
             tally.add("failed")
             logger.error("record: \(error)", metadata: ["request_id": .string(request.requestID)])
+            request.record.append(.init(name: "record", detail: "not recorded"), at: place)
         }
     }
 }

@@ -17,8 +17,11 @@ public struct MockOrigin: Handler {
         self.clock = clock
     }
 
-    /// Answers like the real posts API would.
+    /// Answers like the real posts API would; the time it took (its `latency` included)
+    /// goes into the request's record.
     public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
+        let start = clock.monotonic()
+        defer { request.record.noteOrigin("mock", time: clock.monotonic() - start) }
         if latency > .zero { try await clock.sleep(for: latency) }
         let resource = request.route.resource
         switch (request.route.target, request.method) {

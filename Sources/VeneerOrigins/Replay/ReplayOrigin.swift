@@ -17,14 +17,20 @@ public struct ReplayOrigin: Handler {
         self.fallback = fallback
     }
 
-    /// The recorded answer, else the fallback's, else 404.
+    /// The recorded answer, else the fallback's, else 404. The record says which (`hit`,
+    /// `miss`); a miss answered by the fallback is noted before the fallback's own entry.
     public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
         if let answer = book.answer(method: request.method.rawValue, path: request.route.path, query: request.query) {
             tally.add("replayed")
+            request.record.noteOrigin("replay", detail: "hit")
             return ProxyResponse(status: answer.status, headers: answer.headers, body: answer.body)
         }
         tally.add("misses")
-        if let fallback { return try await fallback.handle(request) }
+        if let fallback {
+            request.record.append(.init(name: "replay", detail: "miss"))
+            return try await fallback.handle(request)
+        }
+        request.record.noteOrigin("replay", detail: "miss")
         throw ProxyError.notFound("Nothing was recorded for \(request.method.rawValue) \(request.route.path)\(request.query.map { "?" + $0 } ?? "").")
     }
 }

@@ -33,9 +33,9 @@ public struct UpstreamOrigin: CallbackAnswering {
         return try await transport.send(outbound(request))
     }
 
-    /// The time one request took: in its record (the access log) and the histogram.
+    /// The time one request took: in its record (the access log, `Server-Timing`) and the histogram.
     static func note(_ elapsed: Duration, in record: RequestRecord, _ durations: CoreMetrics.Timer?) {
-        record.noteOriginTime(elapsed)
+        record.noteOrigin("upstream", time: elapsed)
         guard let durations else { return }
         let parts = elapsed.components
         durations.recordNanoseconds(parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000)
