@@ -44,6 +44,8 @@ public final class RequestRecord: Sendable {
         public static let serverTiming = Tracing(rawValue: 1)
         /// The access log line carries the entries (debug level).
         public static let log = Tracing(rawValue: 2)
+        /// Someone watches the status page (an open `/-/events` stream): it shows the entries.
+        public static let watched = Tracing(rawValue: 4)
     }
 
     /// Where a decorator's entry stands among the others, taken as the request passes it on

@@ -318,7 +318,10 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         var record: RequestRecord?
         if edge.accessLog != nil || edge.metrics != nil || edge.feed != nil {
             assert(exchange == nil, "two requests answered at once")
-            let observed = RequestRecord(tracing: edge.accessLog?.writesTrace == true ? .log : [])
+            var tracing: RequestRecord.Tracing = edge.accessLog?.writesTrace == true ? .log : []
+            // While the status page is open, its rows say what each decorator did, trace or not.
+            if let feed = edge.feed, feed.subscribers > 0 { tracing.insert(.watched) }
+            let observed = RequestRecord(tracing: tracing)
             exchange = Exchange(work: work, record: observed)
             record = observed
             edge.metrics?.started()

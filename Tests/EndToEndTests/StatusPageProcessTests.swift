@@ -159,16 +159,19 @@ struct StatusPageProcessTests {
         }
     }
 
-    @Test("GET /-/events streams each request as it is answered, resumes after Last-Event-ID, and an open stream does not hold up shutdown")
+    @Test("GET /-/events streams each request as it is answered (with every decorator's note while it is open, trace or not), resumes after Last-Event-ID, and an open stream does not hold up shutdown")
     func eventsStream() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        try "environments:\n  development:\n    origin: { mock: { sample: true } }\n    chain: [cache]\n"
+        try "environments:\n  development:\n    origin: { mock: { sample: true } }\n    chain: [latency_log, cache]\n"
             .write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
         let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
         defer { process.terminate() }
         let port = try await process.waitUntilReady()
         #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+        let unwatched = try await RawHTTP.request(port: port, "GET", "/-/status").json?["requests"] as? [[String: Any]]
+        let unwatchedNames = ((unwatched?.first?["entries"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String }
+        #expect(unwatchedNames == ["cache", "mock"], "trace off, nobody watching: what the access log needs only")
 
         let stream = try await RawConnection.connect(port: port)
         defer { stream.close() }
@@ -182,6 +185,8 @@ struct StatusPageProcessTests {
         let line = try #require(String(decoding: event, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("data: ") && $0.contains("\"sequence\":2") })
         let json = try JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8)) as? [String: Any]
         #expect(json?["path"] as? String == "/posts/2" && json?["status"] as? Int == 200)
+        let names = ((json?["entries"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String }
+        #expect(names == ["latency_log", "cache", "mock"], "watched: every decorator's note")
 
         let started = ContinuousClock.now
         process.signal(SIGTERM)
