@@ -21,9 +21,9 @@ get localhost:18481/posts/1; get 'localhost:18481/posts?userId=1'; get localhost
 "$veneer" switch offline -e staging >/dev/null
 get localhost:18481/posts/1; get localhost:18481/posts/1; get localhost:18481/posts/2; get localhost:18481/posts/3
 get -X DELETE localhost:18481/posts/1
-get localhost:18481/posts/2 -H 'Veneer-Fault: status=503'
-get localhost:18481/posts/1 -H 'Veneer-Fault: delay=150ms'
-get 'localhost:18481/posts?userId=1'
+get 'localhost:18481/posts?userId=1' -H 'Veneer-Fault: status=503'
+get localhost:18481/posts/3 -H 'Veneer-Fault: delay=150ms'
+get localhost:18481/posts/1
 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$work/profile" --window-size=1280,900 \
   --screenshot="$out" http://127.0.0.1:18481/-/ 2>/dev/null
 echo "wrote $out"
