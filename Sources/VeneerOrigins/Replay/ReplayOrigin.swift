@@ -19,14 +19,14 @@ public struct ReplayOrigin: Handler {
     /// `miss`); a miss answered by the fallback is noted before the fallback's own entry.
     public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
         if let answer = book.answer(method: request.method.rawValue, path: request.route.path, query: request.query) {
-            request.record.noteOrigin("replay", detail: "hit")
+            request.record.append(.init(name: "replay", detail: "hit"))
             return ProxyResponse(status: answer.status, headers: answer.headers, body: answer.body)
         }
         if let fallback {
             request.record.append(.init(name: "replay", detail: "miss"))
             return try await fallback.handle(request)
         }
-        request.record.noteOrigin("replay", detail: "miss")
+        request.record.append(.init(name: "replay", detail: "miss"))
         throw ProxyError.notFound("Nothing was recorded for \(request.method.rawValue) \(request.route.path)\(request.query.map { "?" + $0 } ?? "").")
     }
 }
