@@ -61,7 +61,6 @@ public final class RequestRecord: Sendable {
         /// How many entries stood before the (outermost) cache when it took its place.
         var cachePlace: Int?
         var originName: String?
-        var originDetail: String?
         var originTime: Duration?
         var originExchanges = 0
         var entries: [Entry] = []
@@ -109,17 +108,14 @@ public final class RequestRecord: Sendable {
         }
     }
 
-    /// Notes what origin `name` did: the time one exchange with it took (a retried request
-    /// asks it more than once: the times add up), and what it answered with, in a few words
-    /// (a replay's `hit`), when that is worth saying.
-    public func noteOrigin(_ name: String, time: Duration? = nil, detail: String? = nil) {
+    /// Notes the time one exchange with origin `name` took (a retried request asks it more
+    /// than once: the times add up). An origin that measures no time (a replay) appends an
+    /// ``Entry`` instead: the origin's is the innermost, so it comes last either way.
+    public func noteOrigin(_ name: String, time: Duration) {
         state.withLock { state in
             state.originName = name
-            if let detail { state.originDetail = detail }
-            if let time {
-                state.originTime = (state.originTime ?? .zero) + time
-                state.originExchanges += 1
-            }
+            state.originTime = (state.originTime ?? .zero) + time
+            state.originExchanges += 1
         }
     }
 
@@ -150,8 +146,8 @@ public final class RequestRecord: Sendable {
 
     /// One entry per decorator that acted, in chain order (outermost first): the notes of the
     /// decorators, the cache's (its status in a few words, ``cacheSummary(_:)``) where it
-    /// stands, and last the origin's, by its name (its time, what it said, and how many
-    /// exchanges when more than one).
+    /// stands, and last the origin's, by its name (its time, and how many exchanges when more
+    /// than one).
     public var entries: [Entry] {
         state.withLock { state in
             var entries: [Entry] = []
@@ -165,10 +161,8 @@ public final class RequestRecord: Sendable {
             }
             if let cache, cachePlace >= state.entries.count { entries.append(cache) }
             if let name = state.originName {
-                var words: [String] = []
-                if let detail = state.originDetail { words.append(detail) }
-                if state.originExchanges > 1 { words.append("\(state.originExchanges) exchanges") }
-                entries.append(Entry(name: name, detail: words.joined(separator: ", "), duration: state.originTime))
+                let detail = state.originExchanges > 1 ? "\(state.originExchanges) exchanges" : ""
+                entries.append(Entry(name: name, detail: detail, duration: state.originTime))
             }
             return entries
         }

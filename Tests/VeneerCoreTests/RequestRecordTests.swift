@@ -32,7 +32,7 @@ struct RequestRecordTests {
         record.append(.init(name: "fault", detail: "delay 10ms", duration: .milliseconds(10)))
         let block = record.place("block_list")
         _ = record.place("record")
-        record.noteOrigin("replay", detail: "hit")
+        record.append(.init(name: "replay", detail: "hit"))
         record.noteCacheStatus("veneer; fwd=uri-miss; fwd-status=200; stored")
         record.append(.init(name: "block_list", detail: "learned block"), at: block)
         record.takeCachePlace()

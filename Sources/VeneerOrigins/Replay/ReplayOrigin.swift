@@ -22,7 +22,7 @@ public struct ReplayOrigin: Handler {
     public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
         if let answer = book.answer(method: request.method.rawValue, path: request.route.path, query: request.query) {
             tally.add("replayed")
-            request.record.noteOrigin("replay", detail: "hit")
+            request.record.append(.init(name: "replay", detail: "hit"))
             return ProxyResponse(status: answer.status, headers: answer.headers, body: answer.body)
         }
         tally.add("misses")
@@ -30,7 +30,7 @@ public struct ReplayOrigin: Handler {
             request.record.append(.init(name: "replay", detail: "miss"))
             return try await fallback.handle(request)
         }
-        request.record.noteOrigin("replay", detail: "miss")
+        request.record.append(.init(name: "replay", detail: "miss"))
         throw ProxyError.notFound("Nothing was recorded for \(request.method.rawValue) \(request.route.path)\(request.query.map { "?" + $0 } ?? "").")
     }
 }
