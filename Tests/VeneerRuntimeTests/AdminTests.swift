@@ -77,7 +77,7 @@ struct AdminTests {
             #expect(index.status == 200)
             let endpoints = try #require(index.json?["endpoints"] as? [[String: Any]])
             let paths = endpoints.compactMap { $0["path"] as? String }
-            #expect(paths == ["/-/", "/-/health", "/-/live", "/-/ready", "/-/chain", "/-/metrics", "/-/reload", "/-/environment", "/-/blocks"])
+            #expect(paths == ["/-/", "/-/status", "/-/events", "/-/health", "/-/live", "/-/ready", "/-/chain", "/-/metrics", "/-/reload", "/-/environment", "/-/blocks"])
             #expect(endpoints.first { $0["path"] as? String == "/-/ready" }?["methods"] as? [String] == ["GET"])
             #expect(index.json?["environment"] as? String == "development")
         }
