@@ -102,4 +102,31 @@ struct TokenManagerTests {
         await transports.shutdown()
         await tokens.stop()
     }
+
+    @Test("auth_refresh notes what it did in a tracing record, also when the upstream then fails; an untraced record gets only a refresh")
+    func decoratorNotes() async throws {
+        let tokens = try await TestTokenServer.start()
+        let transports = StandardTransportProvider()
+        do {
+            let manager = try Self.manager(tokens: tokens, transports: transports, store: FlakyTokenStore(), clock: ManualClock(start: Date()))
+            let failing = RecordingHandler { request in
+                if request.route.path == "/posts/2" { throw ProxyError.upstreamUnavailable("The upstream cannot be reached.") }
+                return ProxyResponse(status: .ok)
+            }
+            let decorator = AuthRefreshDecorator(inner: failing, manager: manager, callerAuthorization: .replace)
+            let untraced = ProxyRequest(method: .get, route: .item(.posts, "1"))
+            _ = try await decorator.handle(untraced)
+            #expect(untraced.record.entries == [.init(name: "auth_refresh", detail: "refreshed")], "a refresh is always worth a note")
+            let quiet = ProxyRequest(method: .get, route: .item(.posts, "1"))
+            _ = try await decorator.handle(quiet)
+            #expect(quiet.record.entries.isEmpty, "the routine token only when someone reads it")
+            let traced = ProxyRequest(method: .get, route: .item(.posts, "2"), record: RequestRecord(tracing: .serverTiming))
+            await #expect(throws: ProxyError.self) { _ = try await decorator.handle(traced) }
+            #expect(traced.record.entries == [.init(name: "auth_refresh", detail: "token 60s left")])
+        } catch {
+            Issue.record(error)
+        }
+        await transports.shutdown()
+        await tokens.stop()
+    }
 }

@@ -32,7 +32,14 @@ public struct AuthRefreshDecorator: Handler {
         // Said as the token is handed out: its time left is then, not after the answer.
         let detail = place != nil || handout.refreshed ? describe(handout) : nil
         request.headers[.authorization] = "Bearer " + handout.token.value
-        let response = try await inner.handle(request)
+        let response: ProxyResponse
+        do {
+            response = try await inner.handle(request)
+        } catch {
+            // The upstream failed: what this decorator did still stands.
+            if let detail { record.append(.init(name: "auth_refresh", detail: detail), at: place) }
+            throw error
+        }
         guard response.status == .unauthorized else {
             if let detail { record.append(.init(name: "auth_refresh", detail: detail), at: place) }
             return response
