@@ -495,9 +495,9 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             }
         }
         if let feed = edge.feed, let exchange, route != "/-/" {
-            feed.add(method: exchange.work.head.method, target: exchange.work.head.target, status: Int(response.status.code),
-                     duration: .nanoseconds((now() - exchange.work.received).nanoseconds), requestID: response.headers[.xRequestID],
-                     record: exchange.record)
+            let answered = now()
+            feed.add(answered: answered, method: exchange.work.head.method, target: exchange.work.head.target, status: Int(response.status.code),
+                     duration: .nanoseconds((answered - exchange.work.received).nanoseconds), headers: response.headers, record: exchange.record)
         }
         guard let accessLog = edge.accessLog else { return }
         var entry = AccessLogEntry(

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import NIOCore
 import Synchronization
 import VeneerCore
 
@@ -16,8 +17,10 @@ public final class RequestFeed: Sendable {
         /// Increases by one per request, from 1: a stream's `id:` (a reconnecting
         /// `EventSource` sends the last one it saw as `Last-Event-ID`).
         public let sequence: Int
+        /// When it was answered, on the monotonic clock the connection read (no clock read of its own).
+        let answered: NIODeadline
         /// When it was answered.
-        public let time: Date
+        public var time: Date { RequestFeed.wallClock(answered) }
         /// The method.
         public let method: HTTPRequest.Method
         /// The request target as sent (the page shows its path only: a query may carry secrets).
@@ -26,8 +29,11 @@ public final class RequestFeed: Sendable {
         public let status: Int
         /// From the request read whole to its answer written.
         public let duration: Duration
+        /// The answer's headers, kept by reference: the request id is read from them only
+        /// when the item is shown.
+        let headers: ProxyHeaders
         /// The request id.
-        public let requestID: String?
+        public var requestID: String? { headers[.xRequestID] }
         /// What the chain's decorators noted (read when shown).
         public let record: RequestRecord?
 
@@ -58,6 +64,14 @@ public final class RequestFeed: Sendable {
         }
     }
 
+    /// The wall-clock time of a monotonic instant, against one pair of readings taken once.
+    static func wallClock(_ instant: NIODeadline) -> Date {
+        let (wall, monotonic) = clockPair
+        return wall.addingTimeInterval(Double((instant - monotonic).nanoseconds) / 1e9)
+    }
+
+    private static let clockPair = (Date(), NIODeadline.now())
+
     /// `duration` in milliseconds with one decimal (`12.3`).
     public static func milliseconds(_ duration: Duration) -> String {
         String(format: "%.1f", Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15)
@@ -83,13 +97,14 @@ public final class RequestFeed: Sendable {
         state = Mutex(State(ring: Array(repeating: nil, count: capacity)))
     }
 
-    /// Adds a request answered now (from the connection's event loop).
-    public func add(time: Date = Date(), method: HTTPRequest.Method, target: String, status: Int, duration: Duration, requestID: String?,
-                    record: RequestRecord?) {
+    /// Adds a request answered at `answered` (from the connection's event loop), its answer's
+    /// `headers` (for the request id).
+    public func add(answered: NIODeadline = .now(), method: HTTPRequest.Method, target: String, status: Int, duration: Duration,
+                    headers: ProxyHeaders = ProxyHeaders(), record: RequestRecord?) {
         let (item, subscribers) = state.withLock { state -> (Item, [AsyncStream<Item>.Continuation]) in
             state.sequence += 1
-            let item = Item(sequence: state.sequence, time: time, method: method, target: target, status: status, duration: duration,
-                            requestID: requestID, record: record)
+            let item = Item(sequence: state.sequence, answered: answered, method: method, target: target, status: status, duration: duration,
+                            headers: headers, record: record)
             state.ring[state.next] = item
             state.next = (state.next + 1) % capacity
             return (item, state.subscribers.isEmpty ? [] : Array(state.subscribers.values))

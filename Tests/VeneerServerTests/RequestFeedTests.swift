@@ -7,7 +7,7 @@ import VeneerCore
 @Suite("the request feed behind the status page")
 struct RequestFeedTests {
     func add(_ feed: RequestFeed, _ target: String, status: Int = 200) {
-        feed.add(method: .get, target: target, status: status, duration: .milliseconds(3), requestID: nil, record: nil)
+        feed.add(method: .get, target: target, status: status, duration: .milliseconds(3), record: nil)
     }
 
     @Test("keeps the last `capacity` requests, oldest first, numbered from 1; `after` gives only the newer ones")
@@ -41,6 +41,16 @@ struct RequestFeedTests {
         for _ in 0..<100 where feed.subscribers != 0 { try? await Task.sleep(for: .milliseconds(10)) }
         #expect(feed.subscribers == 0)
         add(feed, "/posts/5")
+    }
+
+    @Test("an item's time is the wall clock of its monotonic instant; its request id is read from its answer's headers")
+    func timeAndRequestID() {
+        let feed = RequestFeed(capacity: 2)
+        let before = Date()
+        feed.add(answered: .now(), method: .get, target: "/posts/1", status: 200, duration: .zero, headers: [.xRequestID: "abc-123"], record: nil)
+        let item = feed.recent()[0]
+        #expect(item.requestID == "abc-123")
+        #expect(abs(item.time.timeIntervalSince(before)) < 1)
     }
 
     @Test("the page shows a path without its query (a query may carry a secret)")
