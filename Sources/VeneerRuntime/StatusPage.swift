@@ -145,10 +145,11 @@ enum StatusPage {
         return html
     }
 
-    /// An account as one path segment.
+    /// An account as one path segment. Dots are encoded too: a browser resolves a segment
+    /// `.` or `..` in a form's action away, and the button would post elsewhere.
     static func percentEncoded(_ text: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
+        var allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        allowed.insert(charactersIn: "-_~")
         return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
     }
 
@@ -172,7 +173,7 @@ enum StatusPage {
     static let script = """
     (function(){
     var max=100,tbody=document.querySelector('#requests tbody');
-    var generation=document.getElementById('generation').textContent,environment=document.getElementById('environment').textContent;
+    var generation=document.getElementById('generation').textContent;
     document.getElementById('live').textContent='(live)';
     function cell(tr,text,cls){var td=document.createElement('td');td.textContent=text;if(cls)td.className=cls;tr.appendChild(td);}
     function ms(v){return v==null?'':String(v);}
@@ -192,12 +193,12 @@ enum StatusPage {
       list.forEach(function(b){
         var tr=document.createElement('tr');cell(tr,b.account,'account');cell(tr,b.blocked_at);cell(tr,b.until||'until lifted');cell(tr,b.reason);
         var td=document.createElement('td'),f=document.createElement('form'),i=document.createElement('input'),btn=document.createElement('button');
-        f.method='post';f.action='/-/blocks/'+encodeURIComponent(b.account);i.type='hidden';i.name='action';i.value='unblock';btn.textContent='Unblock';
+        f.method='post';f.action='/-/blocks/'+encodeURIComponent(b.account).replace(/[.!'()*]/g,function(c){return '%'+c.charCodeAt(0).toString(16).toUpperCase();});i.type='hidden';i.name='action';i.value='unblock';btn.textContent='Unblock';
         f.appendChild(i);f.appendChild(btn);td.appendChild(f);tr.appendChild(td);t.appendChild(tr);});
     }
     function figures(s){
-      // Another chain (a reload, a switch): its boxes are drawn by the server.
-      if(String(s.chain_generation)!==generation||s.environment!==environment){location.reload();return;}
+      // Another chain (a reload, a switch: each makes a new generation): its boxes are drawn by the server.
+      if(String(s.chain_generation)!==generation){location.reload();return;}
       s.chain.forEach(function(box,i){Object.keys(box.figures).forEach(function(k){
         var dd=document.querySelector('[data-box="'+i+'"] [data-figure="'+k+'"]');if(!dd)return;
         var v=box.figures[k];dd.textContent=v==null?'–':String(v);});});

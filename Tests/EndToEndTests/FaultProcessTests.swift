@@ -85,4 +85,49 @@ struct FaultProcessTests {
             #expect(typo.status == 400 && typo.errorCode == "bad_request")
         }
     }
+
+    @Test("one caller's Veneer-Fault stays that caller's: its answer is not stored, nobody waits on its delay, a delay is bounded, and the header never reaches the upstream even without a fault decorator")
+    func headerFaultStaysWithItsCaller() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await withTestUpstream({ _ in .json(#"{"id":1,"title":"t","body":"b"}"#) }) { (upstream: TestUpstream) async throws in
+            try """
+            environments:
+              development:
+                origin: { upstream: { url: "\(upstream.url)" } }
+                chain:
+                  - cache: { ttl: 1h }
+                  - fault: { allow_header: true }
+              plain:
+                origin: { upstream: { url: "\(upstream.url)" } }
+            """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+            let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+            defer { process.terminate() }
+            let port = try await process.waitUntilReady()
+            for status in [404, 501] {
+                let faulted = try await RawHTTP.request(port: port, "GET", "/posts/\(status)", headers: [("Veneer-Fault", "status=\(status)")])
+                #expect(faulted.status == status && faulted.header("Cache-Control") == "no-store")
+                let next = try await RawHTTP.request(port: port, "GET", "/posts/\(status)")
+                #expect(next.status == 200, "\(status): another caller gets the upstream's answer, not the stored fault")
+            }
+            // A long delay on one request: another request for the same URL does not wait for it.
+            let slow = Task { try await RawHTTP.request(port: port, "GET", "/posts/41", headers: [("Veneer-Fault", "delay=3s")]) }
+            try await Task.sleep(for: .milliseconds(200))
+            let started = ContinuousClock.now
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/41").status == 200)
+            #expect(ContinuousClock.now - started < .seconds(2), "not collapsed onto the delayed request")
+            slow.cancel()
+            let unbounded = try await RawHTTP.request(port: port, "GET", "/posts/42", headers: [("Veneer-Fault", "delay=1d")])
+            #expect(unbounded.status == 400)
+            #expect(!upstream.requests.contains { $0.header("veneer-fault") != nil })
+            process.terminate()
+            _ = await process.wait()
+
+            let plain = try VeneerProcess(["run", "--config", "veneer.yaml", "-e", "plain", "--listen", "127.0.0.1:0"], directory: directory)
+            defer { plain.terminate() }
+            let plainPort = try await plain.waitUntilReady()
+            #expect(try await RawHTTP.request(port: plainPort, "GET", "/posts/1", headers: [("Veneer-Fault", "status=503")]).status == 200)
+            #expect(!upstream.requests.contains { $0.header("veneer-fault") != nil }, "no fault decorator: still not passed on")
+        }
+    }
 }

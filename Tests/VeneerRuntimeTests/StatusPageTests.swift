@@ -15,7 +15,9 @@ struct StatusPageTests {
     @Test("an account becomes one path segment of the unblock form's action")
     func accountSegment() {
         #expect(StatusPage.percentEncoded("a/b?c#d e") == "a%2Fb%3Fc%23d%20e")
-        #expect(StatusPage.percentEncoded("acct-13_x.y~") == "acct-13_x.y~")
+        #expect(StatusPage.percentEncoded("acct-13_x~") == "acct-13_x~")
+        #expect(StatusPage.percentEncoded("..") == "%2E%2E" && StatusPage.percentEncoded("a.b") == "a%2Eb", "a browser would resolve . and .. away")
+        #expect(StatusPage.percentEncoded("é") == "%C3%A9")
     }
 
     @Test("StatusTally counts by name, ignores names it does not have, and lists its figures in order")

@@ -95,6 +95,11 @@ public struct CacheDecorator: ImmediateAnswering {
         if request.method == .get, request.headers.contains(.range), stale?.isComplete != true {
             return try await forward(request, key: key, stale: stale, reason: reason).response
         }
+        // A request that asks for a fault (Veneer-Fault, for a fault decorator inside) goes on
+        // alone: others must not wait for its delay or share its failure.
+        if request.headers.contains(.veneerFault) {
+            return try await forward(request, key: key, stale: stale, reason: reason).response
+        }
         for _ in 0..<3 {
             let (flight, leader) = storage.join(key)
             if leader {

@@ -80,6 +80,8 @@ public struct FaultDecorator: Handler {
         body.writeStaticString("{\"error\":\"fault_injected\",\"message\":\"Veneer's fault decorator answered ")
         body.writeString(String(code))
         body.writeStaticString(" instead of the upstream.\"}\n")
-        return .json(HTTPResponse.Status(code: code), body)
+        // Never stored: a cache outside must not serve one request's fault to the others
+        // (a 404 or a 501 is cacheable by default).
+        return .json(HTTPResponse.Status(code: code), body, headers: [.cacheControl: "no-store"])
     }
 }

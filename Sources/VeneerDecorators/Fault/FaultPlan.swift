@@ -37,7 +37,9 @@ public struct FaultPlan: Sendable, Equatable {
                 guard let code = Int(value), (400...599).contains(code) else { throw Self.malformed(header) }
                 abort = .status(code)
             case "delay":
-                guard let duration = Units.duration(value) else { throw Self.malformed(header) }
+                // Bounded: any local caller may send the header, and a delay holds a request
+                // (and its connection) that long.
+                guard let duration = Units.duration(value), duration <= Self.maxHeaderDelay else { throw Self.malformed(header) }
                 delay = duration
             default:
                 throw Self.malformed(header)
@@ -46,7 +48,10 @@ public struct FaultPlan: Sendable, Equatable {
         if delay == nil, abort == nil { throw Self.malformed(header) }
     }
 
+    /// The longest delay a `Veneer-Fault` header may ask for.
+    public static let maxHeaderDelay = Duration.seconds(60)
+
     static func malformed(_ header: String) -> ProxyError {
-        .badRequest("Veneer-Fault takes status=400..599, delay=DURATION and drop, separated by commas.")
+        .badRequest("Veneer-Fault takes status=400..599, delay=DURATION (at most 60s) and drop, separated by commas.")
     }
 }

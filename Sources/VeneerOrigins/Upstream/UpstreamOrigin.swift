@@ -58,6 +58,9 @@ public struct UpstreamOrigin: CallbackAnswering {
     /// The request as it goes to the upstream.
     func outbound(_ request: ProxyRequest) -> OutboundRequest {
         var headers = request.headers
+        // Veneer's own request header, for a fault decorator: never the upstream's business,
+        // whether or not the chain has a fault decorator to take it off.
+        headers[Self.veneerFault] = nil
         if let client = request.client {
             let address = client.unmapped.description
             if let existing = headers[.xForwardedFor], !existing.isEmpty {
@@ -75,6 +78,8 @@ public struct UpstreamOrigin: CallbackAnswering {
             timeout: options.timeout,
             maxResponseBodySize: maxResponseBodySize)
     }
+
+    static let veneerFault = HTTPField.Name("Veneer-Fault")!
 
     /// Prefix, path and query, built in one string.
     static func target(_ basePath: String, _ request: ProxyRequest) -> String {
