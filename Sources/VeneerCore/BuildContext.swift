@@ -33,6 +33,10 @@ public struct BuildContext: Sendable {
     /// The chain entry being built (set by the chain builder for each factory it calls): the
     /// owner of the state ``entryKey(_:)`` names.
     public var entry: ChainEntryIdentity = .unplaced
+    /// The entries inside the one being built, innermost last (the origin): what its answers
+    /// come from. A cache keeps its entries across a reload or a switch only while what
+    /// fills it is the same.
+    public var inside: [ChainEntryIdentity] = []
 
     /// Creates a context.
     public init(logger: Logger, clock: any VeneerClock, metrics: any MetricsFactory, transports: any TransportProvider,

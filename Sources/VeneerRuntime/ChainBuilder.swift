@@ -23,7 +23,8 @@ public enum ChainBuilder {
         var handler: any Handler
         let base = "environments.\(spec.name)"
         var context = context
-        context.entry = ChainEntryIdentity(name: spec.origin.name, options: spec.origin.optionsIdentity, occurrence: 0)
+        let origin = ChainEntryIdentity(name: spec.origin.name, options: spec.origin.optionsIdentity, occurrence: 0)
+        context.entry = origin
         do {
             handler = try await spec.origin.factory.make(options: spec.origin.options, context: context)
         } catch {
@@ -33,8 +34,11 @@ public enum ChainBuilder {
         var names = [spec.origin.name]
         var problems: [ConfigDiagnostic] = []
         let entries = entryIdentities(spec.chain)
+        var inside = [origin]
         for (decorator, entry) in zip(spec.chain, entries).reversed() {
             context.entry = entry
+            context.inside = inside
+            inside.insert(entry, at: 0)
             do {
                 handler = try await decorator.factory.make(options: decorator.options, inner: handler, context: context)
                 built.append(handler)

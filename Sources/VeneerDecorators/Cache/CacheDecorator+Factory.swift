@@ -15,8 +15,12 @@ extension CacheDecorator {
             if let name = options.store { persistent = try await context.stores.store(named: name) }
             // The same entry (name, options, rank among identical entries) finds the same
             // storage after a reload: the cache stays warm wherever other decorators come and
-            // go. A store that was redefined is a new object: then the storage starts afresh.
-            let storage = context.carried.value(for: context.entryKey(persistent.map { ObjectIdentifier($0 as AnyObject) })) {
+            // go, as long as what fills it is the same: the origin, and the credentials an
+            // auth_refresh inside sends (another upstream or another account, after a reload
+            // or a switch, must not be answered from this one's entries). A store that was
+            // redefined is a new object: then the storage starts afresh.
+            let fills = context.inside.filter { $0.name == "auth_refresh" } + context.inside.suffix(1)
+            let storage = context.carried.value(for: context.entryKey(fills, persistent.map { ObjectIdentifier($0 as AnyObject) })) {
                 CacheStorage(maxEntries: options.maxEntries, maxBytes: options.maxBytes, persistent: persistent, clock: context.clock,
                              metrics: CacheMetrics(label: options.store ?? "memory", factory: context.metrics),
                              logger: context.logger)
