@@ -4,40 +4,59 @@ import VeneerCore
 import VeneerServer
 
 extension AdminAPI {
-    /// `GET /-/events`: the requests kept after `Last-Event-ID` (or `?after=`), then each
-    /// new one as it is answered, one `request` event each (`id:` its sequence). A comment
-    /// line every 15 s keeps idle connections (and proxies between) from timing out.
+    /// How often a stream sends what was answered since it last looked.
+    static let eventBatchInterval = Duration.milliseconds(100)
+    /// After this many quiet batches, a comment line keeps idle connections (and proxies
+    /// between) from timing out: 15 s.
+    static let keepAliveBatches = 150
+
+    /// `GET /-/events`: the requests kept after `Last-Event-ID` (or `?after=`), then what is
+    /// answered, one `request` event each (`id:` its sequence), sent in batches every 100 ms:
+    /// a stream costs the same whatever the request rate, and a request the same whatever
+    /// the streams open. A stream that falls more than 100 requests behind in one batch (the
+    /// feed's size) skips the oldest.
     func stream(path: String, query: String?, headers: HTTPFields) -> AdminStream? {
         guard path == "events", let feed else { return nil }
         let after = headers[.lastEventID].flatMap { Int($0) } ?? AdminRequest(method: .get, rest: "", query: query).parameter("after").flatMap { Int($0) }
-        let (backlog, items) = feed.subscribe(after: after)
+        let watch = feed.watch()
+        let backlog = feed.recent(after: after)
         var first = ByteBuffer(string: "retry: 2000\n\n")
         for item in backlog { Self.writeEvent(item, into: &first) }
-        // Bounded: a loop that falls behind loses the oldest events, it does not hoard them.
-        let chunks = AsyncStream<ByteBuffer>(bufferingPolicy: .bufferingNewest(256)) { continuation in
+        let start = backlog.last?.sequence ?? max(after ?? 0, feed.lastSequence)
+        // Bounded: a loop that falls behind loses the oldest batches, it does not hoard them.
+        let chunks = AsyncStream<ByteBuffer>(bufferingPolicy: .bufferingNewest(64)) { continuation in
             let task = Task {
-                await withTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        for await item in items {
-                            var buffer = ByteBuffer()
-                            Self.writeEvent(item, into: &buffer)
-                            continuation.yield(buffer)
+                var last = start, quiet = 0
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: Self.eventBatchInterval)
+                    let items = feed.recent(after: last)
+                    if let newest = items.last {
+                        var buffer = ByteBuffer()
+                        for item in items {
+                            // Encoded once for every stream open.
+                            var event = item.rendered { item in
+                                var bytes = ByteBuffer()
+                                Self.writeEvent(item, into: &bytes)
+                                return bytes
+                            }
+                            buffer.writeBuffer(&event)
                         }
-                        continuation.finish()
-                    }
-                    group.addTask {
-                        while !Task.isCancelled {
-                            try? await Task.sleep(for: .seconds(15))
-                            if Task.isCancelled { break }
+                        last = newest.sequence
+                        quiet = 0
+                        continuation.yield(buffer)
+                    } else {
+                        quiet += 1
+                        if quiet >= Self.keepAliveBatches {
+                            quiet = 0
                             continuation.yield(ByteBuffer(string: ": keep-alive\n\n"))
                         }
                     }
-                    await group.next()
-                    group.cancelAll()
                 }
+                // The watch ends with the stream.
+                withExtendedLifetime(watch) {}
+                continuation.finish()
             }
-            // The edge stopped reading (the client left, or shutdown): stop feeding, which
-            // ends the subscription.
+            // The edge stopped reading (the client left, or shutdown): stop looking.
             continuation.onTermination = { _ in task.cancel() }
         }
         return AdminStream(head: ProxyResponse(status: .ok, headers: Self.eventStreamHeaders, body: first), chunks: chunks)

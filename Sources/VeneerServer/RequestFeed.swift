@@ -36,6 +36,15 @@ public final class RequestFeed: Sendable {
         public var requestID: String? { headers[.xRequestID] }
         /// What the chain's decorators noted (read when shown).
         public let record: RequestRecord?
+        /// Its rendering for the streams, made by the first that sends it (only while someone
+        /// watches: no allocation per request otherwise).
+        let rendering: Rendering?
+
+        /// What `render` makes of the item; with several streams open, made once for all.
+        public func rendered(_ render: (Item) -> ByteBuffer) -> ByteBuffer {
+            guard let rendering else { return render(self) }
+            return rendering.value { render(self) }
+        }
 
         /// The target without its query (`?…` when there was one).
         public var path: String {
@@ -77,19 +86,31 @@ public final class RequestFeed: Sendable {
         String(format: "%.1f", Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15)
     }
 
+    /// An item's bytes for the streams, made once.
+    final class Rendering: Sendable {
+        private let bytes = Mutex<ByteBuffer?>(nil)
+
+        func value(_ render: () -> ByteBuffer) -> ByteBuffer {
+            bytes.withLock { bytes in
+                if let made = bytes { return made }
+                let made = render()
+                bytes = made
+                return made
+            }
+        }
+    }
+
     private struct State {
         var ring: [Item?]
         var next = 0
         var sequence = 0
-        var subscribers: [Int: AsyncStream<Item>.Continuation] = [:]
-        var nextSubscriber = 0
     }
 
     /// How many it keeps.
     public let capacity: Int
     private let state: Mutex<State>
-    /// Whether anyone streams: checked without the lock by ``add``'s caller's fast path.
-    private let subscriberCount = Atomic<Int>(0)
+    /// How many watches are open: read without a lock by every connection, per request.
+    fileprivate let subscriberCount = Atomic<Int>(0)
 
     /// A feed keeping the last `capacity` requests.
     public init(capacity: Int = 100) {
@@ -101,18 +122,18 @@ public final class RequestFeed: Sendable {
     /// `headers` (for the request id).
     public func add(answered: NIODeadline = .now(), method: HTTPRequest.Method, target: String, status: Int, duration: Duration,
                     headers: ProxyHeaders = ProxyHeaders(), record: RequestRecord?) {
-        let (item, subscribers) = state.withLock { state -> (Item, [AsyncStream<Item>.Continuation]) in
+        state.withLock { state in
             state.sequence += 1
-            let item = Item(sequence: state.sequence, answered: answered, method: method, target: target, status: status, duration: duration,
-                            headers: headers, record: record)
-            state.ring[state.next] = item
+            state.ring[state.next] = Item(sequence: state.sequence, answered: answered, method: method, target: target, status: status,
+                                          duration: duration, headers: headers, record: record,
+                                          rendering: subscriberCount.load(ordering: .relaxed) > 0 ? Rendering() : nil)
             state.next = (state.next + 1) % capacity
-            return (item, state.subscribers.isEmpty ? [] : Array(state.subscribers.values))
         }
-        for subscriber in subscribers { subscriber.yield(item) }
     }
 
-    /// The requests kept, oldest first; only those after `sequence` when given.
+    /// The requests kept, oldest first; only those after `sequence` when given. A stream
+    /// reads what is new this way a few times a second: what a request costs does not grow
+    /// with the streams open, and each stream writes once per batch, not once per request.
     public func recent(after sequence: Int? = nil) -> [Item] {
         state.withLock { state in
             let ordered = (state.ring[state.next...] + state.ring[..<state.next]).compactMap { $0 }
@@ -121,28 +142,23 @@ public final class RequestFeed: Sendable {
         }
     }
 
-    /// The requests kept after `sequence` (all when nil), and every later one as it comes,
-    /// with nothing missed or repeated in between. Ending the stream unsubscribes. A
-    /// subscriber that falls behind loses the oldest of what it has not read (at most
-    /// `capacity` wait).
-    public func subscribe(after sequence: Int?) -> (backlog: [Item], stream: AsyncStream<Item>) {
-        let (stream, continuation) = AsyncStream<Item>.makeStream(bufferingPolicy: .bufferingNewest(capacity))
-        let (backlog, id) = state.withLock { state -> ([Item], Int) in
-            let ordered = (state.ring[state.next...] + state.ring[..<state.next]).compactMap { $0 }
-            let id = state.nextSubscriber
-            state.nextSubscriber += 1
-            state.subscribers[id] = continuation
-            return (sequence.map { after in ordered.filter { $0.sequence > after } } ?? ordered, id)
-        }
+    /// The newest sequence number given (0 before the first request).
+    public var lastSequence: Int { state.withLock { $0.sequence } }
+
+    /// Someone watches the feed (a `/-/events` stream) until the watch is dropped: meanwhile
+    /// requests note every decorator's entry for it (see ``subscribers``).
+    public func watch() -> Watch {
         subscriberCount.add(1, ordering: .relaxed)
-        continuation.onTermination = { [weak self] _ in
-            guard let self else { return }
-            self.state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
-            self.subscriberCount.subtract(1, ordering: .relaxed)
-        }
-        return (backlog, stream)
+        return Watch(feed: self)
     }
 
-    /// How many streams are subscribed.
+    /// A watch of the feed; it ends when it is released.
+    public final class Watch: Sendable {
+        let feed: RequestFeed
+        init(feed: RequestFeed) { self.feed = feed }
+        deinit { feed.subscriberCount.subtract(1, ordering: .relaxed) }
+    }
+
+    /// How many watches are open.
     public var subscribers: Int { subscriberCount.load(ordering: .relaxed) }
 }

@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import Synchronization
 import HTTPTypes
 import Testing
 import VeneerCore
@@ -21,36 +23,32 @@ struct RequestFeedTests {
         #expect(feed.recent(after: 5).isEmpty)
     }
 
-    @Test("a subscriber gets the backlog after its last id and then every new request, nothing missed or repeated; ending the stream unsubscribes")
-    func subscribe() async {
-        let feed = RequestFeed(capacity: 10)
+    @Test("a watch counts while it is held (requests then note every decorator's entry) and ends when released")
+    func watch() {
+        let feed = RequestFeed(capacity: 2)
+        #expect(feed.subscribers == 0 && feed.lastSequence == 0)
+        var watch: RequestFeed.Watch? = feed.watch()
+        #expect(feed.subscribers == 1 && watch != nil)
         add(feed, "/posts/1")
-        add(feed, "/posts/2")
-        let (backlog, stream) = feed.subscribe(after: 1)
-        #expect(backlog.map(\.sequence) == [2])
-        #expect(feed.subscribers == 1)
-        add(feed, "/posts/3")
-        add(feed, "/posts/4")
-        var iterator = stream.makeAsyncIterator()
-        #expect(await iterator.next()?.sequence == 3)
-        #expect(await iterator.next()?.sequence == 4)
-        // The consumer stops (its task is cancelled): the feed forgets it.
-        let task = Task { for await _ in stream {} }
-        task.cancel()
-        await task.value
-        for _ in 0..<100 where feed.subscribers != 0 { try? await Task.sleep(for: .milliseconds(10)) }
+        #expect(feed.lastSequence == 1)
+        watch = nil
         #expect(feed.subscribers == 0)
-        add(feed, "/posts/5")
     }
 
-    @Test("an item's time is the wall clock of its monotonic instant; its request id is read from its answer's headers")
-    func timeAndRequestID() {
-        let feed = RequestFeed(capacity: 2)
-        let before = Date()
-        feed.add(answered: .now(), method: .get, target: "/posts/1", status: 200, duration: .zero, headers: [.xRequestID: "abc-123"], record: nil)
-        let item = feed.recent()[0]
-        #expect(item.requestID == "abc-123")
-        #expect(abs(item.time.timeIntervalSince(before)) < 1)
+    @Test("while watched, an item is rendered once for every stream that sends it")
+    func renderedOnce() {
+        let feed = RequestFeed(capacity: 4)
+        let watch = feed.watch()
+        add(feed, "/posts/1")
+        let renders = Mutex(0)
+        let render = { (item: RequestFeed.Item) -> ByteBuffer in
+            renders.withLock { $0 += 1 }
+            return ByteBuffer(string: item.target)
+        }
+        let first = feed.recent()[0].rendered(render), second = feed.recent()[0].rendered(render)
+        #expect(first == ByteBuffer(string: "/posts/1") && second == first)
+        #expect(renders.withLock { $0 } == 1)
+        withExtendedLifetime(watch) {}
     }
 
     @Test("the page shows a path without its query (a query may carry a secret)")
