@@ -45,37 +45,35 @@ struct StatusPageBrowserTests {
     @Test("an open page stays live (counters polled, requests streamed by server-sent events), and its unblock button lifts a block as the browser submits it")
     func livePageAndUnblockButton() async throws {
         try await StatusPageProcessTests.withInstance { port in
-            let browser = try await HeadlessChromium.launch()
-            defer { browser.stop() }
-            let page = try await browser.page()
-            defer { page.close() }
-            try await page.navigate("http://127.0.0.1:\(port)/-/")
-            try await page.waitUntil("document.getElementById('live').textContent === '(live)'")
-            let hits = "document.querySelector('[data-name=cache] [data-figure=hits]').textContent"
-            #expect(try await page.evaluate(hits) as? String == "0")
+            try await HeadlessChromium.withPage { page in
+                try await page.navigate("http://127.0.0.1:\(port)/-/")
+                try await page.waitUntil("document.getElementById('live').textContent === '(live)'")
+                let hits = "document.querySelector('[data-name=cache] [data-figure=hits]').textContent"
+                #expect(try await page.evaluate(hits) as? String == "0")
 
-            // Requests while the page is open: it is not reloaded.
-            try await page.evaluate("window.marker = 'same page'")
-            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
-            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
-            #expect(try await RawHTTP.request(port: port, "GET", "/posts/3", headers: [("X-Account-Id", StatusPageProcessTests.markupAccount)]).status == 403)
-            try await page.waitUntil("\(hits) === '1'")
-            try await page.waitUntil("document.querySelectorAll('#requests tbody tr').length === 3")
-            #expect(try await page.evaluate("document.querySelector('#requests tbody tr td.path').textContent") as? String == "/posts/3",
-                    "newest first")
-            try await page.waitUntil("document.querySelectorAll('#blocks tbody form').length === 1")
-            #expect(try await page.evaluate("document.querySelector('#blocks td.account').textContent") as? String
-                        == StatusPageProcessTests.markupAccount, "shown as text")
-            #expect(try await page.evaluate("document.querySelectorAll('#blocks img').length") as? Int == 0, "never as markup")
-            #expect(try await page.evaluate("window.marker") as? String == "same page")
+                // Requests while the page is open: it is not reloaded.
+                try await page.evaluate("window.marker = 'same page'")
+                #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+                #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+                #expect(try await RawHTTP.request(port: port, "GET", "/posts/3", headers: [("X-Account-Id", StatusPageProcessTests.markupAccount)]).status == 403)
+                try await page.waitUntil("\(hits) === '1'")
+                try await page.waitUntil("document.querySelectorAll('#requests tbody tr').length === 3")
+                #expect(try await page.evaluate("document.querySelector('#requests tbody tr td.path').textContent") as? String == "/posts/3",
+                        "newest first")
+                try await page.waitUntil("document.querySelectorAll('#blocks tbody form').length === 1")
+                #expect(try await page.evaluate("document.querySelector('#blocks td.account').textContent") as? String
+                            == StatusPageProcessTests.markupAccount, "shown as text")
+                #expect(try await page.evaluate("document.querySelectorAll('#blocks img').length") as? Int == 0, "never as markup")
+                #expect(try await page.evaluate("window.marker") as? String == "same page")
 
-            // The button, clicked: the browser posts the form with its Origin and Sec-Fetch-Site.
-            try await page.evaluate("document.querySelector('#blocks form button').click()")
-            try await page.waitUntil("window.marker === undefined && document.readyState === 'complete' && location.pathname === '/-/'")
-            try await page.waitUntil("document.querySelector('#blocks tr.empty') !== null")
-            let blocks = try await RawHTTP.request(port: port, "GET", "/-/blocks")
-            #expect(blocks.text.trimmingCharacters(in: .whitespacesAndNewlines) == "[]")
-            #expect(try await RawHTTP.request(port: port, "GET", "/posts/3", headers: [("X-Account-Id", "someone")]).status == 200)
+                // The button, clicked: the browser posts the form with its Origin and Sec-Fetch-Site.
+                try await page.evaluate("document.querySelector('#blocks form button').click()")
+                try await page.waitUntil("window.marker === undefined && document.readyState === 'complete' && location.pathname === '/-/'")
+                try await page.waitUntil("document.querySelector('#blocks tr.empty') !== null")
+                let blocks = try await RawHTTP.request(port: port, "GET", "/-/blocks")
+                #expect(blocks.text.trimmingCharacters(in: .whitespacesAndNewlines) == "[]")
+                #expect(try await RawHTTP.request(port: port, "GET", "/posts/3", headers: [("X-Account-Id", "someone")]).status == 200)
+            }
         }
     }
 
@@ -83,39 +81,35 @@ struct StatusPageBrowserTests {
     func crossSiteFormRefused() async throws {
         try await StatusPageProcessTests.withInstance { port in
             #expect(try await RawHTTP.request(port: port, "GET", "/posts/3", headers: [("X-Account-Id", StatusPageProcessTests.markupAccount)]).status == 403)
-            let browser = try await HeadlessChromium.launch()
-            defer { browser.stop() }
-            let page = try await browser.page()
-            defer { page.close() }
-            // A page elsewhere (an opaque data: origin) that posts the unblock form and the switch form on load.
-            let account = StatusPageProcessTests.markupAccount.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-            let attack = """
-            <form id=f method=post action="http://127.0.0.1:\(port)/-/blocks/\(account)"><input type=hidden name=action value=unblock></form>
-            <script>document.getElementById('f').submit()</script>
-            """
-            try await page.call("Page.navigate", ["url": "data:text/html," + attack.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!])
-            try await page.waitUntil("location.href.startsWith('http://127.0.0.1:\(port)/-/blocks/') && document.readyState === 'complete'")
-            #expect((try await page.evaluate("document.body.innerText") as? String)?.contains("cross_site_refused") == true)
-            let blocks = try await RawHTTP.request(port: port, "GET", "/-/blocks")
-            #expect(blocks.text.contains("onerror"), "the block stays")
+            try await HeadlessChromium.withPage { page in
+                // A page elsewhere (an opaque data: origin) that posts the unblock form and the switch form on load.
+                let account = StatusPageProcessTests.markupAccount.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                let attack = """
+                <form id=f method=post action="http://127.0.0.1:\(port)/-/blocks/\(account)"><input type=hidden name=action value=unblock></form>
+                <script>document.getElementById('f').submit()</script>
+                """
+                try await page.call("Page.navigate", ["url": "data:text/html," + attack.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!])
+                try await page.waitUntil("location.href.startsWith('http://127.0.0.1:\(port)/-/blocks/') && document.readyState === 'complete'")
+                #expect((try await page.evaluate("document.body.innerText") as? String)?.contains("cross_site_refused") == true)
+                let blocks = try await RawHTTP.request(port: port, "GET", "/-/blocks")
+                #expect(blocks.text.contains("onerror"), "the block stays")
+            }
         }
     }
 
     @Test("the switcher: choosing staging and pressing Switch serves staging (the page shows its chain), and back")
     func switcher() async throws {
         try await StatusPageProcessTests.withInstance { port in
-            let browser = try await HeadlessChromium.launch()
-            defer { browser.stop() }
-            let page = try await browser.page()
-            defer { page.close() }
-            try await page.navigate("http://127.0.0.1:\(port)/-/")
-            for (target, origin) in [("staging", "mock"), ("development", "upstream")] {
-                try await page.evaluate("document.querySelector('#switch select').value = '\(target)'; document.querySelector('#switch button').click()")
-                try await page.waitUntil("document.readyState === 'complete' && document.getElementById('environment') !== null"
-                                         + " && document.getElementById('environment').textContent === '\(target)'")
-                #expect(try await page.evaluate("document.querySelector('#chain li:last-child').getAttribute('data-name')") as? String == origin)
-                let health = try await RawHTTP.request(port: port, "GET", "/-/health")
-                #expect(health.json?["environment"] as? String == target)
+            try await HeadlessChromium.withPage { page in
+                try await page.navigate("http://127.0.0.1:\(port)/-/")
+                for (target, origin) in [("staging", "mock"), ("development", "upstream")] {
+                    try await page.evaluate("document.querySelector('#switch select').value = '\(target)'; document.querySelector('#switch button').click()")
+                    try await page.waitUntil("document.readyState === 'complete' && document.getElementById('environment') !== null"
+                                             + " && document.getElementById('environment').textContent === '\(target)'")
+                    #expect(try await page.evaluate("document.querySelector('#chain li:last-child').getAttribute('data-name')") as? String == origin)
+                    let health = try await RawHTTP.request(port: port, "GET", "/-/health")
+                    #expect(health.json?["environment"] as? String == target)
+            }
             }
         }
     }

@@ -103,6 +103,15 @@ public final class HeadlessChromium: Sendable {
         }
     }
 
+    /// Runs `body` with the open page of a browser launched for it, then ends the browser.
+    public static func withPage<T>(_ body: (DevToolsPage) async throws -> T) async throws -> T {
+        let browser = try await launch()
+        defer { browser.stop() }
+        let page = try await browser.page()
+        defer { page.close() }
+        return try await body(page)
+    }
+
     /// Ends the browser and removes its profile.
     public func stop() {
         if process.isRunning {
