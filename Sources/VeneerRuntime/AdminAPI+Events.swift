@@ -1,5 +1,6 @@
 import HTTPTypes
 import NIOCore
+import VeneerConfig
 import VeneerCore
 import VeneerServer
 
@@ -17,6 +18,10 @@ extension AdminAPI {
     /// feed's size) skips the oldest.
     func stream(path: String, query: String?, headers: HTTPFields) -> AdminStream? {
         guard path == "events", let feed else { return nil }
+        // Not this instance's environment: ``respond`` answers 409, as for any admin path.
+        if let asked = AdminRequest(method: .get, rest: "", query: query).parameter("environment"), asked != chain.generation.spec.name {
+            return nil
+        }
         let after = headers[.lastEventID].flatMap { Int($0) } ?? AdminRequest(method: .get, rest: "", query: query).parameter("after").flatMap { Int($0) }
         let watch = feed.watch()
         let backlog = feed.recent(after: after)

@@ -320,7 +320,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             assert(exchange == nil, "two requests answered at once")
             var tracing: RequestRecord.Tracing = edge.accessLog?.writesTrace == true ? .log : []
             // While the status page is open, its rows say what each decorator did, trace or not.
-            if let feed = edge.feed, feed.subscribers > 0 { tracing.insert(.watched) }
+            if let feed = edge.feed, feed.watches > 0 { tracing.insert(.watched) }
             let observed = RequestRecord(tracing: tracing)
             exchange = Exchange(work: work, record: observed)
             record = observed

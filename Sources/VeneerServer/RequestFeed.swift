@@ -110,7 +110,7 @@ public final class RequestFeed: Sendable {
     public let capacity: Int
     private let state: Mutex<State>
     /// How many watches are open: read without a lock by every connection, per request.
-    fileprivate let subscriberCount = Atomic<Int>(0)
+    fileprivate let watchCount = Atomic<Int>(0)
 
     /// A feed keeping the last `capacity` requests.
     public init(capacity: Int = 100) {
@@ -126,7 +126,7 @@ public final class RequestFeed: Sendable {
             state.sequence += 1
             state.ring[state.next] = Item(sequence: state.sequence, answered: answered, method: method, target: target, status: status,
                                           duration: duration, headers: headers, record: record,
-                                          rendering: subscriberCount.load(ordering: .relaxed) > 0 ? Rendering() : nil)
+                                          rendering: watchCount.load(ordering: .relaxed) > 0 ? Rendering() : nil)
             state.next = (state.next + 1) % capacity
         }
     }
@@ -146,9 +146,9 @@ public final class RequestFeed: Sendable {
     public var lastSequence: Int { state.withLock { $0.sequence } }
 
     /// Someone watches the feed (a `/-/events` stream) until the watch is dropped: meanwhile
-    /// requests note every decorator's entry for it (see ``subscribers``).
+    /// requests note every decorator's entry for it (see ``watches``).
     public func watch() -> Watch {
-        subscriberCount.add(1, ordering: .relaxed)
+        watchCount.add(1, ordering: .relaxed)
         return Watch(feed: self)
     }
 
@@ -156,9 +156,9 @@ public final class RequestFeed: Sendable {
     public final class Watch: Sendable {
         let feed: RequestFeed
         init(feed: RequestFeed) { self.feed = feed }
-        deinit { feed.subscriberCount.subtract(1, ordering: .relaxed) }
+        deinit { feed.watchCount.subtract(1, ordering: .relaxed) }
     }
 
     /// How many watches are open.
-    public var subscribers: Int { subscriberCount.load(ordering: .relaxed) }
+    public var watches: Int { watchCount.load(ordering: .relaxed) }
 }

@@ -173,6 +173,7 @@ struct StatusPageProcessTests {
         let unwatchedNames = ((unwatched?.first?["entries"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String }
         #expect(unwatchedNames == ["cache", "mock"], "trace off, nobody watching: what the access log needs only")
 
+        #expect(try await RawHTTP.request(port: port, "GET", "/-/events?environment=staging").status == 409, "another environment's instance")
         let stream = try await RawConnection.connect(port: port)
         defer { stream.close() }
         try await stream.send("GET /-/events HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nLast-Event-ID: 1\r\n\r\n")

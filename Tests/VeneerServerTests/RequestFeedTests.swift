@@ -26,13 +26,13 @@ struct RequestFeedTests {
     @Test("a watch counts while it is held (requests then note every decorator's entry) and ends when released")
     func watch() {
         let feed = RequestFeed(capacity: 2)
-        #expect(feed.subscribers == 0 && feed.lastSequence == 0)
+        #expect(feed.watches == 0 && feed.lastSequence == 0)
         var watch: RequestFeed.Watch? = feed.watch()
-        #expect(feed.subscribers == 1 && watch != nil)
+        #expect(feed.watches == 1 && watch != nil)
         add(feed, "/posts/1")
         #expect(feed.lastSequence == 1)
         watch = nil
-        #expect(feed.subscribers == 0)
+        #expect(feed.watches == 0)
     }
 
     @Test("while watched, an item is rendered once for every stream that sends it")
