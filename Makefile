@@ -114,7 +114,7 @@ test-units:
 
 # Installs what `make dist` made: the stripped binary, its debug symbols under
 # $(DEBUGDIR)/.build-id/, the unit (paths rewritten to BINDIR and DOCDIR), the manual page,
-# the completions, the README, the sample posts of the development environment and the example
+# the completions, the README and LICENSE, the sample posts of the development environment and the example
 # configuration (in DOCDIR/examples, and as SYSCONFDIR/veneer/veneer.yaml unless that exists).
 # PREFIX and DESTDIR as usual.
 install: dist
@@ -136,6 +136,7 @@ install-files:
 	install -m 0644 $(DIST)/completions/_veneer $(DESTDIR)$(ZSHCOMPDIR)/_veneer
 	install -m 0644 $(DIST)/completions/veneer.fish $(DESTDIR)$(FISHCOMPDIR)/veneer.fish
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	install -m 0644 LICENSE $(DESTDIR)$(DOCDIR)/LICENSE
 	install -m 0644 config/fixtures/posts.json $(DESTDIR)$(DATADIR)/fixtures/posts.json
 	sed 's|seed: config/fixtures/|seed: $(DATADIR)/fixtures/|' config/veneer.yaml > $(DESTDIR)$(DOCDIR)/examples/veneer.yaml
 	chmod 0644 $(DESTDIR)$(DOCDIR)/examples/veneer.yaml

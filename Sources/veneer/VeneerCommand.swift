@@ -10,7 +10,8 @@ struct VeneerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "veneer",
         abstract: "A local forwarding proxy that puts behaviours (cache, auth refresh, block list, latency log) in front of a REST API.",
-        version: VeneerVersion.text,
+        discussion: "Veneer is free software, licensed under the Apache License, Version 2.0 (\(VeneerVersion.license)): see the LICENSE file, or /usr/share/doc/veneer/copyright where it was installed as a package.",
+        version: VeneerVersion.banner,
         subcommands: [Run.self, Check.self, Chain.self, Decorators.self, Purge.self, Reload.self, Switch.self, Unblock.self, Version.self],
         defaultSubcommand: nil
     )
@@ -79,6 +80,6 @@ struct StandardError: TextOutputStream {
 struct Version: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print the version.")
     func run() {
-        print("veneer \(VeneerVersion.text)")
+        print(VeneerVersion.banner)
     }
 }
