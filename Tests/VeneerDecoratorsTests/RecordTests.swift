@@ -261,4 +261,38 @@ struct RecordTests {
         #expect(contents[1]["_bodyOmitted"] as? Bool == true && (contents[1]["comment"] as? String)?.contains("br-encoded") == true)
         #expect(contents[2]["_bodyOmitted"] as? Bool == true && (contents[2]["comment"] as? String)?.contains("max_body") == true)
     }
+
+    @Test("the file is never opened through a symbolic link: a dangling one at the path is refused and its target never created; rotation moves links, never writes through them")
+    func symbolicLinks() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/out.har"
+        let target = directory + "/elsewhere.txt"
+        try FileManager.default.createSymbolicLink(atPath: file, withDestinationPath: target)
+        let refused = #expect(throws: HARFileError.self) { try HARWriter(path: file, maxFileSize: 1 << 20, keep: 2) }
+        #expect(refused?.description.contains("symbolic link") == true, "\(String(describing: refused))")
+        #expect(!FileManager.default.fileExists(atPath: target), "the link's target was created")
+        try "mine".write(toFile: target, atomically: true, encoding: .utf8)
+        #expect(throws: HARFileError.self) { try HARWriter(path: file, maxFileSize: 1 << 20, keep: 2) }
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "mine")
+        try FileManager.default.removeItem(atPath: file)
+
+        // A link among the rotated names is moved along, and what it points to never written.
+        try FileManager.default.createSymbolicLink(atPath: HARWriter.rotated(file, 1), withDestinationPath: target)
+        let inner = RecordingHandler { _ in .json(.ok, ByteBuffer(string: "\"" + String(repeating: "y", count: 40_000) + "\"")) }
+        let record = try recorder(inner, RecordOptions(file: file, maxFileSize: 64 << 10, keep: 3))
+        for id in 1...6 { _ = try await record.handle(.getPost(id)) }
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "mine")
+        #expect(try entries(file).count >= 1)
+    }
+
+    @Test("a second writer on a file another one holds is refused, not let loose on the same offsets")
+    func oneWriterPerFile() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/out.har"
+        let first = try HARWriter(path: file, maxFileSize: 1 << 20, keep: 2)
+        let refused = #expect(throws: HARFileError.self) { try HARWriter(path: file, maxFileSize: 1 << 20, keep: 2) }
+        #expect(refused?.description.contains("another writer") == true, "\(String(describing: refused))")
+        try first.append(ByteBuffer(string: "{}"))
+        #expect(try entries(file).count == 1)
+    }
 }
