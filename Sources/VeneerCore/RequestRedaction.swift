@@ -76,9 +76,10 @@ public struct RequestRedaction: Sendable {
         return String(repeating: "0", count: 8 - hex.count) + hex
     }
 
-    /// Whether `value` is a marker this type wrote (plain or fingerprinted).
-    public static func isMarker(_ value: some StringProtocol) -> Bool {
-        value.hasPrefix("<redacted") && value.hasSuffix(">")
+    /// Whether `value` holds a marker this type wrote (plain or fingerprinted): a value
+    /// with a part cut (`Bearer <redacted>`) is no value to send again.
+    public static func holdsMarker(_ value: some StringProtocol) -> Bool {
+        value.contains("<redacted")
     }
 
     // MARK: Request data
