@@ -28,11 +28,12 @@ DEBDIR := .build/deb
 
 all: build
 
-# libyaml (pkg-config yaml-0.1) is the one system library Veneer links.
+# libyaml (pkg-config yaml-0.1) and zlib (record reads compressed bodies) are the system
+# libraries Veneer links.
 deps:
-	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists yaml-0.1; then \
-		echo "make: installing libyaml-dev and pkg-config"; \
-		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libyaml-dev pkg-config; \
+	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists yaml-0.1 zlib; then \
+		echo "make: installing libyaml-dev, zlib1g-dev and pkg-config"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libyaml-dev zlib1g-dev pkg-config; \
 	fi
 
 # $(call apt-need,COMMAND:PACKAGE ...) installs through apt the packages whose command is missing.

@@ -142,12 +142,15 @@ struct EdgeSecurityProcessTests {
                 // Programs send neither header; a read navigated to from elsewhere changes nothing.
                 #expect(try await send(port, "/posts", method: "POST", host: host, body: post).status == 201)
                 #expect([200, 201].contains(try await send(port, "/posts/1", host: host, headers: [("Sec-Fetch-Site", "cross-site")]).status))
-                // Veneer's own origins: http://H:PORT for each Host it answers for.
-                for origin in ["http://127.0.0.1:\(port)", "http://localhost:\(port)", "http://[::1]:\(port)"] {
-                    let own = try await send(port, "/posts", method: "POST", host: host,
-                                             headers: [("Origin", origin), ("Sec-Fetch-Site", "same-origin")], body: post)
-                    #expect(own.status == 201, "\(origin)")
+                // Veneer's own origin: the one the request came to, http:// and its Host exactly.
+                for name in ["127.0.0.1", "localhost", "[::1]"] {
+                    let own = try await send(port, "/posts", method: "POST", host: "\(name):\(port)",
+                                             headers: [("Origin", "http://\(name):\(port)"), ("Sec-Fetch-Site", "same-origin")], body: post)
+                    #expect(own.status == 201, "\(name)")
                 }
+                // Another name of the listener is another origin (another program may listen on [::1]).
+                let otherName = try await send(port, "/posts", method: "POST", host: host, headers: [("Origin", "http://localhost:\(port)")], body: post)
+                #expect(otherName.status == 403)
             }
         }
     }
@@ -186,6 +189,32 @@ struct EdgeSecurityProcessTests {
                                            headers: [("Origin", "http://localhost:3001"), ("Access-Control-Request-Method", "PUT")])
                 #expect(other.status == 403 && other.header("Access-Control-Allow-Origin") == nil)
             }
+        }
+    }
+
+    @Test("a port-less allowed_hosts name answers that host on any port, but a page on another port of it is not Veneer's origin: 403, no CORS, no preflight")
+    func portlessAllowedHostOrigin() async throws {
+        let yaml = """
+            environments:
+              development:
+                origin: { mock: { sample: true } }
+                allowed_hosts: [devbox.test]
+            """
+        try await withProcess(yaml: yaml) { (_: VeneerProcess, port: Int) async throws in
+            let host = "devbox.test:\(port)"
+            let read = try await send(port, "/posts/1", host: host, headers: [("Origin", "http://devbox.test:3000")])
+            #expect(read.status == 403 && read.errorCode == "cross_site_refused" && read.header("Access-Control-Allow-Origin") == nil, "\(read.text)")
+            let preflight = try await send(port, "/posts/1", method: "OPTIONS", host: host,
+                                           headers: [("Origin", "http://devbox.test:3000"), ("Access-Control-Request-Method", "DELETE")])
+            #expect(preflight.status == 403 && preflight.header("Access-Control-Allow-Methods") == nil)
+            let delete = try await send(port, "/posts/1", method: "DELETE", host: host, headers: [("Origin", "http://devbox.test:3000")])
+            #expect(delete.status == 403)
+            #expect(try await send(port, "/-/health", host: host, headers: [("Origin", "http://devbox.test:3000")]).status == 403)
+            // Veneer's own page there, and a program, are served; so is any port of the name as a Host.
+            let own = try await send(port, "/posts/1", host: host, headers: [("Origin", "http://devbox.test:\(port)")])
+            #expect(own.status == 200)
+            #expect(try await send(port, "/posts/1", host: "devbox.test:3000").status == 200)
+            #expect(try await send(port, "/posts/1", host: "127.0.0.1:\(port)").status == 200, "the post was not deleted")
         }
     }
 
