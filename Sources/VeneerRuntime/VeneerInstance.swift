@@ -181,6 +181,7 @@ public final class VeneerInstance: Service, Sendable {
             limits: BuildLimits(responseBody: spec.limits.responseBody), carried: carried, health: health,
             stores: StoreRegistry(specs: spec.stores, carried: carried, health: health, logger: configuration.logger, runner: storeRunner))
         context.passedForwardingHeaders = ForwardingHeaders(passing: spec.passForwardingHeaders).passed
+        context.environment = spec.name
         return context
     }
 
@@ -360,10 +361,6 @@ public final class VeneerInstance: Service, Sendable {
             let (spec, warnings) = try Self.onListeners(
                 of: old.spec, try configuration.loadSpec(environment: environment) { names in environmentNames.withLock { $0 = names } },
                 action: target == nil ? "reload" : "a switch")
-            if target != nil, spec.name != old.spec.name {
-                let conflicts = Self.tokenFamilyConflicts(serving: old.spec, target: spec)
-                if !conflicts.isEmpty { throw ConfigError(conflicts) }
-            }
             let carried = old.carried.next()
             let context = context(spec: spec, carried: carried)
             let built: BuiltChain

@@ -21,8 +21,8 @@ extension CacheDecorator {
             // redefined is a new object: then the storage starts afresh.
             let fills = context.inside.filter { $0.name == "auth_refresh" } + context.inside.suffix(1)
             let storage = context.carried.value(for: context.entryKey(fills, persistent.map { ObjectIdentifier($0 as AnyObject) })) {
-                CacheStorage(maxEntries: options.maxEntries, maxBytes: options.maxBytes, persistent: persistent, clock: context.clock,
-                             metrics: CacheMetrics(label: options.store ?? "memory", factory: context.metrics),
+                CacheStorage(maxEntries: options.maxEntries, maxBytes: options.maxBytes, minFree: options.minFree, persistent: persistent,
+                             clock: context.clock, metrics: CacheMetrics(label: options.store ?? "memory", factory: context.metrics),
                              logger: context.logger)
             }
             let resources = context.resources, clock = context.clock
@@ -35,7 +35,7 @@ extension CacheDecorator {
     public static func make(inner: any Handler, options: CacheOptions, clock: any VeneerClock = SystemClock(),
                             store: (any KeyValueStore)? = nil, metrics: any CoreMetrics.MetricsFactory) -> CacheDecorator {
         CacheDecorator(inner: inner, options: options,
-                       storage: CacheStorage(maxEntries: options.maxEntries, maxBytes: options.maxBytes, persistent: store, clock: clock,
+                       storage: CacheStorage(maxEntries: options.maxEntries, maxBytes: options.maxBytes, minFree: options.minFree, persistent: store, clock: clock,
                                              metrics: CacheMetrics(label: "memory", factory: metrics), logger: .init(label: "veneer.cache")))
     }
 
