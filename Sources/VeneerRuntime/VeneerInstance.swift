@@ -211,6 +211,19 @@ public final class VeneerInstance: Service, Sendable {
         let group = ServiceGroup(configuration: groupConfiguration)
         // The file of the environment serving at exit (a switch moves it).
         defer { adminAddress.remove() }
+        do {
+            try await serve(group, spec: spec)
+        } catch {
+            await accessLog?.close()
+            throw error
+        }
+        await accessLog?.close()
+        await releaseAll()
+        logger.info("veneer stopped", metadata: ["environment": .string(servingEnvironment)])
+    }
+
+    /// Runs the service group, adding the services that serve once the first chain is built.
+    private func serve(_ group: ServiceGroup, spec: EnvironmentSpec) async throws {
         // Tasks say whether they are the service group's run (true) or the adding of services.
         try await withThrowingTaskGroup(of: Bool.self) { tasks in
             tasks.addTask {
@@ -243,8 +256,6 @@ public final class VeneerInstance: Service, Sendable {
                 if groupEnded { tasks.cancelAll() }
             }
         }
-        await releaseAll()
-        logger.info("veneer stopped", metadata: ["environment": .string(servingEnvironment)])
     }
 
     /// The first chain, held by the instance from now on.
@@ -532,22 +543,31 @@ struct DrainOnShutdown: Service {
     }
 }
 
-/// Runs the access log's writer; at shutdown, after the listeners (it is started first),
-/// writes what is queued and closes it.
-struct AccessLogService: Service {
+/// Runs the access log's writer until shutdown. ``VeneerInstance/run()`` closes it (writing
+/// what is queued) once every service has ended: the listeners write their last lines while
+/// they drain, and when `drain_timeout` runs out (then every service is cancelled at once, and
+/// the requests cut are logged as their connections close).
+struct AccessLogService: Service, CustomStringConvertible {
     let log: AccessLog?
+    var description: String {
+        switch log?.output {
+        case .file(let path)?: return "the access log writer (\(path))"
+        case .standardOutput?: return "the access log writer (stdout)"
+        case nil: return "the access log (off)"
+        }
+    }
 
     func run() async throws {
         // Runs until shutdown even without a log: a service that returns ends the group.
         log?.start()
         try? await gracefulShutdown()
-        await log?.close()
     }
 }
 
 /// SIGHUP: reload the configuration.
-struct ReloadOnHangup: Service {
+struct ReloadOnHangup: Service, CustomStringConvertible {
     let instance: VeneerInstance
+    var description: String { "SIGHUP: reload the configuration (and reopen the access log)" }
     func run() async throws {
         let signals = await UnixSignalsSequence(trapping: .sighup)
         for await _ in signals.cancelOnGracefulShutdown() {
