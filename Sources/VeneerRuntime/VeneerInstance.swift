@@ -83,7 +83,7 @@ public struct InstanceConfiguration: Sendable {
 /// One running Veneer: its listeners, its active chain, reload and shutdown. A `Service`:
 /// run it in a `ServiceGroup` (the command line does, with SIGTERM/SIGINT as graceful
 /// shutdown signals), and it serves until graceful shutdown, draining in-flight requests.
-public final class VeneerInstance: Service, Sendable {
+public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
     /// What it was started with.
     public let configuration: InstanceConfiguration
     /// Health reports of the components.
@@ -160,7 +160,7 @@ public final class VeneerInstance: Service, Sendable {
         health = HealthBoard()
         transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup, metrics: UpstreamMetrics(factory: factory))
         background = BackgroundRunner(logger: configuration.logger)
-        storeRunner = BackgroundRunner(logger: configuration.logger)
+        storeRunner = BackgroundRunner(logger: configuration.logger, description: "the store connections (postgres), closed after the background loops")
     }
 
     /// The chain, if ``run()`` has built it.
@@ -191,6 +191,10 @@ public final class VeneerInstance: Service, Sendable {
             idleTimeout: spec.idleTimeout, outputBuffer: spec.limits.outputBuffer, pipelineDepth: spec.limits.pipelineDepth,
             connections: spec.limits.connections)
     }
+
+    /// `the Veneer instance serving development (config/veneer.yaml)`: what the service
+    /// group's log lines call it.
+    public var description: String { "the Veneer instance serving \(servingEnvironment) (\(firstSpec.configFile))" }
 
     /// Builds the first chain and listens, until graceful shutdown.
     public func run() async throws {
@@ -517,8 +521,9 @@ actor Readiness {
 }
 
 /// Shuts the HTTP clients down after the listeners have drained.
-struct TransportShutdown: Service {
+struct TransportShutdown: Service, CustomStringConvertible {
     let transports: StandardTransportProvider
+    var description: String { "the HTTP clients to upstreams and token endpoints (shut down after the listeners)" }
     func run() async throws {
         try? await gracefulShutdown()
         await transports.shutdown()
@@ -529,8 +534,9 @@ struct TransportShutdown: Service {
 /// requests still inside the chain (a client that left does not stop its request) before
 /// the background loops, the stores and the HTTP clients close under them. The group's
 /// `drain_timeout` bounds the wait.
-struct DrainOnShutdown: Service {
+struct DrainOnShutdown: Service, CustomStringConvertible {
     let instance: VeneerInstance
+    var description: String { "the wait for requests inside the chain at shutdown (at most drain_timeout)" }
 
     func run() async throws {
         guard (try? await gracefulShutdown()) != nil, let chain = instance.activeChain else { return }
