@@ -153,6 +153,30 @@ struct SwitchProcessTests {
         }
     }
 
+    @Test("curl -d '{\"environment\":...}' (JSON under curl's default form type) switches; the same body posted by a page of another site is refused 403")
+    func switchWithCurl() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try Self.yaml(directory: directory, stagingListen: "127.0.0.1:0").write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        let body = #"{"environment":"staging"}"#
+        let curlType = ("Content-Type", "application/x-www-form-urlencoded")
+        // A web page's form posting the same bytes: what the edge refuses, before the body is read.
+        for page in [[("Origin", "http://evil.example"), ("Sec-Fetch-Site", "cross-site")], [("Sec-Fetch-Site", "cross-site")],
+                     [("Origin", "http://127.0.0.1:\(port)"), ("Sec-Fetch-Site", "same-site")]] {
+            let refused = try await RawHTTP.request(port: port, "POST", "/-/environment", headers: [curlType] + page, body: body)
+            #expect(refused.status == 403 && refused.errorCode == "cross_site_refused", "\(page): \(refused.status)")
+        }
+        #expect(try await RawHTTP.request(port: port, "GET", "/-/health").json?["environment"] as? String == "development")
+        let curl = try await RawHTTP.request(port: port, "POST", "/-/environment", headers: [curlType, ("User-Agent", "curl/8.5.0")], body: body)
+        #expect(curl.status == 200, "\(curl.text)")
+        #expect(curl.json?["status"] as? String == "switched" && curl.json?["environment"] as? String == "staging")
+        process.signal(SIGTERM)
+        #expect(await process.wait() == 0)
+    }
+
     @Test("under systemd (INVOCATION_ID) a switch is refused with what to do instead")
     func refusedUnderSystemd() async throws {
         let directory = try temporaryDirectory()
