@@ -79,7 +79,8 @@ struct BlockListProcessTests {
             let unblock = try await VeneerProcess.run(["unblock", "acct-13", "--config", "veneer.yaml"], directory: ours)
             #expect(unblock.status == 0, "\(unblock.stdout)\(unblock.stderr)")
             #expect(unblock.stdout.contains("unblocked acct-13 (the store)"), "\(unblock.stdout)")
-            #expect(unblock.stderr.contains("serves \(theirs)") || unblock.stderr.contains("not this configuration"), "\(unblock.stderr)")
+            #expect(unblock.stderr.contains("serves environment development of \(theirs)/veneer.yaml, not environment development of \(ours)/veneer.yaml"),
+                    "\(unblock.stderr)")
             // Lifted: a second unblock finds nothing.
             #expect(try await VeneerProcess.run(["unblock", "acct-13", "--config", "veneer.yaml"], directory: ours).status == 1)
         }

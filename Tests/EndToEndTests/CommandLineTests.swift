@@ -92,6 +92,9 @@ struct CommandLineTests {
         }
         let version = try await VeneerProcess.run(["version"])
         #expect(version.status == 0 && version.stdout.hasPrefix("veneer "))
+        // --version says the same, in the same words.
+        let flag = try await VeneerProcess.run(["--version"])
+        #expect(flag.status == 0 && flag.stdout == version.stdout, "\(flag.stdout) vs \(version.stdout)")
     }
 
     @Test("with no configuration anywhere, run serves the built-in development environment; SIGTERM exits 0")
