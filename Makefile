@@ -121,7 +121,8 @@ test-units:
 install: dist
 	@$(MAKE) --no-print-directory install-files
 
-# The installed configuration's development environment reads its sample posts from DATADIR.
+# The installed configuration's development environment reads its sample posts from DATADIR
+# (config/veneer.yaml names them relative to itself, fixtures/posts.json: made absolute here).
 install-files:
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(SYSCONFDIR)/veneer \
 		$(DESTDIR)$(DATADIR)/fixtures $(DESTDIR)$(MANDIR)/man1 \
@@ -139,7 +140,7 @@ install-files:
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
 	install -m 0644 LICENSE $(DESTDIR)$(DOCDIR)/LICENSE
 	install -m 0644 config/fixtures/posts.json $(DESTDIR)$(DATADIR)/fixtures/posts.json
-	sed 's|seed: config/fixtures/|seed: $(DATADIR)/fixtures/|' config/veneer.yaml > $(DESTDIR)$(DOCDIR)/examples/veneer.yaml
+	sed 's|seed: fixtures/|seed: $(DATADIR)/fixtures/|' config/veneer.yaml > $(DESTDIR)$(DOCDIR)/examples/veneer.yaml
 	chmod 0644 $(DESTDIR)$(DOCDIR)/examples/veneer.yaml
 	@if [ ! -e $(DESTDIR)$(SYSCONFDIR)/veneer/veneer.yaml ]; then \
 		install -m 0644 $(DESTDIR)$(DOCDIR)/examples/veneer.yaml $(DESTDIR)$(SYSCONFDIR)/veneer/veneer.yaml; \

@@ -7,10 +7,11 @@ import VeneerTestSupport
 @Suite("Veneer's edge as a real process: Host, Origin, the admin API")
 struct EdgeSecurityProcessTests {
     /// A running `veneer` (in a fresh directory) with `yaml`; stopped when `body` returns.
-    func withProcess<T>(yaml: String, _ body: (VeneerProcess, Int) async throws -> T) async throws -> T {
+    func withProcess<T>(yaml: String, files: [String: String] = [:], _ body: (VeneerProcess, Int) async throws -> T) async throws -> T {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try yaml.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        for (name, text) in files { try text.write(toFile: directory + "/" + name, atomically: true, encoding: .utf8) }
         let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
         defer { process.terminate() }
         let port = try await process.waitUntilReady()
@@ -291,6 +292,54 @@ extension EdgeSecurityProcessTests {
                 let again = try await send(port, "/posts/1", host: host, headers: [("X-Forwarded-Proto", "gopher")])
                 #expect(again.text.contains("gopher://") && again.header("Cache-Status")?.contains("hit") == true)
                 #expect(upstream.count == 2)
+            }
+        }
+    }
+}
+
+extension EdgeSecurityProcessTests {
+    @Test("X-Forwarded-For from a caller is stripped: the upstream sees only the client's address, unless pass_forwarding_headers names it")
+    func forwardedFor() async throws {
+        let spoofed = [("X-Forwarded-For", "5.5.5.5"), ("X-Real-IP", "6.6.6.6"), ("Forwarded", "for=7.7.7.7")]
+        try await withTestUpstream({ _ in .json(#"{"id":1,"title":"t","body":"b"}"#) }) { (upstream: TestUpstream) async throws in
+            // The upstream origin, and replay's misses sent on with on_miss: upstream.
+            let replay = """
+                environments:
+                  development:
+                    origin: { replay: { file: empty.har, on_miss: upstream, upstream: { url: "\(upstream.url)" } } }
+                """
+            for yaml in [upstreamYAML(upstream), replay] {
+                upstream.reset()
+                try await withProcess(yaml: yaml, files: ["empty.har": #"{"log":{"version":"1.2","creator":{"name":"t","version":"1"},"entries":[]}}"#]) {
+                    (_: VeneerProcess, port: Int) async throws in
+                    #expect(try await send(port, "/posts/1", host: "127.0.0.1:\(port)", headers: spoofed).status == 200)
+                    let forwarded = try #require(upstream.requests.first)
+                    #expect(forwarded.header("X-Forwarded-For") == "127.0.0.1", "the leftmost entry is never the caller's")
+                    #expect(forwarded.header("X-Real-IP") == nil && forwarded.header("Forwarded") == nil)
+                }
+            }
+            upstream.reset()
+            try await withProcess(yaml: upstreamYAML(upstream, "    pass_forwarding_headers: [X-Forwarded-For]")) { (_: VeneerProcess, port: Int) async throws in
+                #expect(try await send(port, "/posts/1", host: "127.0.0.1:\(port)", headers: spoofed).status == 200)
+                #expect(upstream.requests.first?.header("X-Forwarded-For") == "5.5.5.5, 127.0.0.1", "a trusted proxy's list, appended to")
+            }
+        }
+    }
+}
+
+extension EdgeSecurityProcessTests {
+    @Test("an integer id is a positive integer as written: 0, 00 and 01 get 400 as the message says, and no path is rewritten")
+    func integerIDs() async throws {
+        try await withTestUpstream({ _ in .json(#"{"id":1,"title":"t","body":"b"}"#) }) { (upstream: TestUpstream) async throws in
+            try await withProcess(yaml: upstreamYAML(upstream)) { (_: VeneerProcess, port: Int) async throws in
+                for id in ["0", "00", "01", "007"] {
+                    let refused = try await send(port, "/posts/\(id)", host: "127.0.0.1:\(port)")
+                    #expect(refused.status == 400, "/posts/\(id)")
+                    #expect(refused.text.contains("expected a positive integer"))
+                }
+                #expect(upstream.requests.isEmpty, "\(upstream.requests.map(\.target))")
+                #expect(try await send(port, "/posts/10", host: "127.0.0.1:\(port)").status == 200)
+                #expect(upstream.requests.map(\.target) == ["/posts/10"])
             }
         }
     }

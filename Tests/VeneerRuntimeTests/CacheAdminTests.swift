@@ -89,7 +89,8 @@ struct CacheAdminTests {
 
     @Test("a path's key prefix: every query of an item, one query of a list; nothing outside the resources")
     func prefixes() {
-        #expect(CacheDecorator.keyPrefix(forPath: "/posts/01", resources: [.posts]) == "I/posts/1 ")
+        #expect(CacheDecorator.keyPrefix(forPath: "/posts/1", resources: [.posts]) == "I/posts/1 ")
+        #expect(CacheDecorator.keyPrefix(forPath: "/posts/01", resources: [.posts]) == nil, "not an id the edge forwards")
         #expect(CacheDecorator.keyPrefix(forPath: "/posts?b=2&a=1", resources: [.posts]) == "L/posts a=1&b=2 ")
         #expect(CacheDecorator.keyPrefix(forPath: "/posts", resources: [.posts]) == "L/posts ")
         #expect(CacheDecorator.keyPrefix(forPath: "/posts/1/x", resources: [.posts]) == nil)

@@ -288,6 +288,9 @@ struct SwitchTests {
         ("environment=", "application/x-www-form-urlencoded", nil),
         ("environment=%zz", "application/x-www-form-urlencoded", nil),
         ("environment=staging", nil, nil),
+        // curl -d '{"environment":"staging"}' sends JSON under curl's default type, the form one.
+        (#"{"environment":"staging"}"#, "application/x-www-form-urlencoded", EnvironmentSwitch.Request(environment: "staging", isForm: false)),
+        (#"{"environment":""}"#, "application/x-www-form-urlencoded", nil),
         (#"{"environment":""}"#, "application/json", nil),
         (#"{"environment":3}"#, "application/json", nil),
     ] as [(String, String?, EnvironmentSwitch.Request?)])

@@ -62,7 +62,7 @@ extension AuthRefreshDecorator {
             }
             return AuthRefreshDecorator(inner: inner, manager: manager, callerAuthorization: options.callerAuthorization)
         },
-        warn: { (options: AuthRefreshOptions, environment: EnvironmentSpec) in options.storeWarnings(environment: environment) }
+        warn: { (options: AuthRefreshOptions, environment: EnvironmentSpec, _) in options.storeWarnings(environment: environment) }
     )
 
     /// A decorator with its own token manager, for code that builds chains by hand.
