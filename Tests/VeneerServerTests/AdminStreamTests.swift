@@ -304,28 +304,33 @@ struct AdminStreamTests {
         }
     }
 
-    @Test("the edge's answer for a stream outside a connection is its head; the stream is stopped")
-    func respondGivesHead() async throws {
+    @Test("a path that streams is dispatched as its stream: the head stamped, a place for streams held until it stops; other paths wait for the admin API")
+    func dispatchedAsStream() async throws {
         let admin = StreamingAdmin()
         let edge = ProxyEdge(chain: FixedChain([AnswersAtOnce()]), admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true)
-        let (response, close) = await edge.respond(method: .get, target: "/-/events", fields: [:], body: .complete(ByteBuffer()),
-                                                   client: ClientAddress("127.0.0.1"))
-        #expect(response.status == .ok && !close)
-        #expect(response.headers[.contentType] == "text/event-stream" && response.headers[.xRequestID] != nil)
-        #expect(String(buffer: response.body) == StreamingAdmin.greeting)
+        switch edge.begin(method: .get, target: "/-/events", fields: [.xRequestID: "req-s"], body: .complete(ByteBuffer()),
+                          client: ClientAddress("127.0.0.1")) {
+        case .streamed(let answer):
+            #expect(answer.head.status == .ok && answer.chunks != nil)
+            #expect(answer.head.headers[.contentType] == "text/event-stream" && answer.head.headers[.xRequestID] == "req-s")
+            #expect(String(buffer: answer.head.body) == StreamingAdmin.greeting)
+            #expect(edge.streams.count == 1 && edge.chain.current.requestsInFlight == 0, "a stream holds a place, and no lease")
+            answer.stop()
+        case .answered:
+            Issue.record("a path that streams was answered")
+        case .waiting:
+            Issue.record("a path that streams waited")
+        }
         try await Self.eventually("the stream was stopped") { admin.ended == 1 }
         #expect(edge.streams.count == 0)
-        let (other, _) = await edge.respond(method: .get, target: "/-/health", fields: [:], body: .complete(ByteBuffer()),
-                                            client: ClientAddress("127.0.0.1"))
-        #expect(String(buffer: other.body) == #"{"path":"health"}"#, "paths that do not stream are answered as before")
+        #expect(String(buffer: await edge.answer("/-/health").body) == #"{"path":"health"}"#, "paths that do not stream are answered as before")
     }
 
     @Test("a stream asked by a client that is not on loopback is refused before the admin API is asked")
     func notLoopback() async throws {
         let admin = StreamingAdmin()
         let edge = ProxyEdge(chain: FixedChain([AnswersAtOnce()]), admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true)
-        let (response, _) = await edge.respond(method: .get, target: "/-/events", fields: [:], body: .complete(ByteBuffer()),
-                                               client: ClientAddress("192.0.2.7"))
+        let response = await edge.answer("/-/events", client: ClientAddress("192.0.2.7"))
         #expect(response.status == .notFound)
         #expect(admin.feed.withLock { $0.opened } == 0)
     }
