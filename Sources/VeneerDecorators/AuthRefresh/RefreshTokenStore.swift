@@ -75,9 +75,9 @@ struct RefreshTokenRecord: Sendable, Equatable {
         guard let value = try? JSONValue.parse(bytes), let token = value["refresh_token"]?.stringValue,
               let origin = value["origin"]?.stringValue else { return nil }
         self.init(refreshToken: token, origin: origin, accessToken: value["access_token"]?.stringValue,
-                  expiresAt: value["expires_at"]?.doubleValue.map(Date.init(timeIntervalSince1970:)),
+                  expiresAt: value["expires_at"]?.doubleValue.flatMap(Date.init(epochSeconds:)),
                   generation: value["generation"]?.intValue ?? 0,
-                  inFlightSince: value["in_flight_since"]?.doubleValue.map(Date.init(timeIntervalSince1970:)))
+                  inFlightSince: value["in_flight_since"]?.doubleValue.flatMap(Date.init(epochSeconds:)))
     }
 
     /// A SHA-256 fingerprint of an initial token: recognises it without storing it twice.
