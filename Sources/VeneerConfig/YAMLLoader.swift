@@ -114,7 +114,9 @@ public enum YAMLLoader {
             case YAML_SEQUENCE_NODE:
                 var items: [ConfigNode] = []
                 var item = node.pointee.data.sequence.items.start
-                while item != node.pointee.data.sequence.items.top {
+                // Past the limit nothing more is read: the document is refused with that one
+                // error, not with one for every node that follows.
+                while item != node.pointee.data.sequence.items.top, nodeCount <= YAMLLoader.maxNodes {
                     if let child = yaml_document_get_node(document, item!.pointee) {
                         items.append(convert(child, depth: depth + 1, path: "\(path)[\(items.count)]"))
                     }
@@ -132,7 +134,9 @@ public enum YAMLLoader {
             var entries: [ConfigNode.Mapping.Entry] = []
             var merged: [ConfigNode.Mapping.Entry] = []
             var pair = node.pointee.data.mapping.pairs.start
-            while pair != node.pointee.data.mapping.pairs.top {
+            // Past the limit nothing more is read (the keys of the rest would read as empty, each
+            // a "duplicate key ''"): the document is refused with that one error.
+            while pair != node.pointee.data.mapping.pairs.top, nodeCount <= YAMLLoader.maxNodes {
                 defer { pair = pair! + 1 }
                 guard let keyNode = yaml_document_get_node(document, pair!.pointee.key),
                       let valueNode = yaml_document_get_node(document, pair!.pointee.value) else { continue }
