@@ -150,6 +150,15 @@ struct ConfigFeatureTests {
         #expect(!found.contains { $0.contains("duplicate key") })
     }
 
+    @Test("a recursive alias is refused with one error, however long its keys (found by fuzzing: an error per node past the depth limit, each with its whole path, took gigabytes)")
+    func recursiveAlias() {
+        let long = String(repeating: "k", count: 1000)  // libyaml takes simple keys up to 1024 characters
+        let yaml = "base: &b { <<: *b, \(long): *b, chain: *b }\nenvironments: {development: {origin: {mock: {}}}}\n"
+        let found = problems(yaml)
+        #expect(found.count == 1, "\(found.count) problems")
+        #expect(found.first?.contains("nesting deeper than 64 levels") == true || found.first?.contains("more than 200000 nodes") == true)
+    }
+
     @Test("top-level keys that start with x- are the file's own: a place for anchors, ignored (as in Compose files)")
     func extensionKeys() throws {
         let yaml = """
