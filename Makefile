@@ -28,11 +28,12 @@ DEBDIR := .build/deb
 
 all: build
 
-# libyaml (pkg-config yaml-0.1) is the one system library Veneer links.
+# libyaml (pkg-config yaml-0.1) and zlib (record reads compressed bodies) are the system
+# libraries Veneer links.
 deps:
-	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists yaml-0.1; then \
-		echo "make: installing libyaml-dev and pkg-config"; \
-		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libyaml-dev pkg-config; \
+	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists yaml-0.1 zlib; then \
+		echo "make: installing libyaml-dev, zlib1g-dev and pkg-config"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libyaml-dev zlib1g-dev pkg-config; \
 	fi
 
 # $(call apt-need,COMMAND:PACKAGE ...) installs through apt the packages whose command is missing.
@@ -114,13 +115,14 @@ test-units:
 
 # Installs what `make dist` made: the stripped binary, its debug symbols under
 # $(DEBUGDIR)/.build-id/, the unit (paths rewritten to BINDIR and DOCDIR), the manual page,
-# the completions, the README, the sample posts of the development environment and the example
+# the completions, the README and LICENSE, the sample posts of the development environment and the example
 # configuration (in DOCDIR/examples, and as SYSCONFDIR/veneer/veneer.yaml unless that exists).
 # PREFIX and DESTDIR as usual.
 install: dist
 	@$(MAKE) --no-print-directory install-files
 
-# The installed configuration's development environment reads its sample posts from DATADIR.
+# The installed configuration's development environment reads its sample posts from DATADIR
+# (config/veneer.yaml names them relative to itself, fixtures/posts.json: made absolute here).
 install-files:
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(SYSCONFDIR)/veneer \
 		$(DESTDIR)$(DATADIR)/fixtures $(DESTDIR)$(MANDIR)/man1 \
@@ -136,8 +138,9 @@ install-files:
 	install -m 0644 $(DIST)/completions/_veneer $(DESTDIR)$(ZSHCOMPDIR)/_veneer
 	install -m 0644 $(DIST)/completions/veneer.fish $(DESTDIR)$(FISHCOMPDIR)/veneer.fish
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	install -m 0644 LICENSE $(DESTDIR)$(DOCDIR)/LICENSE
 	install -m 0644 config/fixtures/posts.json $(DESTDIR)$(DATADIR)/fixtures/posts.json
-	sed 's|seed: config/fixtures/|seed: $(DATADIR)/fixtures/|' config/veneer.yaml > $(DESTDIR)$(DOCDIR)/examples/veneer.yaml
+	sed 's|seed: fixtures/|seed: $(DATADIR)/fixtures/|' config/veneer.yaml > $(DESTDIR)$(DOCDIR)/examples/veneer.yaml
 	chmod 0644 $(DESTDIR)$(DOCDIR)/examples/veneer.yaml
 	@if [ ! -e $(DESTDIR)$(SYSCONFDIR)/veneer/veneer.yaml ]; then \
 		install -m 0644 $(DESTDIR)$(DOCDIR)/examples/veneer.yaml $(DESTDIR)$(SYSCONFDIR)/veneer/veneer.yaml; \

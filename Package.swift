@@ -52,6 +52,12 @@ let package = Package(
             pkgConfig: "yaml-0.1",
             providers: [.apt(["libyaml-dev"])]
         ),
+        // zlib, for `record` to read a gzip- or deflate-encoded body before redacting it.
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
         .target(
             name: "VeneerCore",
             dependencies: [
@@ -112,7 +118,7 @@ let package = Package(
         .target(
             name: "VeneerDecorators",
             dependencies: [
-                "VeneerCore", "VeneerConfig", "VeneerStores",
+                "VeneerCore", "VeneerConfig", "VeneerStores", "CZlib",
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),

@@ -6,7 +6,7 @@
 #
 #   packaging/build-deb.sh STAGED_ROOT OUTPUT_DIR
 #
-# The upstream version is the one `veneer version` prints; the Debian revision is the latest
+# The upstream version is the one `veneer version` prints on its first line; the Debian revision is the latest
 # entry of packaging/debian/changelog, whose upstream part must match the binary's.
 set -euo pipefail
 
@@ -24,7 +24,7 @@ for tool in dpkg-deb dpkg-shlibdeps dpkg-parsechangelog readelf; do
 done
 [[ -x "$root/usr/bin/veneer" ]] || die "$root/usr/bin/veneer is missing: stage the tree with make install first"
 
-upstream="$("$root/usr/bin/veneer" version | awk '{ print $2 }')"
+upstream="$("$root/usr/bin/veneer" version | awk 'NR == 1 { print $2 }')"
 version="$(dpkg-parsechangelog -l "$debian/changelog" -S Version)"
 [[ "${version%-*}" == "$upstream" ]] \
     || die "packaging/debian/changelog's latest entry is $version but the binary is $upstream: add an entry for $upstream-1"
@@ -38,6 +38,9 @@ export SOURCE_DATE_EPOCH="$(dpkg-parsechangelog -l "$debian/changelog" -S Timest
 doc="$root/usr/share/doc/veneer"
 install -d "$doc"
 install -m 0644 "$debian/copyright" "$doc/copyright"
+# Debian states the license in copyright (Apache-2.0, pointing to /usr/share/common-licenses):
+# a second copy of its text in the package is what lintian calls an extra license file.
+rm -f "$doc/LICENSE"
 gzip -9n < "$debian/changelog" > "$doc/changelog.Debian.gz"
 install -D -m 0644 "$debian/lintian-overrides" "$root/usr/share/lintian/overrides/veneer"
 

@@ -25,6 +25,21 @@ public struct ConfigSource: Sendable {
         }
         return ConfigSource(file: path, text: text)
     }
+
+    /// Whether it came from a file (not the built-in configuration, `<built-in>`).
+    public var isFile: Bool { !(file.hasPrefix("<") && file.hasSuffix(">")) }
+
+    /// The folder relative paths in it (`seed`, `rules_file`, log files, `state_dir`) resolve
+    /// against: the file's own, made absolute against `workingDirectory`, as Prometheus and
+    /// Compose do, so that it means the same from any directory and under systemd. The
+    /// built-in configuration, which has no file, uses `workingDirectory`.
+    public func baseDirectory(workingDirectory: String) -> String {
+        guard isFile else { return workingDirectory }
+        let absolute = file.hasPrefix("/") ? file : resolve(path: file, against: workingDirectory)
+        guard let slash = absolute.lastIndex(of: "/") else { return workingDirectory }
+        let folder = String(absolute[..<slash])
+        return URL(fileURLWithPath: folder.isEmpty ? "/" : folder).standardizedFileURL.path
+    }
 }
 
 /// A parsed configuration file: the YAML tree, checked at the top level, with `extends`
@@ -58,7 +73,7 @@ public struct ConfigDocument: Sendable {
             throw ConfigError([ConfigDiagnostic(mark: mark, path: "", message: "the configuration must be a mapping with 'environments'")])
         }
         self.root = root
-        let context = DecodingContext(sink: sink, variables: [:], workingDirectory: "")
+        let context = DecodingContext(sink: sink, variables: [:], baseDirectory: "")
         // Top-level keys that start with `x-` are the file's own (a place for YAML anchors),
         // ignored as Compose files ignore theirs.
         let own = ConfigNode.Mapping(entries: root.entries.filter { !Self.isExtension($0.key.value) }, mark: root.mark)

@@ -1,25 +1,26 @@
 import VeneerCore
 
 /// What every value being decoded shares: the diagnostics, the environment variables
-/// used for `${VAR}`, and the working directory that relative file paths resolve against.
+/// used for `${VAR}`, and the folder that relative file paths resolve against.
 public final class DecodingContext {
     /// Where problems go.
     public let sink: DiagnosticSink
     /// The process environment for interpolation.
     public let variables: [String: String]
-    /// The directory relative file paths are resolved against.
-    public let workingDirectory: String
+    /// The folder relative file paths are resolved against: the configuration file's own
+    /// (see ``ConfigSource/baseDirectory(workingDirectory:)``).
+    public let baseDirectory: String
     /// The named stores that options may refer to (set while an environment is decoded).
     var stores: StoreCatalog?
     /// Every number read (a duration, size, count or percentage), by key path, with its
     /// bounds: what the table of bounds in the README is checked against.
     public internal(set) var numbers: [(path: String, bounds: String)] = []
 
-    /// Creates a context.
-    public init(sink: DiagnosticSink = DiagnosticSink(), variables: [String: String], workingDirectory: String) {
+    /// Creates a context; relative paths resolve against `baseDirectory`.
+    public init(sink: DiagnosticSink = DiagnosticSink(), variables: [String: String], baseDirectory: String) {
         self.sink = sink
         self.variables = variables
-        self.workingDirectory = workingDirectory
+        self.baseDirectory = baseDirectory
     }
 }
 
@@ -127,10 +128,10 @@ public struct ConfigValue {
         return text
     }
 
-    /// A file path, resolved against the working directory when relative.
+    /// A file path, resolved against the configuration file's folder when relative.
     public func filePath() -> String? {
         guard let text = string() else { return nil }
-        return resolve(path: text, against: context.workingDirectory)
+        return resolve(path: text, against: context.baseDirectory)
     }
 
     /// The items of a list.

@@ -44,11 +44,13 @@ extension ConfigMapping {
 extension ConfigDocument {
     /// Decodes environment `name` with `registry`: every problem in it is reported at once.
     ///
-    /// `variables` are used for `${VAR}`; relative file paths resolve against `workingDirectory`.
+    /// `variables` are used for `${VAR}`; relative file paths resolve against the file's
+    /// folder (``ConfigSource/baseDirectory(workingDirectory:)``; `workingDirectory` makes a
+    /// relative file name absolute).
     public func environment(
         _ name: String, registry: Registry, variables: [String: String], workingDirectory: String
     ) throws(ConfigError) -> EnvironmentSpec {
-        let context = DecodingContext(variables: variables, workingDirectory: workingDirectory)
+        let context = DecodingContext(variables: variables, baseDirectory: source.baseDirectory(workingDirectory: workingDirectory))
         context.sink.append(contentsOf: structuralProblems)
         let spec = decodeEnvironment(name, registry: registry, context: context)
         try context.sink.throwIfAny()
@@ -68,30 +70,37 @@ extension ConfigDocument {
         var specs: [EnvironmentSpec] = []
         var numbers: [String: String] = [:]
         for environment in name.map({ [$0] }) ?? environmentNames {
-            let context = DecodingContext(sink: sink, variables: variables, workingDirectory: workingDirectory)
+            let context = DecodingContext(sink: sink, variables: variables, baseDirectory: source.baseDirectory(workingDirectory: workingDirectory))
             let decoded = decodeEnvironment(environment, registry: registry, context: context)
             for (path, bounds) in context.numbers { numbers[path] = bounds }
             guard let spec = decoded else { continue }
             specs.append(spec)
             // What a factory can tell without building (a token store that cannot be written).
             for decorator in spec.chain {
-                for warning in decorator.factory.warnings(options: decorator.options, environment: spec) {
+                for warning in decorator.factory.warnings(options: decorator.options, environment: spec, site: decorator.site) {
                     sink.warning(decorator.mark, "environments.\(spec.name).chain[\(decorator.site.index)].\(decorator.name)", warning)
                 }
             }
         }
         if name == nil {
-            let context = DecodingContext(sink: sink, variables: variables, workingDirectory: workingDirectory)
+            let context = DecodingContext(sink: sink, variables: variables, baseDirectory: source.baseDirectory(workingDirectory: workingDirectory))
             let stateDirectory = decodeStateDirectory(context)
             _ = decodeStores(context, stateDirectory: stateDirectory, only: nil)
         }
         return ConfigCheck(errors: sink.sorted, warnings: DiagnosticSink.fileOrder(sink.warnings), environments: specs, numbers: numbers)
     }
 
+    /// The file's `state_dir` as every environment resolves it (problems with it are left to
+    /// ``check(only:registry:variables:workingDirectory:)``): where an instance of it records
+    /// its admin address, whichever environment it serves.
+    public func stateDirectory(variables: [String: String], workingDirectory: String) -> String {
+        decodeStateDirectory(DecodingContext(variables: variables, baseDirectory: source.baseDirectory(workingDirectory: workingDirectory)))
+    }
+
     func decodeStateDirectory(_ context: DecodingContext) -> String {
         let raw = root["state_dir"].map { ConfigValue(node: $0, path: "state_dir", context: context).string() } ?? nil
         return resolve(path: raw ?? (context.variables["STATE_DIRECTORY"].flatMap { $0.split(separator: ":").first.map(String.init) } ?? ".veneer"),
-                       against: context.workingDirectory)
+                       against: context.baseDirectory)
     }
 
     func decodeStores(_ context: DecodingContext, stateDirectory: String, only: Set<String>?) -> [String: StoreSpec] {

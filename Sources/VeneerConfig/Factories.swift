@@ -48,25 +48,31 @@ public struct DecoratorFactory: Sendable {
     public let summary: String
     /// Its options.
     public let options: [OptionDoc]
+    /// Whether it may answer a request without passing it on (a cache's hit): what stands
+    /// inside it then never sees that request.
+    public let answersWithoutInner: Bool
     let decodeOptions: @Sendable (ConfigMapping, ChainSite) -> (any Sendable)?
     let makeHandler: @Sendable (any Sendable, any Handler, BuildContext) async throws -> any Handler
-    let warnAbout: @Sendable (any Sendable, EnvironmentSpec) -> [String]
+    let warnAbout: @Sendable (any Sendable, EnvironmentSpec, ChainSite) -> [String]
 
     /// Creates a factory from a typed decoder and builder. `warn` finds what `veneer check`
-    /// should warn about without building anything (a folder that cannot be written, ...).
+    /// should warn about without building anything (a folder that cannot be written, an
+    /// entry where it stands in the chain, ...).
     public init<Options: Sendable>(
         name: String,
         summary: String,
         options: [OptionDoc],
+        answersWithoutInner: Bool = false,
         decode: @escaping @Sendable (ConfigMapping, ChainSite) -> Options?,
         make: @escaping @Sendable (Options, any Handler, BuildContext) async throws -> any Handler,
-        warn: @escaping @Sendable (Options, EnvironmentSpec) -> [String] = { _, _ in [] }
+        warn: @escaping @Sendable (Options, EnvironmentSpec, ChainSite) -> [String] = { _, _, _ in [] }
     ) {
         self.name = name
         self.summary = summary
         self.options = options
+        self.answersWithoutInner = answersWithoutInner
         self.decodeOptions = { decode($0, $1) }
-        self.warnAbout = { options, environment in (options as? Options).map { warn($0, environment) } ?? [] }
+        self.warnAbout = { options, environment, site in (options as? Options).map { warn($0, environment, site) } ?? [] }
         self.makeHandler = { options, inner, context in
             guard let typed = options as? Options else {
                 preconditionFailure("\(name): options of type \(type(of: options)) given to a factory for \(Options.self)")
@@ -83,9 +89,10 @@ public struct DecoratorFactory: Sendable {
         try await makeHandler(options, inner, context)
     }
 
-    /// What `veneer check` warns about for these options in `environment` (nothing is built).
-    public func warnings(options: any Sendable, environment: EnvironmentSpec) -> [String] {
-        warnAbout(options, environment)
+    /// What `veneer check` warns about for these options at `site` of `environment`'s chain
+    /// (nothing is built).
+    public func warnings(options: any Sendable, environment: EnvironmentSpec, site: ChainSite) -> [String] {
+        warnAbout(options, environment, site)
     }
 }
 

@@ -67,34 +67,63 @@ public final class AdminRoutes: Sendable {
     /// Answers one admin request.
     public typealias Route = @Sendable (AdminRequest) async -> ProxyResponse
 
-    private let routes = Mutex<[String: Route]>([:])
+    /// One endpoint of a route, as `GET /-/` lists it: its path (`/-/blocks/{account}`), its
+    /// methods, and what each method does.
+    public struct Endpoint: Sendable, Equatable {
+        /// The path, with `{name}` for a part the caller fills in.
+        public let path: String
+        /// The methods it answers (GET also answers HEAD).
+        public let methods: [HTTPRequest.Method]
+        /// What each method does, in a sentence or two.
+        public let summary: String
+
+        /// Creates an endpoint.
+        public init(path: String, methods: [HTTPRequest.Method], summary: String) {
+            self.path = path
+            self.methods = methods
+            self.summary = summary
+        }
+    }
+
+    private struct Registered {
+        var route: Route
+        var endpoints: [Endpoint]
+    }
+
+    private let routes = Mutex<[String: Registered]>([:])
 
     /// No routes.
     public init() {}
 
-    /// Adds a route. When two decorators add the same name, both answer: a GET returns their
-    /// JSON lists joined, anything else the first answer that is not 404.
-    public func register(_ name: String, _ route: @escaping Route) {
+    /// Adds a route, answering `/-/NAME` and `/-/NAME/...`, with the `endpoints` it answers
+    /// (what the index lists). When two decorators add the same name, both answer: a GET
+    /// returns their JSON lists joined, anything else the first answer that is not 404.
+    public func register(_ name: String, endpoints: [Endpoint], _ route: @escaping Route) {
         routes.withLock { routes in
             guard let existing = routes[name] else {
-                routes[name] = route
+                routes[name] = Registered(route: route, endpoints: endpoints)
                 return
             }
-            routes[name] = { request in
-                let first = await existing(request)
+            let first = existing.route
+            let combined: Route = { request in
+                let firstAnswer = await first(request)
                 let second = await route(request)
-                if request.method == .get, case .array(let a)? = try? JSONValue.parse(first.body),
+                if request.method == .get, case .array(let a)? = try? JSONValue.parse(firstAnswer.body),
                    case .array(let b)? = try? JSONValue.parse(second.body) {
                     return .json(.ok, JSONValue.array(a + b).buffer)
                 }
-                return first.status == .notFound ? second : first
+                return firstAnswer.status == .notFound ? second : firstAnswer
             }
+            routes[name] = Registered(route: combined, endpoints: existing.endpoints + endpoints.filter { !existing.endpoints.contains($0) })
         }
     }
 
     /// The route called `name`.
-    public func route(_ name: String) -> Route? { routes.withLock { $0[name] } }
+    public func route(_ name: String) -> Route? { routes.withLock { $0[name]?.route } }
 
     /// The names, sorted.
     public var names: [String] { routes.withLock { $0.keys.sorted() } }
+
+    /// Every endpoint of every route, by name, each once.
+    public var endpoints: [Endpoint] { routes.withLock { routes in routes.keys.sorted().flatMap { routes[$0]!.endpoints } } }
 }

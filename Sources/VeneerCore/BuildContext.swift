@@ -37,6 +37,9 @@ public struct BuildContext: Sendable {
     /// come from. A cache keeps its entries across a reload or a switch only while what
     /// fills it is the same.
     public var inside: [ChainEntryIdentity] = []
+    /// The name of the environment being built ("" for chains built by hand): auth_refresh
+    /// tells an operator's new refresh token from another environment's by it.
+    public var environment = ""
 
     /// Creates a context.
     public init(logger: Logger, clock: any VeneerClock, metrics: any MetricsFactory, transports: any TransportProvider,

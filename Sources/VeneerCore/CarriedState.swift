@@ -13,9 +13,17 @@ public final class CarriedState: Sendable {
         var onCommit: [@Sendable () async -> Void] = []
     }
     private let state = Mutex(State())
+    /// What every carrier of one instance shares, from its first chain on: see ``lasting(for:make:)``.
+    private let lineage: Lineage
 
     /// An empty carrier (the first chain).
-    public init() {}
+    public init() {
+        lineage = Lineage()
+    }
+
+    private init(lineage: Lineage) {
+        self.lineage = lineage
+    }
 
     /// The object kept under `key`, or a new one from `make`.
     public func value<T: Sendable>(for key: CarriedKey, make: () throws -> T) rethrows -> T {
@@ -38,9 +46,29 @@ public final class CarriedState: Sendable {
         }
     }
 
+    /// The one object under `key` for the life of the instance, whatever its chains: the one
+    /// this chain or the one before holds, else one still alive elsewhere (a chain that no
+    /// longer holds it but whose last requests still run: a switch to an environment without
+    /// it and back, while a slow request is inside), else a new one from `make`. For state
+    /// of which two must never exist at once, such as the writer of a file that writes at an
+    /// offset it keeps. The object is held like any other carried state; the instance keeps
+    /// only a weak reference to it, so it goes once nothing uses it.
+    public func lasting<T: AnyObject & Sendable>(for key: CarriedKey, make: () throws -> T) throws -> T {
+        if let existing = existing(for: key) as? T { return existing }
+        let object = try lineage.objects.withLock { objects -> T in
+            if let alive = objects[key]?.object as? T { return alive }
+            let made = try make()
+            objects = objects.filter { $0.value.object != nil }
+            objects[key] = WeakObject(object: made)
+            return made
+        }
+        state.withLock { $0.current[key] = object }
+        return object
+    }
+
     /// A carrier for the next chain: it offers what this one holds.
     public func next() -> CarriedState {
-        let next = CarriedState()
+        let next = CarriedState(lineage: lineage)
         let held = state.withLock { $0.current }
         next.state.withLock { $0.previous = held }
         return next
@@ -80,6 +108,16 @@ public final class CarriedState: Sendable {
 
     /// The keys held by this chain.
     public var keys: [CarriedKey] { state.withLock { Array($0.current.keys) }.sorted { $0.description < $1.description } }
+}
+
+/// The objects of ``CarriedState/lasting(for:make:)``, by key, shared by every carrier of an instance.
+private final class Lineage: Sendable {
+    let objects = Mutex<[CarriedKey: WeakObject]>([:])
+}
+
+/// A reference that does not keep its object alive.
+private struct WeakObject {
+    weak var object: AnyObject?
 }
 
 /// Carried state that holds something to close (a file, a database pool) once no chain uses it.

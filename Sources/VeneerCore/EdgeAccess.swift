@@ -7,9 +7,11 @@ import NIOCore
 ///
 /// Pure and immutable: built from the environment once per chain generation, read by every
 /// request. A listener answers for its own address as written, `localhost`, `127.0.0.1` and
-/// `[::1]` (each with the port it listens on), and for `allowed_hosts`; its own origins are
-/// `http://H:PORT` for each of those. Other origins must be listed in `allowed_origins`,
-/// and never open the admin API.
+/// `[::1]` (each with the port it listens on), and for `allowed_hosts`. Its own origin, for
+/// a request, is the one that request came to: `http://` and its `Host`, host and port
+/// exactly (a port-less `allowed_hosts` name widens the Hosts answered, never the origins:
+/// a page on another port of that host is another origin, often another program). Other
+/// origins must be listed in `allowed_origins`, and never open the admin API.
 public struct EdgeAccess: Sendable, Hashable {
     /// A name of `allowed_hosts`: a host with a port, or any port when none is written.
     public struct HostPattern: Sendable, Hashable, CustomStringConvertible {
@@ -119,7 +121,7 @@ public struct EdgeAccess: Sendable, Hashable {
         guard origins.count == 1, let origin = Self.normalizedOrigin(origins[0]) else {
             return .crossSite("The Origin is not allowed.")
         }
-        let own = isOwn(origin: origin, port: port, admin: admin)
+        let own = isOwn(origin: origin, authority: authority, port: port, admin: admin)
         if admin {
             // allowed_origins never opens the admin API; its own pages change things only same-origin.
             guard own else { return .crossSite("The admin API does not answer other origins.") }
@@ -146,11 +148,16 @@ public struct EdgeAccess: Sendable, Hashable {
         return allowedHosts.contains { $0.host == host && ($0.port == nil || $0.port == hostPort) }
     }
 
-    /// Whether `origin` (normalized) is `http://H:PORT` of a Host this listener accepts.
-    func isOwn(origin: String, port: Int, admin: Bool) -> Bool {
+    /// Whether `origin` (normalized) is the origin the request came to: `http://` and its
+    /// Host `authority` (already accepted), with the port it names (80 when none). Without a
+    /// Host (HTTP/1.0, never a browser): one of the listener's own names with its port.
+    func isOwn(origin: String, authority: String?, port: Int, admin: Bool) -> Bool {
         guard origin.hasPrefix("http://") else { return false }
-        let authority = String(origin.dropFirst("http://".count))
-        return accepts(authority: authority, port: port, admin: admin)
+        guard let authority else {
+            guard let (host, given) = Self.split(authority: String(origin.dropFirst("http://".count))) else { return false }
+            return given == port && ownNames(admin: admin).contains(host)
+        }
+        return Self.normalizedOrigin("http://" + authority) == origin
     }
 
     /// The listener's own names, wildcards left out (`0.0.0.0` is no name to be reached by).

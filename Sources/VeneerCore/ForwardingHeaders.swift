@@ -4,11 +4,13 @@ import HTTPTypes
 /// which a caller must not set: an origin that reflects them (in links, redirects, routing)
 /// would store the caller's word in the shared cache for everyone, since they are not part
 /// of its key. The edge strips them unless `pass_forwarding_headers` names them, and then
-/// the cache keys on them. Veneer sets its own `X-Forwarded-For`.
+/// the cache keys on them. `X-Forwarded-For` is one of them: the upstream origin sets its
+/// own, the client's address, so that its leftmost entry is never a caller's invention
+/// (with `pass_forwarding_headers: [X-Forwarded-For]`, a trusted proxy's list is appended to).
 public struct ForwardingHeaders: Sendable, Hashable {
     /// The headers stripped by default, lower-case.
     public static let stripped: [String] = [
-        "forwarded", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-server",
+        "forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-server",
         "x-forwarded-scheme", "x-forwarded-ssl", "x-original-url", "x-original-host", "x-rewrite-url", "x-real-ip", "x-http-method-override",
         "x-http-method", "x-method-override",
     ]

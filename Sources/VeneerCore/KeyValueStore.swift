@@ -44,6 +44,25 @@ public protocol KeyValueStore: Sendable, CustomStringConvertible {
     /// Runs `body` while holding the lock called `name`: across every process sharing the
     /// store for shared stores, within this process otherwise.
     func withLock<T: Sendable>(_ name: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T
+
+    /// The space left on the file system that holds the store's files, in bytes; nil when
+    /// it keeps nothing on a local disk (memory, a database server).
+    func freeSpace() -> Int?
+    /// Removes the least recently stored or read keys of `namespace` until their values add
+    /// up to `bytes` (or none are left); returns how many it removed.
+    @discardableResult func evict(_ namespace: String, bytes: Int) async throws -> Int
+    /// Gives the file system back what removals freed inside the store (free pages, a
+    /// write-ahead log), as far as it can.
+    func releaseSpace() async
+}
+
+extension KeyValueStore {
+    /// Nothing on a local disk.
+    public func freeSpace() -> Int? { nil }
+    /// Nothing to make room on: removes nothing.
+    public func evict(_ namespace: String, bytes: Int) async throws -> Int { 0 }
+    /// Nothing to give back.
+    public func releaseSpace() async {}
 }
 
 /// A change another process made to a shared store.

@@ -40,14 +40,16 @@ public struct Resource: Hashable, Sendable, CustomStringConvertible {
 
     /// Checks a raw path segment as an id of this resource and returns its canonical form.
     ///
-    /// Integer ids must be ASCII digits that fit an `Int` and are written without leading
-    /// zeros in the canonical form; string ids are 1 to 200 characters of RFC 3986
-    /// "unreserved" characters, and never `.` or `..` (which an upstream would resolve).
+    /// Integer ids are positive integers written as ASCII digits without a leading zero, that
+    /// fit an `Int`: `0`, `00` and `01` are refused, never rewritten (an upstream may read
+    /// `01` as another item than `1`, and the path sent is the one the caller wrote). String
+    /// ids are 1 to 200 characters of RFC 3986 "unreserved" characters, and never `.` or `..`
+    /// (which an upstream would resolve).
     public func canonicalID(_ raw: Substring) -> String? {
         if hasIntegerIDs {
-            guard !raw.isEmpty, raw.utf8.count <= 19, raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-                  let value = Int(raw) else { return nil }
-            return String(value)
+            guard let first = raw.utf8.first, first >= UInt8(ascii: "1"), first <= UInt8(ascii: "9"), raw.utf8.count <= 19,
+                  raw.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), Int(raw) != nil else { return nil }
+            return String(raw)
         }
         guard !raw.isEmpty, raw.utf8.count <= 200, raw != ".", raw != "..",
               raw.utf8.allSatisfy(Resource.isUnreserved) else { return nil }

@@ -104,13 +104,27 @@ public struct HTTP1RequestParser {
         }
     }
 
+    /// The request whose body was being read when the parser stopped (by ``stop()``, or an
+    /// error in the body): its head, and how many bytes of its body had been read. What a
+    /// refusal of that request (a body too slow, 408; a bad chunk, 400) knows of it; nil when
+    /// the parser stopped before a whole head, or has not stopped.
+    public private(set) var interrupted: (head: Head, bodyBytes: Int)?
+
     /// Whether the parser is between requests (nothing of the next one has arrived).
     public var isBetweenRequests: Bool { progress == .none }
 
     /// Stops the parser: it drops what it holds and every byte appended later.
     public mutating func stop() {
+        noteInterrupted()
         state = .stopped
         input = ByteBuffer()
+    }
+
+    private mutating func noteInterrupted() {
+        switch state {
+        case .body(let head, _, let body), .chunked(let head, _, let body): interrupted = (head, body.readableBytes)
+        case .head, .stopped: break
+        }
     }
 
     /// The next event, or nil until more bytes arrive. After an error the parser is stopped.
@@ -130,7 +144,13 @@ public struct HTTP1RequestParser {
             return nil
         case .head:
             guard let head = try readHead() else { return nil }
-            return try begin(head)
+            do {
+                return try begin(head)
+            } catch {
+                // Refused for its framing, or for its body (then noted already, with its bytes).
+                if interrupted == nil { interrupted = (head.0, 0) }
+                throw error
+            }
         case .body(let head, let remaining, var body):
             state = .stopped  // drop the reference so that appending does not copy
             guard input.readableBytes > 0 else {
@@ -145,7 +165,14 @@ public struct HTTP1RequestParser {
             return nil
         case .chunked(let head, var decoder, var body):
             state = .stopped
-            switch try decoder.decode(&input, into: &body, limit: bodyLimit, trailerLimit: maxHeadSize) {
+            let decoded: ChunkedResult
+            do {
+                decoded = try decoder.decode(&input, into: &body, limit: bodyLimit, trailerLimit: maxHeadSize)
+            } catch {
+                interrupted = (head, body.readableBytes)
+                throw error
+            }
+            switch decoded {
             case .needMore:
                 state = .chunked(head, decoder, body)
                 return nil

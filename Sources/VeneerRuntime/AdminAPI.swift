@@ -118,8 +118,10 @@ struct AdminAPI: AdminResponder {
             .object([("path", .string("/-/\(endpoint.name)")), ("methods", .array(endpoint.methods.map { .string($0.rawValue) })),
                      ("summary", .string(endpoint.summary))])
         }
-        for name in chain.generation.adminRoutes.names {
-            listed.append(.object([("path", .string("/-/\(name)")), ("summary", .string("added by a decorator of the active chain"))]))
+        // Those the chain's decorators add, each with its methods and what they do.
+        for endpoint in chain.generation.adminRoutes.endpoints {
+            listed.append(.object([("path", .string(endpoint.path)), ("methods", .array(endpoint.methods.map { .string($0.rawValue) })),
+                                   ("summary", .string(endpoint.summary))]))
         }
         return Self.noStore(.ok, .object([("environment", .string(chain.generation.spec.name)), ("endpoints", .array(listed))]))
     }

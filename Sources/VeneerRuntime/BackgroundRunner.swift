@@ -8,7 +8,7 @@ import VeneerServer
 /// tasks of one service: a loop starts when a chain first takes its object, stops when no
 /// chain holds it any more, and every loop stops at graceful shutdown. It also runs what
 /// waits for a retired chain generation to drain (``whenDrained(_:then:)``).
-final class BackgroundRunner: Service, Sendable {
+final class BackgroundRunner: Service, Sendable, CustomStringConvertible {
     private enum Command: Sendable {
         case start(any CarriedService, Latch)
         case afterDrain(ServingChain, @Sendable () async -> Void)
@@ -20,10 +20,13 @@ final class BackgroundRunner: Service, Sendable {
     private let commands: AsyncStream<Command>
     private let continuation: AsyncStream<Command>.Continuation
     let logger: Logger
+    /// What it runs, in words: what the service group's log lines call it.
+    let description: String
 
-    init(logger: Logger) {
+    init(logger: Logger, description: String = "the background loops of the decorators") {
         (commands, continuation) = AsyncStream.makeStream()
         self.logger = logger
+        self.description = description
     }
 
     /// Starts the loops of the services among `objects` that are not running yet.

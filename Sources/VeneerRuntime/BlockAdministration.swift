@@ -1,9 +1,7 @@
-import AsyncHTTPClient
 import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
-import NIOPosix
 import VeneerConfig
 import VeneerCore
 import VeneerDecorators
@@ -29,37 +27,19 @@ public enum BlockAdministration {
         let lists = spec.chain.compactMap { $0.options as? BlockListOptions }
         guard !lists.isEmpty else { return .noBlockList }
 
-        let admin = AdminAddressFile(stateDirectory: spec.stateDirectory, environment: spec.name).read() ?? spec.adminListen ?? spec.listen
-        let host = admin.host == "0.0.0.0" ? "127.0.0.1" : (admin.host == "::" ? "::1" : admin.host)
-        let address = host.contains(":") ? "[\(host)]:\(admin.port)" : "\(host):\(admin.port)"
-        var configuration = HTTPClient.Configuration()
-        configuration.timeout = .init(connect: .seconds(1), read: .seconds(10))
-        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
-        defer { _ = client.shutdown() }
-        let encoded = account.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(.init(charactersIn: "-._~"))) ?? account
         // Whatever answers there must be the instance of this file and environment (a
         // `make run` dev proxy on the same address is not): else the store is the truth.
-        var elsewhere: String?
-        switch await identity(at: address, client: client) {
-        case (let environment, let path)? where environment == spec.name && path == ConfigIdentity.canonicalPath(spec.configFile):
-            var request = HTTPClientRequest(url: "http://\(address)/-/blocks/\(encoded)")
-            request.method = .DELETE
-            do {
-                let response = try await client.execute(request, timeout: .seconds(10))
-                _ = try? await response.body.collect(upTo: 1 << 16)
-                switch response.status.code {
-                case 200: return .unblocked(via: "the running instance at \(address)")
-                case 404: return .notBlocked
-                default: break  // refused: fall back to the store
-                }
-            } catch {
-                // Gone meanwhile: the store.
+        let located = await InstanceAdmin.locate(spec)
+        if case .found(let address) = located {
+            let encoded = account.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(.init(charactersIn: "-._~"))) ?? account
+            let url = "http://\(address)/-/blocks/\(encoded)?environment=\(InstanceAdmin.queryValue(spec.name))"
+            switch await InstanceAdmin.exchange(.DELETE, url, timeout: .seconds(10))?.status {
+            case 200: return .unblocked(via: "the running instance at \(address)")
+            case 404: return .notBlocked
+            default: break  // refused, or gone meanwhile: the store
             }
-        case (let environment, let path)?:
-            elsewhere = "the Veneer at \(address) serves \(path) (\(environment)), not this configuration"
-            logger.warning("\(elsewhere!); acting on the store")
-        case nil:
-            break  // Nobody (or no Veneer) listens: no instance runs for this environment.
+        } else if case .other = located {
+            logger.warning("\(InstanceAdmin.notFound(located, environment: spec.name, configFile: spec.configFile)); acting on the store")
         }
 
         var lifted = false
@@ -72,25 +52,10 @@ public enum BlockAdministration {
             }
         }
         if memoryOnly {
-            return .notRunning("\(elsewhere ?? "no Veneer answers at \(address)"), and environment \(spec.name) keeps its blocks in memory: "
-                + "they end with its process")
+            return .notRunning("\(InstanceAdmin.notFound(located, environment: spec.name, configFile: spec.configFile)), and environment "
+                + "\(spec.name) keeps its blocks in memory: they end with its process")
         }
         return lifted ? .unblocked(via: "the store") : .notBlocked
-    }
-
-    /// The environment and canonical configuration path of the Veneer answering at
-    /// `address` (its `/-/health`), or nil when none answers.
-    static func identity(at address: String, client: HTTPClient) async -> (environment: String, configPath: String)? {
-        do {
-            let response = try await client.execute(HTTPClientRequest(url: "http://\(address)/-/health"), timeout: .seconds(10))
-            let body = try await response.body.collect(upTo: 1 << 16)
-            guard let health = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any],
-                  let environment = health["environment"] as? String else { return nil }
-            // An instance from before config_path was reported: its word cannot be checked.
-            return (environment, health["config_path"] as? String ?? "(unknown)")
-        } catch {
-            return nil
-        }
     }
 }
 

@@ -51,6 +51,12 @@ enum EnvironmentSwitch {
     }
 
     /// The request in `body`, or nil when it names no environment.
+    ///
+    /// A form body without an `environment` field is read as JSON too: `curl -d
+    /// '{"environment":"x"}'` sends JSON under curl's default type, the form one. That opens
+    /// nothing to a web page: a page can post JSON as `text/plain` (read as JSON already),
+    /// and the edge takes changes to the admin API only from programs (no `Origin`) or from
+    /// the status page itself, whatever the body.
     static func request(body: ByteBuffer, contentType: String?) -> Request? {
         let mediaType = contentType?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
         if mediaType == "application/x-www-form-urlencoded" {
@@ -61,7 +67,6 @@ enum EnvironmentSwitch {
                 guard let value = formDecoded(parts[1]), !value.isEmpty else { return nil }
                 return Request(environment: value, isForm: true)
             }
-            return nil
         }
         guard let value = try? JSONValue.parse(body), let name = value["environment"]?.stringValue, !name.isEmpty else { return nil }
         return Request(environment: name, isForm: false)

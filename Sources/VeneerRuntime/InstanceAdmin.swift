@@ -10,11 +10,78 @@ import VeneerDecorators
 
 /// The command line's way to the running instance of an environment: its admin API, at the
 /// address the instance recorded in `STATE_DIR/run/ENV.admin` (port 0 picks one), else at the
-/// configured one.
+/// configured one. Whatever answers there must say (`/-/health`) that it serves that
+/// environment of that configuration file: `reload`, `purge`, `switch` and `unblock` all find
+/// it through ``locate(configFile:environment:stateDirectory:configured:)`` and never act on
+/// another configuration's instance (a `make run` dev proxy of another checkout on the same port).
 public enum InstanceAdmin {
-    /// `host:port` (IPv6 in brackets) of the admin API of environment `spec`'s instance.
-    public static func address(of spec: EnvironmentSpec) -> String {
-        address(AdminAddressFile(stateDirectory: spec.stateDirectory, environment: spec.name).read() ?? spec.adminListen ?? spec.listen)
+    /// What answers where the instance of an environment should.
+    public enum Located: Sendable, Equatable {
+        /// The instance of that file and environment answers at `address`.
+        case found(address: String)
+        /// Nothing (or nothing that is a Veneer) answers at `address`; `source` says where
+        /// the address came from.
+        case none(address: String, source: String)
+        /// Another Veneer answers at `address`: another environment, or another file's.
+        case other(address: String, source: String, environment: String, configPath: String)
+
+        /// The address asked.
+        public var address: String {
+            switch self {
+            case .found(let address), .none(let address, _), .other(let address, _, _, _): return address
+            }
+        }
+    }
+
+    /// Finds the running instance serving `environment` of `configFile`: at the address it
+    /// recorded under `stateDirectory`, else at `configured` (its `admin.listen` or `listen`),
+    /// checked by what it says of itself (`/-/health`: its environment and canonical
+    /// configuration path). nil `configured`: only a recorded address is asked.
+    public static func locate(configFile: String, environment: String, stateDirectory: String, configured: ListenAddress?) async -> Located {
+        let file = AdminAddressFile(stateDirectory: stateDirectory, environment: environment)
+        let source: String
+        let admin: ListenAddress
+        if let recorded = file.read() {
+            admin = recorded
+            source = "recorded in \(file.path)"
+        } else if let configured {
+            admin = configured
+            source = "environment \(environment)'s configured address; no instance of it recorded one in \(stateDirectory)/run"
+        } else {
+            return .none(address: "(none)", source: "no instance of environment \(environment) recorded its address in \(stateDirectory)/run")
+        }
+        let address = address(admin)
+        guard let health = await exchange(.GET, "http://\(address)/-/health", timeout: .seconds(10)),
+              let serving = health.body?["environment"]?.stringValue else {
+            return .none(address: address, source: source)
+        }
+        // An instance from before config_path was reported: its word cannot be checked.
+        let configPath = health.body?["config_path"]?.stringValue ?? "(unknown)"
+        guard serving == environment, configPath == ConfigIdentity.canonicalPath(configFile) else {
+            return .other(address: address, source: source, environment: serving, configPath: configPath)
+        }
+        return .found(address: address)
+    }
+
+    /// ``locate(configFile:environment:stateDirectory:configured:)`` for environment `spec`.
+    public static func locate(_ spec: EnvironmentSpec) async -> Located {
+        await locate(configFile: spec.configFile, environment: spec.name, stateDirectory: spec.stateDirectory,
+                     configured: spec.adminListen ?? spec.listen)
+    }
+
+    /// Why nothing was done through an instance of `environment` of `configFile`, for a person.
+    public static func notFound(_ located: Located, environment: String, configFile: String) -> String {
+        switch located {
+        case .found(let address):
+            return "the instance of environment \(environment) at \(address) did not answer as expected"
+        case .none(let address, let source) where address == "(none)":
+            return "no Veneer serving environment \(environment) of \(configFile) was found (\(source))"
+        case .none(let address, let source):
+            return "no Veneer answers at \(address) (\(source)): environment \(environment) of \(configFile) does not run there"
+        case .other(let address, let source, let serving, let path):
+            return "the Veneer at \(address) (\(source)) serves environment \(serving) of \(path), "
+                + "not environment \(environment) of \(ConfigIdentity.canonicalPath(configFile))"
+        }
     }
 
     /// `host:port` to ask an admin API listening on `admin` at.
@@ -35,12 +102,16 @@ public enum InstanceAdmin {
         case unavailable(String)
     }
 
-    /// Asks the running instance of `spec`'s environment to reload its configuration, as
-    /// SIGHUP does, and waits for the outcome (a reload under way is waited for first).
+    /// Asks the running instance of `spec`'s environment (``locate(_:)``) to reload its
+    /// configuration, as SIGHUP does, and waits for the outcome (a reload under way is waited
+    /// for first).
     public static func reload(_ spec: EnvironmentSpec) async -> ReloadOutcome {
-        let address = address(of: spec)
+        let located = await locate(spec)
+        guard case .found(let address) = located else {
+            return .unavailable(notFound(located, environment: spec.name, configFile: spec.configFile))
+        }
         guard let (status, body) = await exchange(.POST, "http://\(address)/-/reload?environment=\(queryValue(spec.name))") else {
-            return .unavailable("no Veneer answers at \(address) for environment \(spec.name) (is it running?)")
+            return .unavailable("the Veneer at \(address) stopped answering")
         }
         switch status {
         case 200:
@@ -49,8 +120,9 @@ public enum InstanceAdmin {
             guard case .array(let errors)? = body?["errors"] else { break }
             return .refused(errors: errors.compactMap(\.stringValue))
         case 409:
+            // Switched away between the two requests.
             let serving = body?["environment"]?.stringValue ?? "another environment"
-            return .unavailable("the Veneer at \(address) serves \(serving), not \(spec.name) (a stale \(AdminAddressFile(stateDirectory: spec.stateDirectory, environment: spec.name).path)?)")
+            return .unavailable("the Veneer at \(address) serves \(serving) now, not \(spec.name)")
         default:
             break
         }
@@ -74,12 +146,13 @@ public enum InstanceAdmin {
     }
 
     /// Asks the instance serving environment `serving` to switch to environment `target` of
-    /// its file, and waits for the outcome. `address` is where its admin API listens (see
-    /// ``address(of:)``); the instance is asked to check that it serves `serving`.
+    /// its file, and waits for the outcome. `address` is where its admin API listens, as
+    /// ``locate(configFile:environment:stateDirectory:configured:)`` found it; the instance
+    /// is asked to check that it serves `serving`.
     public static func switchEnvironment(at address: String, serving: String, to target: String) async -> SwitchOutcome {
         let request = JSONValue.object([("environment", .string(target))]).buffer
         guard let (status, body) = await exchange(.POST, "http://\(address)/-/environment?environment=\(queryValue(serving))", json: request) else {
-            return .unavailable("no Veneer answers at \(address) for environment \(serving) (is it running? -e names the environment it serves now)")
+            return .unavailable("the Veneer at \(address) stopped answering")
         }
         let message = body?["message"]?.stringValue
         switch (status, body?["error"]?.stringValue) {
@@ -96,8 +169,9 @@ public enum InstanceAdmin {
         case (409, "managed_by_systemd"):
             return .managedBySystemd(message ?? EnvironmentSwitch.systemdRefusal(target: target))
         case (409, _):
+            // Switched away between the two requests.
             let other = body?["environment"]?.stringValue ?? "another environment"
-            return .unavailable("the Veneer at \(address) serves \(other), not \(serving) (-e names the environment it serves now)")
+            return .unavailable("the Veneer at \(address) serves \(other) now, not \(serving) (-e names the environment it serves now)")
         default:
             break
         }
@@ -111,9 +185,10 @@ public enum InstanceAdmin {
 
     /// One request to an admin API: its status and JSON body, or nil when nobody answers.
     /// Building a chain may wait for stores and files: a reload or a switch can take a while.
-    static func exchange(_ method: HTTPMethod, _ url: String, json: ByteBuffer? = nil) async -> (status: UInt, body: JSONValue?)? {
+    static func exchange(_ method: HTTPMethod, _ url: String, json: ByteBuffer? = nil,
+                         timeout: TimeAmount = .seconds(120)) async -> (status: UInt, body: JSONValue?)? {
         var configuration = HTTPClient.Configuration()
-        configuration.timeout = .init(connect: .seconds(1), read: .seconds(120))
+        configuration.timeout = .init(connect: .seconds(1), read: timeout)
         let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         defer { _ = client.shutdown() }
         var request = HTTPClientRequest(url: url)
@@ -123,7 +198,7 @@ public enum InstanceAdmin {
             request.body = .bytes(json)
         }
         do {
-            let response = try await client.execute(request, timeout: .seconds(120))
+            let response = try await client.execute(request, timeout: timeout)
             return (response.status.code, try? JSONValue.parse(try await response.body.collect(upTo: 1 << 20)))
         } catch {
             return nil
@@ -152,26 +227,18 @@ public enum InstanceAdmin {
     public static func purge(_ spec: EnvironmentSpec, path: String?, logger: Logger) async throws -> PurgeOutcome {
         let caches = spec.chain.compactMap { $0.options as? CacheOptions }
         guard !caches.isEmpty else { return .noCache }
-        let address = address(of: spec)
-        var configuration = HTTPClient.Configuration()
-        configuration.timeout = .init(connect: .seconds(1), read: .seconds(30))
-        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
-        defer { _ = client.shutdown() }
-        let unreserved = CharacterSet.alphanumerics.union(.init(charactersIn: "-._~"))
-        var query = "?environment=" + (spec.name.addingPercentEncoding(withAllowedCharacters: unreserved) ?? spec.name)
-        if let path { query += "&path=" + (path.addingPercentEncoding(withAllowedCharacters: unreserved.union(.init(charactersIn: "/"))) ?? path) }
-        var request = HTTPClientRequest(url: "http://\(address)/-/cache\(query)")
-        request.method = .DELETE
-        do {
-            let response = try await client.execute(request, timeout: .seconds(30))
-            let body = try? JSONValue.parse(try await response.body.collect(upTo: 1 << 20))
-            if response.status.code == 200, let memory = body?["removed_from_memory"]?.intValue, let store = body?["removed_from_store"]?.intValue {
+        let located = await locate(spec)
+        if case .found(let address) = located {
+            let unreserved = CharacterSet.alphanumerics.union(.init(charactersIn: "-._~"))
+            var query = "?environment=" + (spec.name.addingPercentEncoding(withAllowedCharacters: unreserved) ?? spec.name)
+            if let path { query += "&path=" + (path.addingPercentEncoding(withAllowedCharacters: unreserved.union(.init(charactersIn: "/"))) ?? path) }
+            if let (status, body) = await exchange(.DELETE, "http://\(address)/-/cache\(query)", timeout: .seconds(30)), status == 200,
+               let memory = body?["removed_from_memory"]?.intValue, let store = body?["removed_from_store"]?.intValue {
                 return .purged(max(memory, store), via: "the running instance at \(address)")
             }
-            // Something else answers there (another environment's instance says 409): fall
-            // back to the stores.
-        } catch {
-            // Nobody listens: no instance runs for this environment.
+            // Gone (or switched away) meanwhile: the stores.
+        } else if case .other = located {
+            logger.warning("\(notFound(located, environment: spec.name, configFile: spec.configFile)); purging in the store instead")
         }
 
         let prefix = path.flatMap { CacheDecorator.keyPrefix(forPath: $0, resources: spec.resources) } ?? ""
@@ -185,7 +252,8 @@ public enum InstanceAdmin {
             }
         }
         guard persistent else {
-            return .nothingToPurge("no Veneer answers at \(address), and environment \(spec.name) keeps its cache in memory: it ended with the process")
+            return .nothingToPurge("\(notFound(located, environment: spec.name, configFile: spec.configFile)), and environment \(spec.name) "
+                + "keeps its cache in memory: it ended with its process")
         }
         return .purged(removed, via: "the store")
     }

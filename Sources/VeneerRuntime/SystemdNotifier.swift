@@ -76,10 +76,16 @@ public struct SystemdNotifier: Sendable {
 
 /// Pings the watchdog at half of `WATCHDOG_USEC`, but only after every event loop has
 /// run a probe task: a stalled loop stops the pings and systemd restarts the service.
-struct WatchdogService: Service {
+struct WatchdogService: Service, CustomStringConvertible {
     let notifier: SystemdNotifier
     let eventLoopGroup: any EventLoopGroup
     let logger: Logger
+
+    /// What the service group's log lines call it (not a dump of its fields).
+    var description: String {
+        guard let interval = notifier.watchdogInterval else { return "systemd watchdog (off: no WATCHDOG_USEC)" }
+        return "systemd watchdog (a ping every \(interval / 2) once every event loop answers)"
+    }
 
     func run() async throws {
         guard let interval = notifier.watchdogInterval else {
@@ -124,8 +130,9 @@ struct WatchdogService: Service {
 
 /// Sends `STOPPING=1` as soon as graceful shutdown starts (it is the last service, so the
 /// first to hear of it).
-struct StoppingNotice: Service {
+struct StoppingNotice: Service, CustomStringConvertible {
     let notifier: SystemdNotifier
+    var description: String { "systemd STOPPING=1 notice at shutdown" }
     func run() async throws {
         try? await gracefulShutdown()
         notifier.stopping()

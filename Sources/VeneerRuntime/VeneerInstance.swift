@@ -83,7 +83,7 @@ public struct InstanceConfiguration: Sendable {
 /// One running Veneer: its listeners, its active chain, reload and shutdown. A `Service`:
 /// run it in a `ServiceGroup` (the command line does, with SIGTERM/SIGINT as graceful
 /// shutdown signals), and it serves until graceful shutdown, draining in-flight requests.
-public final class VeneerInstance: Service, Sendable {
+public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
     /// What it was started with.
     public let configuration: InstanceConfiguration
     /// Health reports of the components.
@@ -160,7 +160,7 @@ public final class VeneerInstance: Service, Sendable {
         health = HealthBoard()
         transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup, metrics: UpstreamMetrics(factory: factory))
         background = BackgroundRunner(logger: configuration.logger)
-        storeRunner = BackgroundRunner(logger: configuration.logger)
+        storeRunner = BackgroundRunner(logger: configuration.logger, description: "the store connections (postgres), closed after the background loops")
     }
 
     /// The chain, if ``run()`` has built it.
@@ -181,6 +181,7 @@ public final class VeneerInstance: Service, Sendable {
             limits: BuildLimits(responseBody: spec.limits.responseBody), carried: carried, health: health,
             stores: StoreRegistry(specs: spec.stores, carried: carried, health: health, logger: configuration.logger, runner: storeRunner))
         context.passedForwardingHeaders = ForwardingHeaders(passing: spec.passForwardingHeaders).passed
+        context.environment = spec.name
         return context
     }
 
@@ -191,6 +192,10 @@ public final class VeneerInstance: Service, Sendable {
             idleTimeout: spec.idleTimeout, outputBuffer: spec.limits.outputBuffer, pipelineDepth: spec.limits.pipelineDepth,
             connections: spec.limits.connections)
     }
+
+    /// `the Veneer instance serving development (config/veneer.yaml)`: what the service
+    /// group's log lines call it.
+    public var description: String { "the Veneer instance serving \(servingEnvironment) (\(firstSpec.configFile))" }
 
     /// Builds the first chain and listens, until graceful shutdown.
     public func run() async throws {
@@ -211,6 +216,19 @@ public final class VeneerInstance: Service, Sendable {
         let group = ServiceGroup(configuration: groupConfiguration)
         // The file of the environment serving at exit (a switch moves it).
         defer { adminAddress.remove() }
+        do {
+            try await serve(group, spec: spec)
+        } catch {
+            await accessLog?.close()
+            throw error
+        }
+        await accessLog?.close()
+        await releaseAll()
+        logger.info("veneer stopped", metadata: ["environment": .string(servingEnvironment)])
+    }
+
+    /// Runs the service group, adding the services that serve once the first chain is built.
+    private func serve(_ group: ServiceGroup, spec: EnvironmentSpec) async throws {
         // Tasks say whether they are the service group's run (true) or the adding of services.
         try await withThrowingTaskGroup(of: Bool.self) { tasks in
             tasks.addTask {
@@ -243,8 +261,6 @@ public final class VeneerInstance: Service, Sendable {
                 if groupEnded { tasks.cancelAll() }
             }
         }
-        await releaseAll()
-        logger.info("veneer stopped", metadata: ["environment": .string(servingEnvironment)])
     }
 
     /// The first chain, held by the instance from now on.
@@ -360,10 +376,6 @@ public final class VeneerInstance: Service, Sendable {
             let (spec, warnings) = try Self.onListeners(
                 of: old.spec, try configuration.loadSpec(environment: environment) { names in environmentNames.withLock { $0 = names } },
                 action: target == nil ? "reload" : "a switch")
-            if target != nil, spec.name != old.spec.name {
-                let conflicts = Self.tokenFamilyConflicts(serving: old.spec, target: spec)
-                if !conflicts.isEmpty { throw ConfigError(conflicts) }
-            }
             let carried = old.carried.next()
             let context = context(spec: spec, carried: carried)
             let built: BuiltChain
@@ -506,8 +518,9 @@ actor Readiness {
 }
 
 /// Shuts the HTTP clients down after the listeners have drained.
-struct TransportShutdown: Service {
+struct TransportShutdown: Service, CustomStringConvertible {
     let transports: StandardTransportProvider
+    var description: String { "the HTTP clients to upstreams and token endpoints (shut down after the listeners)" }
     func run() async throws {
         try? await gracefulShutdown()
         await transports.shutdown()
@@ -518,8 +531,9 @@ struct TransportShutdown: Service {
 /// requests still inside the chain (a client that left does not stop its request) before
 /// the background loops, the stores and the HTTP clients close under them. The group's
 /// `drain_timeout` bounds the wait.
-struct DrainOnShutdown: Service {
+struct DrainOnShutdown: Service, CustomStringConvertible {
     let instance: VeneerInstance
+    var description: String { "the wait for requests inside the chain at shutdown (at most drain_timeout)" }
 
     func run() async throws {
         guard (try? await gracefulShutdown()) != nil, let chain = instance.activeChain else { return }
@@ -532,22 +546,31 @@ struct DrainOnShutdown: Service {
     }
 }
 
-/// Runs the access log's writer; at shutdown, after the listeners (it is started first),
-/// writes what is queued and closes it.
-struct AccessLogService: Service {
+/// Runs the access log's writer until shutdown. ``VeneerInstance/run()`` closes it (writing
+/// what is queued) once every service has ended: the listeners write their last lines while
+/// they drain, and when `drain_timeout` runs out (then every service is cancelled at once, and
+/// the requests cut are logged as their connections close).
+struct AccessLogService: Service, CustomStringConvertible {
     let log: AccessLog?
+    var description: String {
+        switch log?.output {
+        case .file(let path)?: return "the access log writer (\(path))"
+        case .standardOutput?: return "the access log writer (stdout)"
+        case nil: return "the access log (off)"
+        }
+    }
 
     func run() async throws {
         // Runs until shutdown even without a log: a service that returns ends the group.
         log?.start()
         try? await gracefulShutdown()
-        await log?.close()
     }
 }
 
 /// SIGHUP: reload the configuration.
-struct ReloadOnHangup: Service {
+struct ReloadOnHangup: Service, CustomStringConvertible {
     let instance: VeneerInstance
+    var description: String { "SIGHUP: reload the configuration (and reopen the access log)" }
     func run() async throws {
         let signals = await UnixSignalsSequence(trapping: .sighup)
         for await _ in signals.cancelOnGracefulShutdown() {

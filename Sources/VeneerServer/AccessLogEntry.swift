@@ -98,7 +98,7 @@ public struct AccessLogEntry: Sendable {
             JSONText.writeQuoted(route, into: &buffer)
         }
         if let target {
-            let path = target.utf8.firstIndex(of: UInt8(ascii: "?")).map { String(target[..<$0]) } ?? target
+            let path = String(RequestRedaction.pathWithoutQuery(target))
             buffer.writeStaticString(",\"url.path\":")
             JSONText.writeQuoted(Self.trimmed(path, to: Self.maxPath), into: &buffer)
         }

@@ -71,10 +71,12 @@ public struct ListenError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Runs a listener; an error before it is bound becomes a ``ListenError`` naming the address.
-struct NamedListener: Service {
+struct NamedListener: Service, CustomStringConvertible {
     let server: any Service
     let address: String
     let bound: BoundFlag
+
+    var description: String { "the listener on \(address)" }
 
     func run() async throws {
         do {

@@ -39,10 +39,11 @@ struct ProxyConnection: ServerChildChannel {
         await withTaskCancellationHandler {
             try? await value.channel.closeFuture.get()
         } onCancel: {
-            // Answers waiting for the end of the loop's batch (TickFlusher) go out first.
+            // Graceful shutdown's wait is over (drain_timeout): the handler answers a request
+            // the chain still holds with a 503, logs what it cuts, flushes what waits for the
+            // end of the loop's batch (TickFlusher) and closes.
             value.channel.eventLoop.execute {
-                value.channel.flush()
-                value.channel.close(promise: nil)
+                value.channel.pipeline.fireUserInboundEventTriggered(ProxyRequestHandler.DrainEnded())
             }
         }
     }

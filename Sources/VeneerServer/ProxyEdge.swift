@@ -44,8 +44,26 @@ public struct ProxyEdge: Sendable {
         streams = AdminStreamSlots()
     }
 
+    /// The request's id: its `X-Request-Id` when that is reasonable, else a new one.
+    @inline(__always)
+    static func requestID(_ fields: HTTPFields) -> String {
+        if let given = fields[.xRequestID], RequestID.isAcceptable(given) { return given }
+        return RequestID.generate()
+    }
+
     /// The body limit of the chain serving new requests.
     var requestBodyLimit: Int { chain.current.requestBodyLimit }
+
+    /// The route template `target` names (`/posts/{id}`, `/-/` for the admin API), as
+    /// ``begin(method:target:fields:body:client:authority:localPort:record:)`` notes it; nil
+    /// for a path that names none. For a request refused before it reached the edge.
+    func routeTemplate(_ target: String) -> String? {
+        switch RequestTarget.parse(target, resources: adminOnly ? [] : chain.current.resources) {
+        case .admin: return "/-/"
+        case .route(let route, _): return route.template
+        case .badID, .badQuery, .notFound: return nil
+        }
+    }
 
     /// Answers one request; never throws (failures become JSON error responses). Every
     /// answer carries the request id: the client's `X-Request-Id`, or a generated one. A
@@ -119,16 +137,13 @@ public struct ProxyEdge: Sendable {
     /// the Origin, the path, method and body, and the chain's answer if it has one at once. A
     /// connection handler answers what comes back `.answered` without starting a task.
     /// `authority` is the request's Host (nil without one), `localPort` the port it came to. A
-    /// connection that observes its requests passes their `record` (the route is noted in it).
+    /// connection that observes its requests passes their `record` (the route is noted in it)
+    /// and their `requestID` (``requestID(_:)``), which its own lines about them then share.
     @inline(__always)
     func begin(method: HTTPRequest.Method, target rawTarget: String, fields: HTTPFields, body: IncomingBody,
-               client: ClientAddress?, authority: String? = nil, localPort: Int? = nil, record: RequestRecord? = nil) -> Start {
-        let requestID: String
-        if let given = fields[.xRequestID], RequestID.isAcceptable(given) {
-            requestID = given
-        } else {
-            requestID = RequestID.generate()
-        }
+               client: ClientAddress?, authority: String? = nil, localPort: Int? = nil, record: RequestRecord? = nil,
+               requestID given: String? = nil) -> Start {
+        let requestID = given ?? Self.requestID(fields)
         // The request stays on the generation it entered, even if a reload swaps the chain.
         let lease = chain.lease()
         let generation = lease.chain

@@ -56,7 +56,15 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     struct Exchange {
         let work: Work
         let record: RequestRecord
+        /// The id the edge gave it (nil for a request the edge never had).
+        var requestID: String?
+        /// For a request refused while its body arrived: the bytes of the body read by then.
+        var bodyBytesRead: Int?
     }
+
+    /// Sent by ``ProxyConnection`` when graceful shutdown's wait is over (`drain_timeout`):
+    /// the connection ends now, a request the chain still holds answered 503.
+    struct DrainEnded {}
 
     typealias Machine = ServerConnectionStateMachine<Work>
 
@@ -168,6 +176,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             perform(machine.quiesce(now: .now()), context: context)
         case ChannelEvent.inputClosed:
             perform(machine.inputClosed(now: .now()), context: context)
+        case is DrainEnded:
+            cut(context: context)
         default:
             context.fireUserInboundEventTriggered(event)
         }
@@ -290,9 +300,18 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 case .malformed(let reason): ProxyError.badRequest(reason)
                 case .timedOut: ProxyError(.requestTimeout, "The request did not arrive in time.")
                 }
-                let response = ProxyEdge.stamped(error.response, RequestID.generate())
-                let bytes = write(response, method: .get, close: true, context: context)
-                observe(nil, response, bytesOut: bytes)
+                // A request refused once its head was read whole (its body too slow, a bad
+                // chunk) is logged with its method, route and path, as any other.
+                let refused = parser.interrupted.map { interrupted in
+                    Exchange(work: Work(head: interrupted.head, body: .complete(ByteBuffer()), received: .now()),
+                             record: RequestRecord(), bodyBytesRead: interrupted.bodyBytes)
+                }
+                if let refused, let route = edge.routeTemplate(refused.work.head.target) { refused.record.noteRoute(route) }
+                let requestID = refused.map { ProxyEdge.requestID($0.work.head.fields) } ?? RequestID.generate()
+                let response = ProxyEdge.stamped(error.response, requestID)
+                let bytes = write(response, method: refused?.work.head.method ?? .get, close: true, context: context)
+                // Never counted in flight: the edge never had it.
+                observe(refused, response, bytesOut: bytes, gauge: false)
                 action = .none
             case .end:
                 sendLast(context.channel.allocator.buffer(capacity: 0), context: context)
@@ -316,18 +335,21 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// Hands one request to the edge; what next if it was answered at once.
     private func start(_ work: Work, context: ChannelHandlerContext) -> Machine.Action {
         var record: RequestRecord?
+        var requestID: String?
         if edge.accessLog != nil || edge.metrics != nil || edge.feed != nil {
             assert(exchange == nil, "two requests answered at once")
             var tracing: RequestRecord.Tracing = edge.accessLog?.writesTrace == true ? .log : []
             // While the status page is open, its rows say what each decorator did, trace or not.
             if let feed = edge.feed, feed.watches > 0 { tracing.insert(.watched) }
             let observed = RequestRecord(tracing: tracing)
-            exchange = Exchange(work: work, record: observed)
+            // Known here too: a request cut at shutdown is logged by the id the chain knows it by.
+            requestID = ProxyEdge.requestID(work.head.fields)
+            exchange = Exchange(work: work, record: observed, requestID: requestID)
             record = observed
             edge.metrics?.started()
         }
         switch edge.begin(method: work.head.method, target: work.head.target, fields: work.head.fields, body: work.body, client: client,
-                          authority: work.head.authority, localPort: localPort, record: record) {
+                          authority: work.head.authority, localPort: localPort, record: record, requestID: requestID) {
         case .answered(let response, let refused):
             // Refused by the edge or answered at once by the chain: no task needed.
             return written(response, method: work.head.method, closeConnection: refused, context: context)
@@ -377,7 +399,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             return machine.answerWritten(now: now)
         case .discard:
             answer.stop()
-            observe(exchange, answer.head, bytesOut: 0, now: now)
+            if let exchange { observe(exchange, answer.head, bytesOut: 0, now: now) }
             return .none
         }
     }
@@ -472,8 +494,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             observe(exchange, response, bytesOut: bytes, now: now)
             return machine.answerWritten(now: now)
         case .discard:
-            // The client left: logged with nothing sent.
-            observe(exchange, response, bytesOut: 0, now: now)
+            // The client left: logged with nothing sent. (None when it was logged already: cut at shutdown.)
+            if let exchange { observe(exchange, response, bytesOut: 0, now: now) }
             return .none
         }
     }
@@ -510,7 +532,9 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             entry.route = route
             entry.target = head.target
             entry.protocolVersion = head.minorVersion == 0 ? "1.0" : "1.1"
-            if case .complete(let body) = exchange.work.body {
+            if let read = exchange.bodyBytesRead {
+                entry.bytesIn = head.size + read
+            } else if case .complete(let body) = exchange.work.body {
                 entry.bytesIn = head.size + body.readableBytes
             } else {
                 entry.bytesIn = head.size
@@ -566,6 +590,63 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 }
             }
         }
+    }
+
+    // MARK: Shutdown's end
+
+    /// Graceful shutdown's wait is over: a request whose answer has not begun gets 503
+    /// `shutting_down` (logged, in the daemon log and the access log), the requests read behind
+    /// it are logged as never answered, and the connection closes.
+    private func cut(context: ChannelHandlerContext) {
+        let cut = exchange
+        exchange = nil
+        let close = { context.flush(); context.close(promise: nil) }
+        switch machine.drainEnded() {
+        case .none:
+            return
+        case .close(let unanswered):
+            logUnanswered(unanswered)
+            close()
+        case .refuse(let unanswered):
+            let requestID = cut?.requestID ?? RequestID.generate()
+            logger.warning("drain_timeout ran out before the request was answered: answered 503 shutting_down, connection closed",
+                           metadata: Self.describe(cut?.work.head, requestID: requestID))
+            logUnanswered(unanswered)
+            let response = ProxyEdge.stamped(Self.shuttingDown, requestID)
+            var buffer = context.channel.allocator.buffer(capacity: 512)
+            HTTP1ResponseWriter.write(response, method: cut?.work.head.method ?? .get, close: true, date: dates.now(), into: &buffer)
+            let bytes = buffer.readableBytes
+            if let cut { observe(cut, response, bytesOut: bytes) }
+            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { _ in loopBound.value.close(promise: nil) }
+        }
+    }
+
+    /// The 503 of a request still unanswered when `drain_timeout` ran out.
+    static let shuttingDown = ProxyResponse.json(
+        .serviceUnavailable,
+        ByteBuffer(string: #"{"error":"shutting_down","message":"Veneer stopped before this request was answered (drain_timeout); "#
+            + #"it may have reached the upstream."}"# + "\n"),
+        headers: [.cacheControl: "no-store"])
+
+    private func logUnanswered(_ requests: [Work]) {
+        for work in requests {
+            // Never handed to the edge: only the caller's own id, if it sent a reasonable one.
+            let requestID = work.head.fields[.xRequestID].flatMap { RequestID.isAcceptable($0) ? $0 : nil }
+            logger.warning("drain_timeout ran out before the request was answered: no answer, connection closed",
+                           metadata: Self.describe(work.head, requestID: requestID))
+        }
+    }
+
+    /// A request in the daemon log: its method and path (never the query), and its id.
+    static func describe(_ head: HTTP1RequestParser.Head?, requestID: String?) -> Logger.Metadata {
+        var metadata: Logger.Metadata = [:]
+        if let requestID { metadata["request_id"] = .string(requestID) }
+        guard let head else { return metadata }
+        metadata["method"] = .string(head.method.rawValue)
+        let path = head.target.firstIndex(of: "?").map { String(head.target[..<$0]) } ?? head.target
+        metadata["path"] = .string(String(path.prefix(512)))
+        return metadata
     }
 
     // MARK: Timer and reading

@@ -46,11 +46,9 @@ public final class RequestFeed: Sendable {
             return rendering.value { render(self) }
         }
 
-        /// The target without its query (`?…` when there was one).
-        public var path: String {
-            guard let question = target.firstIndex(of: "?") else { return target }
-            return target[..<question] + "?…"
-        }
+        /// The target without its query (`?…` when there was one): ``RequestRedaction``'s
+        /// rule for request lists.
+        public var path: String { RequestRedaction.path(ofTarget: target) }
 
         /// The item as JSON, the way `/-/status` lists it and `/-/events` sends it.
         public var json: JSONValue {

@@ -200,6 +200,20 @@ struct ServerConnectionStateMachine<Request> {
         case refuse(Refusal, rearm: NIODeadline)
     }
 
+    /// What to do when graceful shutdown's wait is over (`drain_timeout`): the connection
+    /// ends now, whatever it was doing.
+    enum CutAction {
+        /// Nothing: the connection is closed already.
+        case none
+        /// The request being answered has had no byte of its answer: write a 503 with
+        /// `Connection: close`, then close. `unanswered`: the requests read whole behind it,
+        /// which get no answer.
+        case refuse(unanswered: [Request])
+        /// Close now (nothing being answered, or an answer's head is out already);
+        /// `unanswered`: the requests read whole that get no answer.
+        case close(unanswered: [Request])
+    }
+
     private(set) var state: State = .initialized
     /// Requests read whole, in order, waiting behind the one being answered.
     private var queue = Deque<(request: Request, keepAlive: Bool, bodyBytes: Int)>()
@@ -556,6 +570,27 @@ struct ServerConnectionStateMachine<Request> {
         }
     }
 
+    /// Graceful shutdown's wait is over (`drain_timeout`): the connection ends now. A request
+    /// the chain still holds is refused (its answer, if it comes, is dropped); the requests
+    /// waiting behind it get nothing.
+    mutating func drainEnded() -> CutAction {
+        let unanswered = queue.map(\.request)
+        queue.removeAll()
+        queuedBodyBytes = 0
+        let output: Output?
+        switch state {
+        case .open(_, let current), .quiescing(_, let current), .closing(let current, _, _):
+            output = current
+        case .initialized, .streaming, .closingOutput, .lingering:
+            output = nil
+        case .closed:
+            return .none
+        }
+        state = .closed
+        if case .answering? = output { return .refuse(unanswered: unanswered) }
+        return .close(unanswered: unanswered)
+    }
+
     /// The last answer was sent and the output shut, at `now`.
     mutating func outputShut(now: NIODeadline) -> Action {
         guard case .closingOutput(_, let inputEnded) = state else { return .none }
@@ -705,3 +740,5 @@ extension ServerConnectionStateMachine.Output {
 }
 
 extension ServerConnectionStateMachine.Action: Equatable where Request: Equatable {}
+
+extension ServerConnectionStateMachine.CutAction: Equatable where Request: Equatable {}

@@ -6,6 +6,10 @@ import SQLiteNIO
 import Synchronization
 import VeneerCore
 
+#if canImport(Glibc)
+@preconcurrency import Glibc
+#endif
+
 /// The `sqlite` store: one table in a WAL-mode SQLite file, so that what it holds survives
 /// a restart and a `kill -9`. A corrupt or unreadable file is moved aside (reported, never
 /// fatal); when even a new file cannot be made, the store keeps working in memory and says
@@ -19,6 +23,8 @@ public final class SQLiteStore: KeyValueStore {
     private let problemText = Mutex<String?>(nil)
     private let recoveryText = Mutex<String?>(nil)
     private let locks = LocalLocks()
+    /// Whether a file without incremental vacuum was rebuilt with it (tried once).
+    private let vacuumTried = Mutex(false)
 
     /// Why the store keeps its data in memory instead of the file, when it has to.
     public var problem: String? { problemText.withLock { $0 } }
@@ -41,6 +47,8 @@ public final class SQLiteStore: KeyValueStore {
         if !directory.isEmpty {
             try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
+        // Opening writes (the write-ahead log, its index): on a full disk the reserve makes room.
+        if (freeSpace(at: path) ?? .max) < reserveSize { dropReserve(of: path) }
         do {
             let connection = try await openChecked(.file(path: path), logger: logger)
             return SQLiteStore(path: path, logger: logger, connection: connection)
@@ -76,9 +84,20 @@ public final class SQLiteStore: KeyValueStore {
                                                          on: MultiThreadedEventLoopGroup.singleton.any())
         do {
             if case .file = storage {
+                // Pages that removals free can then be given back to the file system
+                // (releaseSpace); it takes effect only in a file that has no table yet.
+                _ = try await connection.query("PRAGMA auto_vacuum=INCREMENTAL")
                 _ = try await connection.query("PRAGMA journal_mode=WAL")
             }
             _ = try await connection.query("PRAGMA synchronous=\(synchronous)")
+            if synchronous != "FULL" {
+                // Deleted content is still overwritten where that costs no extra write, but freed
+                // overflow pages are not zeroed: evicting a cache entry would otherwise write as
+                // much as it frees, which a full disk does not have (and the incremental vacuum
+                // that follows gives those pages back anyway). The durable connection, which
+                // saves refresh tokens, keeps the bundled SQLite's full secure delete.
+                _ = try await connection.query("PRAGMA secure_delete=FAST")
+            }
             _ = try await connection.query("PRAGMA busy_timeout=5000")
             let check = try await connection.query("PRAGMA quick_check")
             guard check.first?.column("quick_check")?.string == "ok" else {
@@ -217,6 +236,123 @@ public final class SQLiteStore: KeyValueStore {
             RETURNING key
             """, [.text(namespace), .integer(maxEntries), .integer(maxBytes)])
         return rows.count
+    }
+
+    /// The space left on the file system of the database file once its write-ahead log is
+    /// checkpointed (nil while it keeps data in memory): the log's frames are copied into the
+    /// file before the log is cut, so until then what it holds takes its room twice.
+    public func freeSpace() -> Int? {
+        guard problem == nil, let free = Self.freeSpace(at: path) else { return nil }
+        var log = stat()
+        let pending = stat(path + "-wal", &log) == 0 ? Int(log.st_size) : 0
+        return max(0, free - pending)
+    }
+
+    /// The space an unprivileged writer may still use on the file system of `file`'s folder.
+    static func freeSpace(at file: String) -> Int? {
+        let directory = (file as NSString).deletingLastPathComponent
+        var stats = statvfs()
+        guard statvfs(directory.isEmpty ? "." : directory, &stats) == 0 else { return nil }
+        // Root's reserved blocks are no room to count on.
+        let (bytes, overflow) = Int(clamping: stats.f_bavail).multipliedReportingOverflow(by: Int(clamping: stats.f_frsize))
+        return overflow ? Int.max : bytes
+    }
+
+    /// Removes the least recently stored or read keys of `namespace` until `bytes` of values are gone.
+    public func evict(_ namespace: String, bytes: Int) async throws -> Int {
+        // The oldest first, up to and including the one that reaches `bytes`.
+        let sql = """
+            DELETE FROM veneer_kv WHERE namespace = ?1 AND key IN (
+                SELECT key FROM (
+                    SELECT key, SUM(size) OVER (ORDER BY touched_at, key ROWS UNBOUNDED PRECEDING) - size AS before
+                    FROM veneer_kv WHERE namespace = ?1)
+                WHERE before < ?2)
+            RETURNING key
+            """
+        let binds: [SQLiteData] = [.text(namespace), .integer(max(0, bytes))]
+        do {
+            return try await run(sql, binds).count
+        } catch {
+            // A delete writes too (to the write-ahead log): on a full disk the reserve makes room for it.
+            guard giveUpReserve() else { throw error }
+            return try await run(sql, binds).count
+        }
+    }
+
+    /// Gives the file system back the file's free pages and the write-ahead log, and makes
+    /// the reserve when there is none.
+    public func releaseSpace() async {
+        let mode = try? await run("PRAGMA auto_vacuum").first?.column("auto_vacuum")?.integer
+        if mode == 2 {
+            // A step at a time: each moves at most 64 pages (256 KB) through the log, which
+            // the checkpoint then empties, shrinking the file by as much; on a full disk the
+            // reserve's megabyte is room enough.
+            _ = await maintain("PRAGMA wal_checkpoint(TRUNCATE)")
+            for _ in 0..<16_384 {
+                guard let free = try? await run("PRAGMA freelist_count").first?.column("freelist_count")?.integer, free > 0,
+                      await maintain("PRAGMA incremental_vacuum(64)"), await maintain("PRAGMA wal_checkpoint(TRUNCATE)"),
+                      let left = try? await run("PRAGMA freelist_count").first?.column("freelist_count")?.integer, left < free else { break }
+            }
+        } else if vacuumTried.withLock({ tried in defer { tried = true }; return !tried }) {
+            // A file made before Veneer set incremental vacuum: rebuilt once with it (this
+            // needs about its live size in free space, which eviction has just made).
+            _ = await maintain("PRAGMA wal_checkpoint(TRUNCATE)")
+            _ = try? await run("PRAGMA auto_vacuum=INCREMENTAL")
+            if await maintain("VACUUM") {
+                logger.notice("sqlite store rebuilt with incremental vacuum, so that space freed by eviction goes back to the disk",
+                              metadata: ["file": .string(path)])
+            } else {
+                logger.warning("sqlite store could not be rebuilt to give space back to the disk; freed pages are reused inside it",
+                               metadata: ["file": .string(path)])
+            }
+        }
+        _ = await maintain("PRAGMA wal_checkpoint(TRUNCATE)")
+        Self.makeReserve(of: path)
+    }
+
+    /// Runs a statement that frees space but writes first (a delete, a compaction, a
+    /// checkpoint); when it fails, and a reserve is there to give up, once more. True when it ran.
+    private func maintain(_ sql: String, _ binds: [SQLiteData] = []) async -> Bool {
+        do {
+            _ = try await run(sql, binds)
+            return true
+        } catch {
+            guard giveUpReserve() else { return false }
+            return (try? await run(sql, binds)) != nil
+        }
+    }
+
+    // MARK: The reserve
+
+    /// A file of ``reserveSize`` bytes beside the database, made by ``releaseSpace()`` (which a
+    /// disk cache calls when it starts): given up when the disk is full, so that the store can
+    /// still delete and compact (both write), and made again once there is room. Without it a
+    /// disk filled to the last byte (by anyone) leaves the store unable to free anything.
+    static func reservePath(of path: String) -> String { path + ".reserve" }
+    static let reserveSize = 1 << 20
+
+    /// Removes the reserve; true when there was one.
+    @discardableResult
+    static func dropReserve(of path: String) -> Bool {
+        unlink(reservePath(of: path)) == 0
+    }
+
+    /// Gives the reserve up after a write failed, when the disk is what is short (a failure
+    /// for another reason keeps it); true when it did.
+    private func giveUpReserve() -> Bool {
+        guard (Self.freeSpace(at: path) ?? 0) < Self.reserveSize, Self.dropReserve(of: path) else { return false }
+        logger.notice("the sqlite store's disk is full: its reserve was given up to make room", metadata: ["file": .string(path)])
+        return true
+    }
+
+    /// Makes the reserve when there is none and the disk has room for it (and a little more).
+    static func makeReserve(of path: String) {
+        guard access(reservePath(of: path), F_OK) != 0, (freeSpace(at: path) ?? 0) >= reserveSize + (256 << 10) else { return }
+        let fd = Glibc.open(reservePath(of: path), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { return }
+        defer { Glibc.close(fd) }
+        // Blocks really taken (a sparse file would free nothing when removed).
+        if posix_fallocate(fd, 0, off_t(reserveSize)) != 0 { unlink(reservePath(of: path)) }
     }
 
     public func close() async {

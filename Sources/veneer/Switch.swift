@@ -7,7 +7,8 @@ struct Switch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Switch the running instance to another environment of its configuration file, without a restart.",
         discussion: """
-            Finds the instance serving the environment -e names (as veneer reload finds it) and asks it to serve \
+            Finds the instance serving the environment -e names of this configuration file (as veneer reload finds \
+            it: never another file's instance on the same port) and asks it to serve \
             ENVIRONMENT from now on: a reload with another environment, on the same listen address (the new \
             environment's listen and admin addresses are not applied: a warning says so), requests in flight \
             finishing on the old chain. Exit status: 0 switched (or ENVIRONMENT already served); 78 ENVIRONMENT has \
@@ -26,28 +27,27 @@ struct Switch: AsyncParsableCommand {
         let workingDirectory = FileManager.default.currentDirectoryPath
         let source: ConfigSource
         let document: ConfigDocument
-        let spec: EnvironmentSpec
         do {
             source = try options.source()
             document = try ConfigDocument(source: source)
         } catch {
             throw failWithConfigError(error)
         }
+        // The instance of `serving`, as `veneer reload` finds it (that environment of this file);
+        // one that no longer decodes is found by the address file its instance recorded.
+        let instance = await options.locate(document, environment: serving)
         do {
             // The environment the instance will read: its errors are found here, without asking it.
-            spec = try document.environment(target, registry: .standard, variables: options.variables, workingDirectory: workingDirectory)
+            _ = try document.environment(target, registry: .standard, variables: options.variables, workingDirectory: workingDirectory)
         } catch {
-            throw failWithConfigError(error, context: "veneer switch: not switched: environment \(target) of \(source.file) has errors; the running instance keeps serving \(serving)")
+            // Say what runs only when it does.
+            let keeps = if case .found = instance { "; the running instance keeps serving \(serving)" } else { "" }
+            throw failWithConfigError(error, context: "veneer switch: not switched: environment \(target) of \(source.file) has errors\(keeps)")
         }
         var stderr = StandardError()
-        // The instance of `serving`, as `veneer reload` finds it; an environment that no longer
-        // decodes still has the address file its instance recorded under the same state_dir.
-        let servingSpec = try? document.environment(serving, registry: .standard, variables: options.variables, workingDirectory: workingDirectory)
-        let address = servingSpec.map(InstanceAdmin.address(of:))
-            ?? AdminAddressFile(stateDirectory: spec.stateDirectory, environment: serving).read().map(InstanceAdmin.address)
-        guard let address else {
-            print("veneer switch: no Veneer serving environment \(serving) recorded its admin address, and \(source.file) does not say where it "
-                  + "listens (the environment has errors; -e names the environment the instance serves now)", to: &stderr)
+        guard case .found(let address) = instance else {
+            print("veneer switch: \(InstanceAdmin.notFound(instance, environment: serving, configFile: source.file)) "
+                  + "(-e names the environment the instance serves now)", to: &stderr)
             throw ExitCode(exitUnavailable)
         }
         switch await InstanceAdmin.switchEnvironment(at: address, serving: serving, to: target) {

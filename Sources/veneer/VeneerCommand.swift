@@ -10,7 +10,9 @@ struct VeneerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "veneer",
         abstract: "A local forwarding proxy that puts behaviours (cache, auth refresh, block list, latency log) in front of a REST API.",
-        version: VeneerVersion.text,
+        discussion: "Veneer is free software, licensed under the Apache License, Version 2.0 (\(VeneerVersion.license)): see the LICENSE file, or /usr/share/doc/veneer/copyright where it was installed as a package.",
+        // What `veneer version` prints too, in the same words: the version, then the license.
+        version: VeneerVersion.banner,
         subcommands: [Run.self, Check.self, Chain.self, Decorators.self, Purge.self, Reload.self, Switch.self, Unblock.self, Version.self],
         defaultSubcommand: nil
     )
@@ -35,6 +37,20 @@ struct ConfigOptions: ParsableArguments {
     }
 
     var environmentName: String { ConfigLocator.environment(explicit: environment, variables: variables) }
+
+    /// Finds the running instance of `environment` of `document`'s file, as every command finds
+    /// it (``InstanceAdmin/locate(configFile:environment:stateDirectory:configured:)``): an
+    /// environment that does not decode is looked for at the address its instance recorded
+    /// under the file's state_dir alone.
+    func locate(_ document: ConfigDocument, environment: String) async -> InstanceAdmin.Located {
+        let workingDirectory = FileManager.default.currentDirectoryPath
+        if let spec = try? document.environment(environment, registry: .standard, variables: variables, workingDirectory: workingDirectory) {
+            return await InstanceAdmin.locate(spec)
+        }
+        return await InstanceAdmin.locate(configFile: document.source.file, environment: environment,
+                                          stateDirectory: document.stateDirectory(variables: variables, workingDirectory: workingDirectory),
+                                          configured: nil)
+    }
 
     /// The selected environment, decoded; on any problem, prints them and exits 78.
     func spec() throws -> EnvironmentSpec {
@@ -77,8 +93,9 @@ struct StandardError: TextOutputStream {
 }
 
 struct Version: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print the version.")
+    static let configuration = CommandConfiguration(abstract: "Print the version (as --version does).")
+
     func run() {
-        print("veneer \(VeneerVersion.text)")
+        print(VeneerVersion.banner)
     }
 }

@@ -76,6 +76,45 @@ struct AccessLogProcessTests {
         #expect(!process.stdout.contains("http.response.status_code"), "the file, not stdout")
     }
 
+    @Test("a 408 for a body that stopped arriving is logged with its method, route, path, request id and the bytes read; a slow head with none")
+    func bodyTimeout() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try """
+            environments:
+              development:
+                origin: { mock: {} }
+                limits: { body_timeout: 300ms, header_timeout: 300ms }
+                access_log: access.log
+            """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        let head = "PUT /posts/7?secret=1 HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-Request-Id: slow-body-1\r\nContent-Length: 100\r\n\r\n"
+        let body = try await RawConnection.connect(port: port)
+        defer { body.close() }
+        try await body.send(head + #"{"title":"#)
+        let timedOut = try #require(try await body.responses(1).first)
+        #expect(timedOut.status == 408 && timedOut.header("X-Request-Id") == "slow-body-1")
+        // A head that never ends: nothing of the request is known.
+        let slowHead = try await RawConnection.connect(port: port)
+        defer { slowHead.close() }
+        try await slowHead.send("GET /posts/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        #expect(try await slowHead.responses(1).first?.status == 408)
+
+        let logged = try await waitForLines(directory + "/access.log", count: 2)
+        let line = try #require(logged.first { $0["request_id"] as? String == "slow-body-1" })
+        #expect(line["http.response.status_code"] as? Int == 408)
+        #expect(line["http.request.method"] as? String == "PUT")
+        #expect(line["http.route"] as? String == "/posts/{id}")
+        #expect(line["url.path"] as? String == "/posts/7", "the path, without its query")
+        #expect(line["http.request.size"] as? Int == head.utf8.count + #"{"title":"#.utf8.count)
+        let other = try #require(logged.first { $0["request_id"] as? String != "slow-body-1" })
+        #expect(other["http.response.status_code"] as? Int == 408 && other["http.request.method"] == nil && other["url.path"] == nil)
+        process.signal(SIGTERM)
+        #expect(await process.wait() == 0)
+    }
+
     @Test("access_log: stdout writes the lines to standard output; off by default writes none")
     func standardOutput() async throws {
         let directory = try temporaryDirectory()

@@ -143,6 +143,53 @@ struct DaemonTests {
     }
 }
 
+extension DaemonTests {
+    @Test("a request still in the chain when drain_timeout runs out gets 503 shutting_down, and each request cut is logged (daemon log and access log)")
+    func drainTimeoutCuts() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try """
+            environments:
+              development:
+                origin: { mock: { latency: 30s } }
+                drain_timeout: 500ms
+                access_log: access.log
+            """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        let connection = try await RawConnection.connect(port: port)
+        defer { connection.close() }
+        // Two pipelined requests: the first is in the chain, the second waits behind it.
+        try await connection.send("GET /posts/1?page=2 HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-Request-Id: cut-1\r\n\r\n"
+            + "DELETE /posts/2 HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-Request-Id: cut-2\r\n\r\n")
+        // The first is in the chain: the in-flight gauge counts it (and the scrape itself).
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline,
+              !((try? await RawHTTP.request(port: port, "GET", "/-/metrics").text) ?? "").contains("veneer_http_requests_in_flight 2") {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        process.signal(SIGTERM)
+        let answer = try #require(try await connection.responses(1, timeout: .seconds(10)).first)
+        #expect(answer.status == 503 && answer.errorCode == "shutting_down")
+        #expect(answer.header("X-Request-Id") == "cut-1")
+        // Connection: close (the test's parser drops hop-by-hop fields): the connection ends.
+        try await connection.waitForClose(timeout: .seconds(10))
+        #expect(await process.wait(timeout: .seconds(15)) == 0)
+
+        let daemon = process.stderr
+        let cut = daemon.split(separator: "\n").filter { $0.contains("drain_timeout ran out") }
+        #expect(cut.count == 2, "\(daemon)")
+        #expect(cut.contains { $0.contains("answered 503") && $0.contains("request_id=cut-1") && $0.contains("method=GET") && $0.contains("path=/posts/1") })
+        #expect(cut.contains { $0.contains("no answer") && $0.contains("request_id=cut-2") && $0.contains("method=DELETE") && $0.contains("path=/posts/2") })
+        #expect(!daemon.contains("page=2"), "never the query")
+        let logged = try String(contentsOfFile: directory + "/access.log", encoding: .utf8)
+        #expect(logged.split(separator: "\n").contains {
+            $0.contains(#""request_id":"cut-1""#) && $0.contains(#""http.response.status_code":503"#) && $0.contains(#""url.path":"/posts/1""#)
+        }, "\(logged)")
+    }
+}
+
 final class LoadCounters: Sendable {
     private let state = Mutex((stopped: false, ok: 0, failed: 0))
     var stopped: Bool { state.withLock { $0.stopped } }

@@ -7,10 +7,11 @@ import VeneerTestSupport
 @Suite("Veneer's edge as a real process: Host, Origin, the admin API")
 struct EdgeSecurityProcessTests {
     /// A running `veneer` (in a fresh directory) with `yaml`; stopped when `body` returns.
-    func withProcess<T>(yaml: String, _ body: (VeneerProcess, Int) async throws -> T) async throws -> T {
+    func withProcess<T>(yaml: String, files: [String: String] = [:], _ body: (VeneerProcess, Int) async throws -> T) async throws -> T {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try yaml.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        for (name, text) in files { try text.write(toFile: directory + "/" + name, atomically: true, encoding: .utf8) }
         let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
         defer { process.terminate() }
         let port = try await process.waitUntilReady()
@@ -142,12 +143,15 @@ struct EdgeSecurityProcessTests {
                 // Programs send neither header; a read navigated to from elsewhere changes nothing.
                 #expect(try await send(port, "/posts", method: "POST", host: host, body: post).status == 201)
                 #expect([200, 201].contains(try await send(port, "/posts/1", host: host, headers: [("Sec-Fetch-Site", "cross-site")]).status))
-                // Veneer's own origins: http://H:PORT for each Host it answers for.
-                for origin in ["http://127.0.0.1:\(port)", "http://localhost:\(port)", "http://[::1]:\(port)"] {
-                    let own = try await send(port, "/posts", method: "POST", host: host,
-                                             headers: [("Origin", origin), ("Sec-Fetch-Site", "same-origin")], body: post)
-                    #expect(own.status == 201, "\(origin)")
+                // Veneer's own origin: the one the request came to, http:// and its Host exactly.
+                for name in ["127.0.0.1", "localhost", "[::1]"] {
+                    let own = try await send(port, "/posts", method: "POST", host: "\(name):\(port)",
+                                             headers: [("Origin", "http://\(name):\(port)"), ("Sec-Fetch-Site", "same-origin")], body: post)
+                    #expect(own.status == 201, "\(name)")
                 }
+                // Another name of the listener is another origin (another program may listen on [::1]).
+                let otherName = try await send(port, "/posts", method: "POST", host: host, headers: [("Origin", "http://localhost:\(port)")], body: post)
+                #expect(otherName.status == 403)
             }
         }
     }
@@ -186,6 +190,32 @@ struct EdgeSecurityProcessTests {
                                            headers: [("Origin", "http://localhost:3001"), ("Access-Control-Request-Method", "PUT")])
                 #expect(other.status == 403 && other.header("Access-Control-Allow-Origin") == nil)
             }
+        }
+    }
+
+    @Test("a port-less allowed_hosts name answers that host on any port, but a page on another port of it is not Veneer's origin: 403, no CORS, no preflight")
+    func portlessAllowedHostOrigin() async throws {
+        let yaml = """
+            environments:
+              development:
+                origin: { mock: { sample: true } }
+                allowed_hosts: [devbox.test]
+            """
+        try await withProcess(yaml: yaml) { (_: VeneerProcess, port: Int) async throws in
+            let host = "devbox.test:\(port)"
+            let read = try await send(port, "/posts/1", host: host, headers: [("Origin", "http://devbox.test:3000")])
+            #expect(read.status == 403 && read.errorCode == "cross_site_refused" && read.header("Access-Control-Allow-Origin") == nil, "\(read.text)")
+            let preflight = try await send(port, "/posts/1", method: "OPTIONS", host: host,
+                                           headers: [("Origin", "http://devbox.test:3000"), ("Access-Control-Request-Method", "DELETE")])
+            #expect(preflight.status == 403 && preflight.header("Access-Control-Allow-Methods") == nil)
+            let delete = try await send(port, "/posts/1", method: "DELETE", host: host, headers: [("Origin", "http://devbox.test:3000")])
+            #expect(delete.status == 403)
+            #expect(try await send(port, "/-/health", host: host, headers: [("Origin", "http://devbox.test:3000")]).status == 403)
+            // Veneer's own page there, and a program, are served; so is any port of the name as a Host.
+            let own = try await send(port, "/posts/1", host: host, headers: [("Origin", "http://devbox.test:\(port)")])
+            #expect(own.status == 200)
+            #expect(try await send(port, "/posts/1", host: "devbox.test:3000").status == 200)
+            #expect(try await send(port, "/posts/1", host: "127.0.0.1:\(port)").status == 200, "the post was not deleted")
         }
     }
 
@@ -262,6 +292,54 @@ extension EdgeSecurityProcessTests {
                 let again = try await send(port, "/posts/1", host: host, headers: [("X-Forwarded-Proto", "gopher")])
                 #expect(again.text.contains("gopher://") && again.header("Cache-Status")?.contains("hit") == true)
                 #expect(upstream.count == 2)
+            }
+        }
+    }
+}
+
+extension EdgeSecurityProcessTests {
+    @Test("X-Forwarded-For from a caller is stripped: the upstream sees only the client's address, unless pass_forwarding_headers names it")
+    func forwardedFor() async throws {
+        let spoofed = [("X-Forwarded-For", "5.5.5.5"), ("X-Real-IP", "6.6.6.6"), ("Forwarded", "for=7.7.7.7")]
+        try await withTestUpstream({ _ in .json(#"{"id":1,"title":"t","body":"b"}"#) }) { (upstream: TestUpstream) async throws in
+            // The upstream origin, and replay's misses sent on with on_miss: upstream.
+            let replay = """
+                environments:
+                  development:
+                    origin: { replay: { file: empty.har, on_miss: upstream, upstream: { url: "\(upstream.url)" } } }
+                """
+            for yaml in [upstreamYAML(upstream), replay] {
+                upstream.reset()
+                try await withProcess(yaml: yaml, files: ["empty.har": #"{"log":{"version":"1.2","creator":{"name":"t","version":"1"},"entries":[]}}"#]) {
+                    (_: VeneerProcess, port: Int) async throws in
+                    #expect(try await send(port, "/posts/1", host: "127.0.0.1:\(port)", headers: spoofed).status == 200)
+                    let forwarded = try #require(upstream.requests.first)
+                    #expect(forwarded.header("X-Forwarded-For") == "127.0.0.1", "the leftmost entry is never the caller's")
+                    #expect(forwarded.header("X-Real-IP") == nil && forwarded.header("Forwarded") == nil)
+                }
+            }
+            upstream.reset()
+            try await withProcess(yaml: upstreamYAML(upstream, "    pass_forwarding_headers: [X-Forwarded-For]")) { (_: VeneerProcess, port: Int) async throws in
+                #expect(try await send(port, "/posts/1", host: "127.0.0.1:\(port)", headers: spoofed).status == 200)
+                #expect(upstream.requests.first?.header("X-Forwarded-For") == "5.5.5.5, 127.0.0.1", "a trusted proxy's list, appended to")
+            }
+        }
+    }
+}
+
+extension EdgeSecurityProcessTests {
+    @Test("an integer id is a positive integer as written: 0, 00 and 01 get 400 as the message says, and no path is rewritten")
+    func integerIDs() async throws {
+        try await withTestUpstream({ _ in .json(#"{"id":1,"title":"t","body":"b"}"#) }) { (upstream: TestUpstream) async throws in
+            try await withProcess(yaml: upstreamYAML(upstream)) { (_: VeneerProcess, port: Int) async throws in
+                for id in ["0", "00", "01", "007"] {
+                    let refused = try await send(port, "/posts/\(id)", host: "127.0.0.1:\(port)")
+                    #expect(refused.status == 400, "/posts/\(id)")
+                    #expect(refused.text.contains("expected a positive integer"))
+                }
+                #expect(upstream.requests.isEmpty, "\(upstream.requests.map(\.target))")
+                #expect(try await send(port, "/posts/10", host: "127.0.0.1:\(port)").status == 200)
+                #expect(upstream.requests.map(\.target) == ["/posts/10"])
             }
         }
     }

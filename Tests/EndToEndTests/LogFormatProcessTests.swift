@@ -80,3 +80,29 @@ struct LogFormatProcessTests {
         }
     }
 }
+
+extension LogFormatProcessTests {
+    @Test("at debug level the services are named by what they do, never dumped as Swift values")
+    func debugNamesServices() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "environments: {development: {origin: {mock: {}}, access_log: stdout, chain: [latency_log, cache]}}"
+            .write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0", "--log-level", "debug"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        #expect(try await RawHTTP.request(port: port, "GET", "/posts").status == 200)
+        process.signal(SIGTERM)
+        #expect(await process.wait() == 0)
+        let log = process.stderr
+        for named in ["sl-service=the Veneer instance serving development (veneer.yaml)", "sl-service=the listener on 127.0.0.1:0",
+                      "sl-service=systemd watchdog (off: no WATCHDOG_USEC)", "sl-service=the access log writer (stdout)",
+                      "sl-service=the background loops of the decorators", "sl-service=SIGHUP: reload the configuration"] {
+            #expect(log.contains(named), "\(named)")
+        }
+        // A dump reads `TypeName(field: value, ...)`: what WatchdogService(notifier: ...) looked like.
+        let dump = try Regex(#"[A-Z][A-Za-z]+\([a-z][A-Za-z]*: "#)
+        for line in log.split(separator: "\n") { #expect(line.firstMatch(of: dump) == nil, "\(line)") }
+        #expect(!log.contains("\\'"), "no escaped debug descriptions")
+    }
+}

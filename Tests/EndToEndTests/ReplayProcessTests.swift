@@ -57,6 +57,10 @@ struct ReplayProcessTests {
         #expect(created.status == 201 && created.header("location") == "/posts/101")
         let miss = try await RawHTTP.request(port: port, "GET", "/posts/2")
         #expect(miss.status == 404 && miss.errorCode == "not_found")
+        // A HEAD says how long the GET's body is (RFC 9110 §9.3.2), and sends none: read raw.
+        let raw = try await RawHTTP.exchange(port: port, Array("HEAD /posts/1 HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8))
+        let head = String(decoding: raw, as: UTF8.self)
+        #expect(head.hasPrefix("HTTP/1.1 200") && head.contains("\r\nContent-Length: \(latest.body.count)\r\n") && head.hasSuffix("\r\n\r\n"), "\(head)")
         offline.signal(SIGTERM)
         #expect(await offline.wait() == 0)
 

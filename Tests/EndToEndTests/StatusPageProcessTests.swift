@@ -117,6 +117,13 @@ struct StatusPageProcessTests {
                 let index = try await RawHTTP.request(port: port, "GET", "/-/", headers: accept.map { [("Accept", $0)] } ?? [])
                 #expect(index.header("Content-Type") == "application/json" && index.json?["endpoints"] != nil, "\(accept ?? "no Accept")")
             }
+            // The decorators' endpoints say their methods and what each does, as the runtime's do.
+            let endpoints = try await RawHTTP.request(port: port, "GET", "/-/").json?["endpoints"] as? [[String: Any]] ?? []
+            for (path, methods) in [("/-/blocks", ["GET"]), ("/-/blocks/{account}", ["DELETE", "POST"]), ("/-/cache", ["GET", "DELETE"])] {
+                let listed = endpoints.first { $0["path"] as? String == path }
+                #expect(listed?["methods"] as? [String] == methods, "\(path)")
+                #expect((listed?["summary"] as? String ?? "").count > 40 && !(listed?["summary"] as? String ?? "").contains("added by a decorator"), "\(path)")
+            }
         }
     }
 

@@ -82,7 +82,8 @@ struct SwitchProcessTests {
         // The environment named with -e must be the one serving.
         let stale = try await VeneerProcess.run(["switch", "staging", "--config", "veneer.yaml", "-e", "development"], directory: directory)
         #expect(stale.status == 69)
-        #expect(stale.stderr.contains("veneer switch: no Veneer answers at 127.0.0.1:0 for environment development"), "\(stale.stderr)")
+        #expect(stale.stderr.contains("veneer switch: no Veneer answers at 127.0.0.1:0 (environment development's configured address; no instance of it recorded one in"),
+                "\(stale.stderr)")
 
         let back = try await VeneerProcess.run(["switch", "development", "--config", "veneer.yaml", "-e", "staging"], directory: directory)
         #expect(back.status == 0, "\(back.stderr)")
@@ -110,7 +111,8 @@ struct SwitchProcessTests {
         let port = try await process.waitUntilReady()
         let nowhere = try await VeneerProcess.run(["switch", "staging", "--config", "veneer.yaml", "-e", "bad"], directory: directory)
         #expect(nowhere.status == 69)
-        #expect(nowhere.stderr.contains("veneer switch: no Veneer serving environment bad recorded its admin address, and veneer.yaml does not say where it listens"))
+        #expect(nowhere.stderr.contains("veneer switch: no Veneer serving environment bad of veneer.yaml was found (no instance of environment bad recorded its address in "),
+                "\(nowhere.stderr)")
 
         // The developer broke the environment serving, and switches away from it.
         try Self.yaml(directory: directory, stagingListen: "127.0.0.1:0", developmentChain: "[{ latency_log: { slow: soon } }]")
@@ -151,6 +153,30 @@ struct SwitchProcessTests {
             process.signal(SIGTERM)
             #expect(await process.wait() == 0)
         }
+    }
+
+    @Test("curl -d '{\"environment\":...}' (JSON under curl's default form type) switches; the same body posted by a page of another site is refused 403")
+    func switchWithCurl() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try Self.yaml(directory: directory, stagingListen: "127.0.0.1:0").write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        let body = #"{"environment":"staging"}"#
+        let curlType = ("Content-Type", "application/x-www-form-urlencoded")
+        // A web page's form posting the same bytes: what the edge refuses, before the body is read.
+        for page in [[("Origin", "http://evil.example"), ("Sec-Fetch-Site", "cross-site")], [("Sec-Fetch-Site", "cross-site")],
+                     [("Origin", "http://127.0.0.1:\(port)"), ("Sec-Fetch-Site", "same-site")]] {
+            let refused = try await RawHTTP.request(port: port, "POST", "/-/environment", headers: [curlType] + page, body: body)
+            #expect(refused.status == 403 && refused.errorCode == "cross_site_refused", "\(page): \(refused.status)")
+        }
+        #expect(try await RawHTTP.request(port: port, "GET", "/-/health").json?["environment"] as? String == "development")
+        let curl = try await RawHTTP.request(port: port, "POST", "/-/environment", headers: [curlType, ("User-Agent", "curl/8.5.0")], body: body)
+        #expect(curl.status == 200, "\(curl.text)")
+        #expect(curl.json?["status"] as? String == "switched" && curl.json?["environment"] as? String == "staging")
+        process.signal(SIGTERM)
+        #expect(await process.wait() == 0)
     }
 
     @Test("under systemd (INVOCATION_ID) a switch is refused with what to do instead")

@@ -39,9 +39,11 @@ struct AddressTests {
         }
     }
 
-    @Test("ids: posts take canonical integers, string ids take unreserved characters but never dot segments")
+    @Test("ids: posts take positive integers without a leading zero (refused, never rewritten), string ids take unreserved characters but never dot segments")
     func ids() {
-        #expect(Resource.posts.canonicalID("007") == "7")
+        for refused in ["007", "0", "00", "01", ""] { #expect(Resource.posts.canonicalID(Substring(refused)) == nil, "\(refused)") }
+        #expect(Resource.posts.canonicalID("10") == "10")
+        #expect(Resource.posts.canonicalID("9223372036854775807") == "9223372036854775807")
         #expect(Resource.posts.canonicalID("-1") == nil)
         #expect(Resource.posts.canonicalID("1.css") == nil)
         #expect(Resource.posts.canonicalID("99999999999999999999") == nil)

@@ -44,10 +44,13 @@ struct EdgeAccessTests {
         #expect(verdict([:], host: nil) == .pass(corsOrigin: nil))
         #expect(verdict([.origin: "http://localhost:3000"]) == .pass(corsOrigin: "http://localhost:3000"))
         #expect(verdict([.origin: "https://app.example:443"]) == .pass(corsOrigin: "https://app.example:443"))
-        #expect(verdict([.origin: "http://localhost:8080"]) == .pass(corsOrigin: "http://localhost:8080"))
-        #expect(verdict([.origin: "http://veneer.test:9"]) == .pass(corsOrigin: "http://veneer.test:9"))
+        #expect(verdict([.origin: "http://127.0.0.1:8080"]) == .pass(corsOrigin: "http://127.0.0.1:8080"))
+        #expect(verdict([.origin: "http://localhost:8080"], host: "localhost:8080") == .pass(corsOrigin: "http://localhost:8080"))
+        #expect(verdict([.origin: "http://veneer.test:9"], host: "veneer.test:9") == .pass(corsOrigin: "http://veneer.test:9"))
+        // Own is the origin the request came to, exactly: another name or port of the
+        // listener is another origin (another program may listen on [::1]:8080).
         for refused in ["https://evil.example", "null", "http://localhost:3001", "https://localhost:8080", "http://localhost:3000/x",
-                        "http://app.example", "localhost:3000", ""] {
+                        "http://app.example", "localhost:3000", "", "http://localhost:8080", "http://veneer.test:9", "https://127.0.0.1:8080"] {
             guard case .crossSite = verdict([.origin: refused], .get) else {
                 Issue.record("\(refused) was not refused")
                 continue
@@ -71,12 +74,45 @@ struct EdgeAccessTests {
         if case .crossSite = verdict([.origin: "http://localhost:8080"], .delete, admin: true) {} else { Issue.record("own origin without same-origin") }
         if case .crossSite = verdict([.secFetchSite: "same-site"], .delete, admin: true) {} else { Issue.record("same-site without Origin") }
         #expect(verdict([:], .delete, admin: true) == .pass(corsOrigin: nil))
-        #expect(verdict([.origin: "http://localhost:8080", .secFetchSite: "same-origin"], .delete, admin: true) == .pass(corsOrigin: nil))
+        #expect(verdict([.origin: "http://localhost:8080", .secFetchSite: "same-origin"], .delete, admin: true, host: "localhost:8080")
+            == .pass(corsOrigin: nil))
+        if case .crossSite = verdict([.origin: "http://localhost:8080", .secFetchSite: "same-origin"], .delete, admin: true) {} else {
+            Issue.record("another name of the listener changed the admin API")
+        }
         #expect(verdict([.origin: "http://127.0.0.1:8080"], .get, admin: true) == .pass(corsOrigin: nil))
         guard case .crossSite = verdict([.origin: "http://localhost:3000", .accessControlRequestMethod: "DELETE"], .options, admin: true) else {
             Issue.record("a preflight of the admin API was answered")
             return
         }
+    }
+
+    @Test("a port-less allowed_hosts name widens the Hosts answered, not the origins: a page on another port of that host is refused")
+    func portlessAllowedHost() {
+        let devbox = EdgeAccess(listenHost: "0.0.0.0", allowedHosts: [EdgeAccess.HostPattern("devbox.test")!])
+        func verdict(_ fields: HTTPFields, _ method: HTTPRequest.Method, host: String?, admin: Bool = false) -> EdgeAccess.Verdict {
+            devbox.verdict(method: method, authority: host, fields: fields, port: 8080, admin: admin)
+        }
+        // The issue's page at devbox.test:3000, reading and preflighting a DELETE on Veneer at :8080.
+        for (fields, method) in [([HTTPField.Name.origin: "http://devbox.test:3000"], HTTPRequest.Method.get),
+                                 ([.origin: "http://devbox.test:3000", .accessControlRequestMethod: "DELETE"], .options),
+                                 ([.origin: "http://devbox.test:3000"], .delete), ([.origin: "http://devbox.test"], .get)] {
+            guard case .crossSite = verdict(HTTPFields(fields.map { HTTPField(name: $0.key, value: $0.value) }), method, host: "devbox.test:8080") else {
+                Issue.record("\(method.rawValue) \(fields) was not refused")
+                continue
+            }
+        }
+        if case .crossSite = verdict([.origin: "http://devbox.test:3000"], .get, host: "devbox.test:8080", admin: true) {} else {
+            Issue.record("the admin API answered another port's page")
+        }
+        if case .crossSite = verdict([.origin: "http://devbox.test:8080"], .get, host: nil) {} else {
+            Issue.record("without a Host, an allowed_hosts name counted as own")
+        }
+        // The page Veneer itself serves there is its own origin; the Host stays widened.
+        #expect(verdict([.origin: "http://devbox.test:8080"], .post, host: "devbox.test:8080") == .pass(corsOrigin: "http://devbox.test:8080"))
+        #expect(verdict([.origin: "http://devbox.test:8080", .secFetchSite: "same-origin"], .delete, host: "devbox.test:8080", admin: true)
+            == .pass(corsOrigin: nil))
+        #expect(verdict([.origin: "http://devbox.test"], .get, host: "devbox.test") == .pass(corsOrigin: "http://devbox.test"))
+        #expect(devbox.accepts(authority: "devbox.test:3000", port: 8080, admin: false))
     }
 
     @Test("answers for a listed origin: the preflight, and CORS added to what goes out")

@@ -252,4 +252,31 @@ struct BlockListTests {
         _ = try await decorator.handle(request())
         #expect(inner.count == 2, "requests reach the upstream again")
     }
+
+    @Test("an account that is a credential (account_header: X-Api-Key, a Bearer value) is listed and logged as a fingerprint, which unblocks it")
+    func credentialAccounts() async throws {
+        let store = MemoryStore()
+        let inner = RecordingHandler { _ in .json(.forbidden, ByteBuffer(string: #"{"error":"account_blocked"}"#)) }
+        let decorator = try await blockList("{learn: {status: 403, account_header: X-Api-Key}}", inner: inner, store: store)
+        _ = try await decorator.handle(request(headers: [HTTPField.Name("X-Api-Key")!: "SECRET-KEY-1"]))
+        func listed(_ book: BlockBook) async throws -> [String] {
+            let body = await BlockListDecorator.admin(AdminRequest(method: .get, rest: ""), book: book).body
+            let blocks = try #require(try JSONSerialization.jsonObject(with: Data(buffer: body)) as? [[String: Any]])
+            return blocks.compactMap { $0["account"] as? String }
+        }
+        let shown = try #require(try await listed(decorator.book).first)
+        #expect(shown.hasPrefix("<redacted:") && !shown.contains("SECRET"), "\(shown)")
+        // What the status page's button sends: the fingerprint, percent-encoded.
+        let encoded = shown.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? shown
+        #expect(await BlockListDecorator.admin(AdminRequest(method: .delete, rest: encoded), book: decorator.book).status == .ok)
+        #expect(try await store.list(BlockBook.namespace, now: Date()).isEmpty)
+
+        let bearer = try await blockList("{learn: {status: 403, account_header: X-Caller}}", inner: inner, store: MemoryStore())
+        _ = try await bearer.handle(request(headers: [HTTPField.Name("X-Caller")!: "Bearer SECRET-0123456789"]))
+        #expect(try await listed(bearer.book).first?.hasPrefix("<redacted:") == true)
+        // A plain account id stays readable.
+        let plain = try await blockList("{learn: {status: 403, account_header: X-Account-Id}}", inner: inner, store: MemoryStore())
+        _ = try await plain.handle(request(headers: [HTTPField.Name("X-Account-Id")!: "acct-13"]))
+        #expect(try await listed(plain.book) == ["acct-13"])
+    }
 }

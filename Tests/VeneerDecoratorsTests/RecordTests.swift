@@ -181,4 +181,118 @@ struct RecordTests {
         #expect(throws: ConfigError.self) { try recordOptions("{file: s.har, max_body: lots}") }
         #expect(throws: ConfigError.self) { try recordOptions("{file: s.har, fil: x}") }
     }
+
+    @Test("credentials never reach the file whatever their form: lists and objects under sensitive names, JSON without a JSON type, Location, Bearer, Basic and JWT values in bodies")
+    func redactionGaps() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/out.har"
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJTRUNSRVQtMTAifQ.c2lnbmF0dXJl"
+        let inner = RecordingHandler { request in
+            switch request.route.id {
+            case "1": return .json(.ok, ByteBuffer(string: #"{"refresh_tokens":["SECRET-1","SECRET-2"],"session":{"id":"SECRET-3","n":7},"id":1}"#))
+            case "2": return ProxyResponse(status: .ok, headers: [.contentType: "text/plain"], body: ByteBuffer(string: #"{"access_token":"SECRET-4"}"#))
+            case "3": return ProxyResponse(status: .ok, body: ByteBuffer(string: #"{"client_secret":"SECRET-5"}"#))
+            case "4": return ProxyResponse(status: .found, headers: [.location: "http://app.test/cb?access_token=SECRET-6&state=s"])
+            // An upstream echoing the Authorization it received (httpbin's /headers), and
+            // Basic SECRET-8:pw under a name nobody thought of.
+            case "5": return .json(.ok, ByteBuffer(string: #"{"headers":{"Authorization":"Bearer SECRET-7abcdef","X-Echo":"Basic U0VDUkVULTg6cHc="}}"#))
+            default: return ProxyResponse(status: .ok, headers: [.contentType: "text/plain"],
+                                          body: ByteBuffer(string: "you sent Bearer SECRET-9abcdef and \(jwt), see https://x.test/?api_key=SECRET-11 now."))
+            }
+        }
+        let record = try recorder(inner, RecordOptions(file: file))
+        for id in 1...6 { _ = try await record.handle(.getPost(id)) }
+        var post = ProxyRequest(method: .post, route: .list(.posts), headers: [.contentType: "text/plain"])
+        post.body = ByteBuffer(string: #"{"title":"t","password":"SECRET-12"}"#)
+        _ = try await record.handle(post)
+        let text = try String(contentsOfFile: file, encoding: .utf8)
+        for leaked in ["SECRET", "U0VDUkVU", jwt] { #expect(!text.contains(leaked), "\(leaked) in \(text)") }
+        let written = try entries(file)
+        func content(_ index: Int) throws -> String {
+            try #require(((written[index]["response"] as? [String: Any])?["content"] as? [String: Any])?["text"] as? String)
+        }
+        // The shape is kept: a replaying client still finds a list and an object.
+        let first = try #require(try JSONSerialization.jsonObject(with: Data(content(0).utf8)) as? [String: Any])
+        #expect(first["refresh_tokens"] as? [String] == ["<redacted>", "<redacted>"])
+        #expect(first["session"] as? [String: String] == ["id": "<redacted>", "n": "<redacted>"])
+        #expect(first["id"] as? Int == 1)
+        #expect(try content(1) == #"{"access_token":"<redacted>"}"#)
+        let response = try #require(written[3]["response"] as? [String: Any])
+        #expect(response["redirectURL"] as? String == "http://app.test/cb?access_token=<redacted>&state=s")
+        #expect((response["headers"] as? [[String: String]])?.contains(["name": "Location", "value": "http://app.test/cb?access_token=<redacted>&state=s"]) == true)
+        #expect(try content(5) == "you sent Bearer <redacted> and <redacted>, see https://x.test/?api_key=<redacted> now.")
+        let posted = try #require((written[6]["request"] as? [String: Any])?["postData"] as? [String: Any])
+        #expect(posted["text"] as? String == #"{"title":"t","password":"<redacted>"}"#)
+    }
+
+    /// `text` compressed by the system's gzip.
+    static func gzipped(_ text: String) throws -> [UInt8] {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try text.write(toFile: directory + "/body", atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/gzip")
+        process.arguments = ["-n", directory + "/body"]
+        try process.run()
+        process.waitUntilExit()
+        return Array(try #require(FileManager.default.contents(atPath: directory + "/body.gz")))
+    }
+
+    @Test("a compressed body is decoded before it is redacted; one Veneer cannot decode, or that decodes past max_body, is left out and marked")
+    func compressedBodies() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/out.har"
+        let secret = try Self.gzipped(#"{"access_token":"SECRET-1","id":1}"#)
+        let bomb = try Self.gzipped(String(repeating: "0", count: 1 << 20))
+        let inner = RecordingHandler { request in
+            switch request.route.id {
+            case "1": return ProxyResponse(status: .ok, headers: [.contentType: "application/json", .contentEncoding: "gzip"], body: ByteBuffer(bytes: secret))
+            case "2": return ProxyResponse(status: .ok, headers: [.contentType: "application/json", .contentEncoding: "br"], body: ByteBuffer(bytes: secret))
+            default: return ProxyResponse(status: .ok, headers: [.contentType: "text/plain", .contentEncoding: "gzip"], body: ByteBuffer(bytes: bomb))
+            }
+        }
+        let record = try recorder(inner, RecordOptions(file: file))
+        for id in 1...3 { _ = try await record.handle(.getPost(id)) }
+        let text = try String(contentsOfFile: file, encoding: .utf8)
+        #expect(!text.contains("SECRET") && !text.contains(Data(secret).base64EncodedString().prefix(12)), "\(text)")
+        let contents = try entries(file).map { try #require(($0["response"] as? [String: Any])?["content"] as? [String: Any]) }
+        #expect(contents[0]["text"] as? String == #"{"access_token":"<redacted>","id":1}"# && contents[0]["encoding"] == nil)
+        #expect(contents[0]["size"] as? Int == 34)
+        #expect(contents[1]["_bodyOmitted"] as? Bool == true && (contents[1]["comment"] as? String)?.contains("br-encoded") == true)
+        #expect(contents[2]["_bodyOmitted"] as? Bool == true && (contents[2]["comment"] as? String)?.contains("max_body") == true)
+    }
+
+    @Test("the file is never opened through a symbolic link: a dangling one at the path is refused and its target never created; rotation moves links, never writes through them")
+    func symbolicLinks() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/out.har"
+        let target = directory + "/elsewhere.txt"
+        try FileManager.default.createSymbolicLink(atPath: file, withDestinationPath: target)
+        let refused = #expect(throws: HARFileError.self) { try HARWriter(path: file, maxFileSize: 1 << 20, keep: 2) }
+        #expect(refused?.description.contains("symbolic link") == true, "\(String(describing: refused))")
+        #expect(!FileManager.default.fileExists(atPath: target), "the link's target was created")
+        try "mine".write(toFile: target, atomically: true, encoding: .utf8)
+        #expect(throws: HARFileError.self) { try HARWriter(path: file, maxFileSize: 1 << 20, keep: 2) }
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "mine")
+        try FileManager.default.removeItem(atPath: file)
+
+        // A link among the rotated names is moved along, and what it points to never written.
+        try FileManager.default.createSymbolicLink(atPath: HARWriter.rotated(file, 1), withDestinationPath: target)
+        let inner = RecordingHandler { _ in .json(.ok, ByteBuffer(string: "\"" + String(repeating: "y", count: 40_000) + "\"")) }
+        let record = try recorder(inner, RecordOptions(file: file, maxFileSize: 64 << 10, keep: 3))
+        for id in 1...6 { _ = try await record.handle(.getPost(id)) }
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "mine")
+        #expect(try entries(file).count >= 1)
+    }
+
+    @Test("a second writer on a file another one holds is refused, not let loose on the same offsets")
+    func oneWriterPerFile() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/out.har"
+        let first = try HARWriter(path: file, maxFileSize: 1 << 20, keep: 2)
+        let refused = #expect(throws: HARFileError.self) { try HARWriter(path: file, maxFileSize: 1 << 20, keep: 2) }
+        #expect(refused?.description.contains("another writer") == true, "\(String(describing: refused))")
+        try first.append(ByteBuffer(string: "{}"))
+        #expect(try entries(file).count == 1)
+    }
 }

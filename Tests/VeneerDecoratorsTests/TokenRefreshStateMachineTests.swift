@@ -26,6 +26,13 @@ struct TokenRefreshStateMachineTests {
         return token
     }
 
+    /// A failure that proves the token unused, its in-flight mark cleared.
+    func fail(_ machine: inout Machine, _ error: ProxyError, now: Double, jitter: Double = 0) -> Machine.FlightAction {
+        guard case .clearMark(let record) = machine.answered(.failed(error), now: at(now), jitter: jitter) else { return .ignore }
+        #expect(record.inFlightSince == nil)
+        return machine.markCleared()
+    }
+
     /// A grant of `access` (expiring in `expiresIn` seconds), rotating to `rotated`, saved.
     func grant(_ machine: inout Machine, _ access: String, rotated: String?, expiresIn: Int = 60, now: Double = 0) -> AccessToken? {
         guard case .save(let record) = machine.answered(.granted(accessToken: access, expiresIn: expiresIn, refreshToken: rotated), now: at(now), jitter: 0) else {
@@ -104,8 +111,8 @@ struct TokenRefreshStateMachineTests {
         var machine = machine()
         _ = machine.tokenWanted(now: at(0))
         #expect(send(&machine) == "rt-0")
-        #expect(machine.answered(.failed(unavailable), now: at(0), jitter: 0) == .finish(.failure(unavailable)))
-        #expect(machine.state == .backingOff(until: at(0.5), error: unavailable))
+        #expect(fail(&machine, unavailable, now: 0) == .finish(.failure(unavailable)))
+        #expect(machine.state == .backingOff(until: at(0.5), error: unavailable, retry: .needed))
         #expect(machine.tokenWanted(now: at(0.4)) == .fail(unavailable), "callers get the error at once while backing off")
         #expect(machine.nextWake(now: at(0.1)) == at(0.5))
         #expect(machine.tokenWanted(now: at(0.5)) == .startAndWait)
@@ -114,8 +121,8 @@ struct TokenRefreshStateMachineTests {
         var now = 0.5
         var ceilings: [Double] = []
         for _ in 0..<8 {
-            _ = machine.answered(.failed(unavailable.neverSent), now: at(now), jitter: 1)
-            guard case .backingOff(let until, _) = machine.state else { Issue.record("not backing off"); return }
+            _ = fail(&machine, unavailable.neverSent, now: now, jitter: 1)
+            guard case .backingOff(let until, _, _) = machine.state else { Issue.record("not backing off"); return }
             ceilings.append(until.timeIntervalSince(at(now)))
             now = until.timeIntervalSince(start)
             #expect(machine.timerFired(now: at(now)) == .startRefresh, "no access token: the loop retries when the backoff ends")
@@ -131,13 +138,17 @@ struct TokenRefreshStateMachineTests {
         var machine = machine()
         _ = machine.tokenWanted(now: at(0))
         _ = send(&machine)
-        #expect(machine.answered(.rejected(reason: "refresh token rejected (invalid_grant)"), now: at(0), jitter: 0)
-            == .finish(.failure(Machine.unauthorized("refresh token rejected (invalid_grant)"))))
+        guard case .clearMark(let unmarked) = machine.answered(.rejected(reason: "refresh token rejected (invalid_grant)"), now: at(0), jitter: 0) else {
+            Issue.record("the mark of a refused token is not cleared")
+            return
+        }
+        #expect(unmarked.refreshToken == "rt-0" && unmarked.inFlightSince == nil, "refused, so not rotated: no crash to report later")
+        #expect(machine.markCleared() == .finish(.failure(Machine.unauthorized("refresh token rejected (invalid_grant)"))))
         #expect(machine.access == nil)
         #expect(machine.tokenWanted(now: at(1)) == .fail(Machine.unauthorized("refresh token rejected (invalid_grant)")))
         #expect(machine.timerFired(now: at(100)) == .none)
-        #expect(machine.initialTokenChanged(.init(initial: "rt-0")) == false, "the same token is no change")
-        #expect(machine.initialTokenChanged(.init(initial: "rt-new")) == true)
+        #expect(machine.initialTokenChanged(.init(initial: "rt-0")) == .unchanged, "the same token is no change")
+        #expect(machine.initialTokenChanged(.init(initial: "rt-new")) == .taken)
         #expect(machine.state == .idle)
         #expect(machine.timerFired(now: at(101)) == .startRefresh)
         #expect(send(&machine, now: 101) == "rt-new")
@@ -264,12 +275,161 @@ struct TokenRefreshStateMachineTests {
         var machine = machine()
         _ = machine.tokenWanted(now: at(0))
         _ = send(&machine)
-        #expect(machine.initialTokenChanged(.init(initial: "rt-new")) == false, "not while a refresh is outstanding")
+        #expect(machine.initialTokenChanged(.init(initial: "rt-new")) == .deferred, "not while a refresh is outstanding")
         #expect(machine.initial.refreshToken == "rt-0")
         #expect(machine.resume() == false)
         _ = grant(&machine, "at-1", rotated: "rt-1")
-        #expect(machine.initialTokenChanged(.init(initial: "rt-new")) == true)
+        #expect(machine.initialTokenChanged(.init(initial: "rt-new")) == .taken)
         #expect(machine.credentials?.refreshToken == "rt-new")
         #expect(machine.resume() == false, "nothing stopped")
+    }
+
+    // MARK: A failure of the endpoint is retried by itself (issue 32)
+
+    @Test("a 5xx after the upstream's 401: when the backoff ends the refresh is sent again by itself, although the held access token has not expired")
+    func backoffEndsInARetry() throws {
+        var machine = machine()
+        _ = machine.tokenWanted(now: at(0))
+        _ = send(&machine)
+        let first = try #require(grant(&machine, "at-1", rotated: "rt-1", expiresIn: 600))
+        #expect(machine.upstreamRejected(first, now: at(10)) == .startAndWait)
+        #expect(send(&machine, now: 10) == "rt-1")
+        #expect(fail(&machine, unavailable, now: 10) == .finish(.failure(unavailable)))
+        #expect(machine.state == .backingOff(until: at(10.5), error: unavailable, retry: .rejected(generation: 1)))
+        #expect(machine.problem?.hasPrefix("token endpoint unavailable") == true)
+        #expect(machine.upstreamRejected(first, now: at(10.2)) == .fail(unavailable), "callers get the error at once while backing off")
+        #expect(machine.nextWake(now: at(10.2)) == at(10.5))
+        #expect(machine.timerFired(now: at(10.4)) == .none)
+        #expect(machine.timerFired(now: at(10.5)) == .startRefresh, "owed: the upstream refused the access token still held")
+        #expect(machine.problem?.contains("trying again now") == true, "health keeps the failure until a refresh succeeds")
+        #expect(machine.upstreamRejected(first, now: at(10.5)) == .wait)
+        let refused = RefreshTokenRecord(refreshToken: "rt-1", origin: RefreshTokenRecord.fingerprint("rt-0"), accessToken: "at-1",
+                                         expiresAt: at(600), generation: 1)
+        #expect(send(&machine, record: refused, now: 10.5) == "rt-1", "the refused access token is not adopted back from the store")
+        _ = grant(&machine, "at-2", rotated: "rt-2", expiresIn: 600, now: 10.5)
+        #expect(machine.problem == nil, "healthy again once a refresh succeeds")
+        #expect(machine.failures == 0 && machine.lastFailure == nil)
+    }
+
+    @Test("the in-flight mark is cleared when the answer proves the token unused; this machine's own mark is no sign of a stop, another one is")
+    func inFlightMarks() {
+        var machine = machine()
+        _ = machine.tokenWanted(now: at(0))
+        guard case .markInFlight(let marker) = machine.storeRead(nil, now: at(0)), case .send = machine.markedInFlight(now: at(0)) else {
+            Issue.record("not sent")
+            return
+        }
+        var unmarked = marker
+        unmarked.inFlightSince = nil
+        #expect(machine.answered(.failed(unavailable), now: at(1), jitter: 0) == .clearMark(unmarked))
+        #expect(machine.tokenWanted(now: at(1)) == .wait, "the refresh is not over until its mark is cleared")
+        #expect(machine.timerFired(now: at(5)) == .none)
+        #expect(machine.markClearFailed() == .finish(.failure(unavailable)), "a mark that cannot be cleared changes nothing else")
+        #expect(machine.state == .backingOff(until: at(1.5), error: unavailable, retry: .needed))
+        #expect(machine.markCleared() == .ignore)
+        #expect(machine.leftByAStop(marker) == nil, "the mark this machine left: it knows that request's outcome")
+        var crashed = marker
+        crashed.inFlightSince = at(-100)
+        #expect(machine.leftByAStop(crashed) == at(-100), "a mark of another life (or instance) is reported")
+        // No answer: the mark stays, since the endpoint may have rotated the token.
+        #expect(machine.tokenWanted(now: at(2)) == .startAndWait)
+        #expect(send(&machine, now: 2) == "rt-0")
+        #expect(machine.answered(.unknown(noAnswer), now: at(300), jitter: 0) == .finish(.failure(Machine.outcomeUnknown)))
+        var restarted = self.machine()
+        #expect(restarted.loaded(marker, now: at(400)) == at(0), "a restart reports a mark it finds")
+    }
+
+    // MARK: Token families (issue 25)
+
+    func machine(_ environment: String, token: String) -> Machine {
+        Machine(initial: .init(initial: token), settings: .init(refreshBeforeExpiry: .seconds(30), refreshWait: .seconds(300), environment: environment))
+    }
+
+    func fingerprint(_ token: String) -> String { RefreshTokenRecord.fingerprint(token) }
+
+    @Test("the family rule: the holder's environment replaces its family, another environment is refused, a replaced family never comes back")
+    func familyRule() {
+        let held = TokenFamily(origin: "A", owners: ["fa"], retired: ["old"])
+        #expect(TokenFamily.admit("A", environment: "fb", held: nil) == .fresh)
+        #expect(TokenFamily.admit("A", environment: "fb", held: held) == .same, "the same refresh token in another environment: one grant")
+        #expect(TokenFamily.admit("B", environment: "fa", held: held) == .replaces("A"), "fa's operator provides a new refresh token")
+        #expect(TokenFamily.admit("B", environment: "fb", held: held) == .refused(.heldByOthers(["fa"])))
+        #expect(TokenFamily.admit("old", environment: "fa", held: held) == .refused(.retired))
+        #expect(TokenFamily.admit("B", environment: "fb", held: TokenFamily(origin: "A", owners: nil)) == .replaces("A"),
+                "a record saved before owners were kept: as before")
+        #expect(TokenFamily.appending("x", to: (0..<40).map(String.init)).count == TokenFamily.memory)
+        #expect(TokenFamily.merging(["a", "b"], ["b", "c"]) == ["a", "b", "c"])
+        let record = RefreshTokenRecord(refreshToken: "rt", origin: "A", generation: 2, owners: ["fa", "fa2"], retired: ["old"])
+        #expect(RefreshTokenRecord(decoding: record.encoded) == record, "owners and retired families are saved with the token")
+    }
+
+    @Test("fa → fn → fb → fn → fa: the store keeps fa's family, so fb is refused by it, and would stop rather than overwrite it; fa goes on with its newest token")
+    func familyThroughAnIntermediateEnvironment() {
+        var a = machine("fa", token: "rt-a")
+        _ = a.tokenWanted(now: at(0))
+        #expect(send(&a) == "rt-a")
+        guard case .save(let saved) = a.answered(.granted(accessToken: "at-1", expiresIn: 60, refreshToken: "rt-a1"), now: at(0), jitter: 0) else {
+            Issue.record("no save")
+            return
+        }
+        #expect(saved.owners == ["fa"] && saved.origin == fingerprint("rt-a"))
+        _ = a.saved()
+        // fn serves: fa's manager is gone. fb's chain makes a new one over the same store.
+        let b = machine("fb", token: "rt-b")
+        #expect(b.refusal(of: fingerprint("rt-b"), environment: "fb", stored: saved) == .heldByOthers(["fa"]))
+        // Had its chain been built anyway, fb's refresh would stop without a write.
+        var forced = machine("fb", token: "rt-b")
+        _ = forced.loaded(saved, now: at(1))
+        _ = forced.tokenWanted(now: at(1))
+        #expect(forced.storeRead(saved, now: at(1)) == .finish(.failure(Machine.familyRefused)))
+        #expect(forced.state == .stopped(.familyRefused(.heldByOthers(["fa"]))))
+        #expect(forced.problem?.contains("environment fa") == true)
+        #expect(forced.tokenWanted(now: at(2)) == .fail(Machine.familyRefused))
+        // Back on fa: a new manager, admitted, continues from the saved rotation.
+        var again = machine("fa", token: "rt-a")
+        #expect(again.refusal(of: fingerprint("rt-a"), environment: "fa", stored: saved) == nil)
+        _ = again.loaded(saved, now: at(2))
+        _ = again.tokenWanted(now: at(120))
+        #expect(send(&again, record: saved, now: 120) == "rt-a1")
+    }
+
+    @Test("a switch keeps the manager: another environment's token is refused by what it holds, saved or not; the same token joins the owners, whose operator may replace it")
+    func familyOfAKeptManager() {
+        var a = machine("fa", token: "rt-a")
+        #expect(a.refusal(of: fingerprint("rt-b"), environment: "fb", stored: nil) == .heldByOthers(["fa"]), "nothing saved yet")
+        #expect(a.refusal(of: fingerprint("rt-a"), environment: "fa2", stored: nil) == nil, "the same grant")
+        a.update(.init(refreshBeforeExpiry: .seconds(30), refreshWait: .seconds(300), environment: "fa2"))
+        #expect(a.owners == ["fa", "fa2"])
+        // The store still names fa alone (nothing saved since the switch): what the manager knows counts.
+        let stored = RefreshTokenRecord(refreshToken: "rt-a3", origin: fingerprint("rt-a"), generation: 3, owners: ["fa"])
+        #expect(a.refusal(of: fingerprint("rt-a2"), environment: "fa2", stored: stored) == nil, "fa2's operator replaces the token")
+        #expect(a.initialTokenChanged(.init(initial: "rt-a2")) == .taken)
+        #expect(a.retired == [fingerprint("rt-a")] && a.owners == ["fa2"])
+        // fa still configures the replaced token: refused from now on, and a file bringing it back is not taken.
+        #expect(a.refusal(of: fingerprint("rt-a"), environment: "fa", stored: nil) == .retired)
+        #expect(a.initialTokenChanged(.init(initial: "rt-a")) == .refused(.retired))
+        #expect(a.initial.refreshToken == "rt-a2")
+    }
+
+    @Test("an operator's new token takes the store over and retires the old family: an instance still configuring that one stops, and is refused at its next start")
+    func familyReplacedInTheStore() {
+        let old = RefreshTokenRecord(refreshToken: "rt-a5", origin: fingerprint("rt-a"), generation: 5, owners: ["fa"])
+        var replacing = machine("fa", token: "rt-a2")
+        #expect(replacing.refusal(of: fingerprint("rt-a2"), environment: "fa", stored: old) == nil)
+        _ = replacing.loaded(old, now: at(0))
+        _ = replacing.tokenWanted(now: at(0))
+        guard case .markInFlight(let marker) = replacing.storeRead(old, now: at(0)) else {
+            Issue.record("not marked")
+            return
+        }
+        #expect(marker.refreshToken == "rt-a2" && marker.origin == fingerprint("rt-a2"))
+        #expect(marker.retired == [fingerprint("rt-a")] && marker.owners == ["fa"])
+        // A second instance sharing the store, still on rt-a, reads the new record under the lock.
+        var stale = machine("fa", token: "rt-a")
+        _ = stale.loaded(old, now: at(0))
+        _ = stale.tokenWanted(now: at(1))
+        #expect(stale.storeRead(marker, now: at(1)) == .finish(.failure(Machine.familyRefused)), "nothing overwritten, nothing sent")
+        #expect(stale.state == .stopped(.familyRefused(.retired)))
+        #expect(machine("fa", token: "rt-a").refusal(of: fingerprint("rt-a"), environment: "fa", stored: marker) == .retired)
     }
 }

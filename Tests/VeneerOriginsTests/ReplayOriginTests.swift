@@ -137,4 +137,53 @@ struct ReplayOriginTests {
         #expect(Self.problems("{file: a.har, upstream: {url: 'http://x'}}", directory: directory).first?.contains("only used with on_miss: upstream") == true)
         #expect(Self.problems("{file: a.har, on_miss: upstream, upstream: {ur: 'http://x'}}", directory: directory).contains { $0.contains("unknown key 'ur'") })
     }
+
+    @Test("an entry with an interim (1xx) status, or one no answer has, is refused at load with its file and index; one that got no answer (status 0) is skipped")
+    func interimStatuses() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for (code, kind) in [(101, "interim"), (100, "interim"), (103, "interim"), (600, "not an HTTP status"), (1200, "not an HTTP status")] {
+            try Self.har([
+                Self.entry("GET", "/posts/1", text: "a", started: "2026-11-23T10:00:00.000Z"),
+                Self.entry("GET", "/posts/ws", status: code, text: "", started: "2026-11-23T10:00:01.000Z"),
+            ]).write(toFile: directory + "/x.har", atomically: true, encoding: .utf8)
+            let problems = Self.problems("{file: x.har}", directory: directory)
+            #expect(problems.count == 1 && problems[0].contains("HAR file \(directory)/x.har, entry 1") && problems[0].contains("status \(code)")
+                    && problems[0].contains(kind), "\(problems)")
+        }
+        try Self.har([
+            Self.entry("GET", "/posts/1", text: "a", started: "2026-11-23T10:00:00.000Z"),
+            Self.entry("GET", "/posts/2", status: 0, text: "", started: "2026-11-23T10:00:01.000Z"),
+        ]).write(toFile: directory + "/x.har", atomically: true, encoding: .utf8)
+        let book = try Self.decode("{file: x.har}", directory: directory).book
+        #expect(book.skipped == 1 && book.answer(method: "GET", path: "/posts/2", query: nil) == nil)
+    }
+
+    @Test("hop-by-hop fields and those the recorded Connection names are not replayed; a HEAD gets its GET's Content-Length; the miss message cuts credentials from the query, and a recorded redacted parameter matches any value")
+    func recordedFields() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let replay = try origin([
+            Self.entry("GET", "/posts/1", text: "ab", started: "2026-11-23T10:00:00.000Z", headers: [
+                ("Content-Type", "application/json"), ("Connection", "X-Hop-Secret, close"), ("X-Hop-Secret", "1"), ("Keep-Alive", "timeout=5"),
+                ("Upgrade", "h2c"), ("Proxy-Authenticate", "Basic"), ("Content-Length", "2"), ("X-Kept", "yes"), ("X-Echo", "Bearer <redacted>"),
+            ]),
+            Self.entry("HEAD", "/posts/2", text: "", started: "2026-11-23T10:00:00.000Z", headers: [("Content-Length", "120")]),
+            Self.entry("GET", "/posts?access_token=<redacted>&page=2", text: "page 2", started: "2026-11-23T10:00:00.000Z"),
+        ], in: directory)
+        let answer = try await replay.handle(ProxyRequest(method: .get, route: .item(.posts, "1")))
+        #expect(answer.headers[HTTPField.Name("X-Kept")!] == "yes")
+        for name in ["X-Hop-Secret", "Connection", "Keep-Alive", "Upgrade", "Proxy-Authenticate", "Content-Length", "X-Echo"] {
+            #expect(answer.headers[HTTPField.Name(name)!] == nil, "\(name)")
+        }
+        let head = try await replay.handle(ProxyRequest(method: .head, route: .item(.posts, "1")))
+        #expect(head.headers[.contentLength] == "2" && head.body.readableBytes == 0)
+        #expect(try await replay.handle(ProxyRequest(method: .head, route: .item(.posts, "2"))).headers[.contentLength] == "120")
+        let redacted = try await replay.handle(ProxyRequest(method: .get, route: .list(.posts), query: "page=2&access_token=anything"))
+        #expect(text(redacted) == "page 2")
+        let error = await #expect(throws: ProxyError.self) {
+            _ = try await replay.handle(ProxyRequest(method: .get, route: .list(.posts), query: "access_token=SECRET-1&client_secret=SECRET-2&page=3"))
+        }
+        #expect(error?.message == "Nothing was recorded for GET /posts?access_token=<redacted>&client_secret=<redacted>&page=3.")
+    }
 }

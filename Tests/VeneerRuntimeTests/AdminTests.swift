@@ -71,14 +71,26 @@ struct AdminTests {
 
     @Test("GET /-/ lists the admin endpoints, the runtime's and those the chain's decorators add")
     func index() async throws {
-        let yaml = "environments: {development: {origin: {mock: {}}, chain: [{block_list: {deny: {clients: [192.0.2.0/24]}}}]}}"
+        let yaml = "environments: {development: {origin: {mock: {}}, chain: [{block_list: {deny: {clients: [192.0.2.0/24]}}}, cache]}}"
         try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
             let index = try await veneer.request("GET", "/-/")
             #expect(index.status == 200)
             let endpoints = try #require(index.json?["endpoints"] as? [[String: Any]])
             let paths = endpoints.compactMap { $0["path"] as? String }
-            #expect(paths == ["/-/", "/-/status", "/-/events", "/-/health", "/-/live", "/-/ready", "/-/chain", "/-/metrics", "/-/reload", "/-/environment", "/-/blocks"])
+            #expect(paths == ["/-/", "/-/status", "/-/events", "/-/health", "/-/live", "/-/ready", "/-/chain", "/-/metrics", "/-/reload", "/-/environment",
+                              "/-/blocks", "/-/blocks/{account}", "/-/cache"])
             #expect(endpoints.first { $0["path"] as? String == "/-/ready" }?["methods"] as? [String] == ["GET"])
+            // The decorators' endpoints say their methods and what each does, as the runtime's do.
+            func endpoint(_ path: String) -> (methods: [String], summary: String) {
+                let found = endpoints.first { $0["path"] as? String == path }
+                return (found?["methods"] as? [String] ?? [], found?["summary"] as? String ?? "")
+            }
+            #expect(endpoint("/-/blocks").methods == ["GET"] && endpoint("/-/blocks").summary.contains("learned blocks"))
+            #expect(endpoint("/-/blocks/{account}").methods == ["DELETE", "POST"])
+            #expect(endpoint("/-/blocks/{account}").summary.contains("DELETE: lift") && endpoint("/-/blocks/{account}").summary.contains("action=unblock"))
+            #expect(endpoint("/-/cache").methods == ["GET", "DELETE"])
+            #expect(endpoint("/-/cache").summary.contains("GET ?path=") && endpoint("/-/cache").summary.contains("DELETE without a path"))
+            for listed in endpoints { #expect(!(listed["summary"] as? String ?? "").contains("added by a decorator"), "\(listed)") }
             #expect(index.json?["environment"] as? String == "development")
         }
     }

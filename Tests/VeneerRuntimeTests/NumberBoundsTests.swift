@@ -38,6 +38,7 @@ struct NumberBoundsTests {
             "cache.max_entries": "\(mock)\n    chain: [{ cache: { max_entries: V } }]",
             "cache.max_bytes": "\(mock)\n    chain: [{ cache: { max_entry_size: 0, max_bytes: V } }]",
             "cache.max_entry_size": "\(mock)\n    chain: [{ cache: { max_bytes: 1024GB, max_entry_size: V } }]",
+            "cache.min_free": "\(mock)\n    chain: [{ cache: { min_free: V } }]",
             "auth_refresh.refresh_before_expiry": "\(mock)\n    chain: [{ auth_refresh: { \(auth), refresh_before_expiry: V } }]",
             "auth_refresh.timeout": "\(mock)\n    chain: [{ auth_refresh: { \(auth), refresh_wait: 1d, timeout: V } }]",
             "auth_refresh.refresh_wait": "\(mock)\n    chain: [{ auth_refresh: { \(auth), timeout: 1ms, refresh_wait: V } }]",

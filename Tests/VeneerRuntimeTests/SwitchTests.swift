@@ -114,6 +114,49 @@ struct SwitchTests {
         }
     }
 
+    @Test("a switch to an environment without record and back, with a recorded request in flight, keeps one writer on the file: it stays valid HAR with every entry")
+    func recordRoundTrip() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let gate = Latch()
+        try await withTestUpstream({ request in
+            if request.target == "/posts/1" { await gate.wait() }
+            return .json(#"{"id":1,"title":"t","body":"b"}"#)
+        }) { (upstream: TestUpstream) async throws in
+            // The file spelled two ways: one file, one writer.
+            let yaml = """
+                environments:
+                  recording:
+                    origin: { upstream: { url: "\(upstream.url)" } }
+                    chain: [{ record: { file: \(directory)/staging.har } }]
+                  plain:
+                    origin: { upstream: { url: "\(upstream.url)" } }
+                  again:
+                    origin: { upstream: { url: "\(upstream.url)" } }
+                    chain: [{ record: { file: \(directory)/./x/../staging.har, max_file_size: 1MB } }]
+                """
+            try FileManager.default.createDirectory(atPath: directory + "/x", withIntermediateDirectories: true)
+            try await withVeneer(yaml: yaml, environment: "recording") { (veneer: RunningVeneer) async throws in
+                async let slow = veneer.request("GET", "/posts/1")
+                while upstream.count == 0 { try await Task.sleep(for: .milliseconds(5)) }
+                for target in ["plain", "recording", "plain", "again"] {
+                    guard case .switched = await veneer.instance.switchEnvironment(to: target) else {
+                        Issue.record("the switch to \(target) should succeed")
+                        return
+                    }
+                    if target != "plain" { #expect(try await veneer.request("GET", "/posts/2").status == 200) }
+                }
+                gate.open()
+                #expect(try await slow.status == 200)
+                let data = try #require(FileManager.default.contents(atPath: directory + "/staging.har"))
+                let har = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+                let entries = (har?["log"] as? [String: Any])?["entries"] as? [[String: Any]]
+                #expect(entries?.count == 3, "\(String(decoding: data, as: UTF8.self))")
+                #expect(String(decoding: data.suffix(5), as: UTF8.self) == "\n]}}\n")
+            }
+        }
+    }
+
     @Test("a target that does not validate changes nothing and reports every error; the reload status stays as it was")
     func invalidTarget() async throws {
         try await withVeneer(yaml: Self.yaml(), registry: extendedRegistry) { (veneer: RunningVeneer) async throws in
@@ -245,6 +288,9 @@ struct SwitchTests {
         ("environment=", "application/x-www-form-urlencoded", nil),
         ("environment=%zz", "application/x-www-form-urlencoded", nil),
         ("environment=staging", nil, nil),
+        // curl -d '{"environment":"staging"}' sends JSON under curl's default type, the form one.
+        (#"{"environment":"staging"}"#, "application/x-www-form-urlencoded", EnvironmentSwitch.Request(environment: "staging", isForm: false)),
+        (#"{"environment":""}"#, "application/x-www-form-urlencoded", nil),
         (#"{"environment":""}"#, "application/json", nil),
         (#"{"environment":3}"#, "application/json", nil),
     ] as [(String, String?, EnvironmentSwitch.Request?)])

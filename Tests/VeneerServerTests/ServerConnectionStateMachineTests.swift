@@ -305,6 +305,37 @@ struct ServerConnectionStateMachineTests {
         #expect(machine.quiesce(now: Self.at(2)) == .close)
     }
 
+    @Test("drain_timeout's end: the request being answered is refused (its late answer dropped), the ones behind it go unanswered; once closed nothing happens")
+    func drainEnded() {
+        var busy = Self.answering()
+        _ = busy.requestParsed("b", keepAlive: true, bodyBytes: 4, now: Self.at(0))
+        _ = busy.quiesce(now: Self.at(1))
+        #expect(busy.drainEnded() == .refuse(unanswered: ["b"]))
+        #expect(busy.state == .closed && busy.queuedRequests == 0)
+        #expect(busy.answerReady(closeConnection: false, now: Self.at(2)) == .discard, "the chain's answer, too late")
+        #expect(busy.drainEnded() == .none)
+
+        // Not quiesced first (the group was cancelled at once): the same.
+        var answering = Self.answering()
+        #expect(answering.drainEnded() == .refuse(unanswered: []))
+
+        // Nothing being answered: close, with what was read.
+        var idle = Self.active()
+        #expect(idle.drainEnded() == .close(unanswered: []))
+        var blocked = Self.answering()
+        _ = blocked.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0))
+        _ = blocked.writabilityChanged(writable: false, now: Self.at(1))
+        _ = blocked.answerReady(closeConnection: false, now: Self.at(1))
+        #expect(blocked.drainEnded() == .close(unanswered: ["b"]), "the answer before it went out; b never began")
+
+        // The last answer's head is out (a stream, or the last answer being sent): close.
+        var last = Self.answering(keepAlive: false)
+        _ = last.answerReady(closeConnection: false, now: Self.at(1))
+        #expect(last.drainEnded() == .close(unanswered: []))
+        var unborn = Machine(limits: Self.limits)
+        #expect(unborn.drainEnded() == .close(unanswered: []))
+    }
+
     @Test("the client's end of input closes an idle connection; a busy one answers first and closes without lingering")
     func inputClosed() {
         var idle = Self.active()

@@ -99,12 +99,14 @@ fi
 # ---- Running it from the scratch root, with an empty environment ---------------------------
 run() { (cd "$scratch" && env -i PATH=/usr/bin:/bin "$@"); }
 upstream=""
-if version_out="$(run "$bin" version 2>&1)" && [[ "$version_out" =~ ^veneer\ ([0-9][0-9A-Za-z.+~-]*)$ ]]; then
+# `veneer version`: the version on the first line, the license on the second.
+if version_out="$(run "$bin" version 2>&1)" && [[ "$(head -n 1 <<<"$version_out")" =~ ^veneer\ ([0-9][0-9A-Za-z.+~-]*)$ ]]; then
     upstream="${BASH_REMATCH[1]}"
-    pass "veneer version: $version_out"
+    pass "veneer version: $(head -n 1 <<<"$version_out")"
 else
     fail "veneer version: '$version_out'"
 fi
+check "veneer version names the license" grep -q 'Apache License, Version 2.0 (Apache-2.0)' <<<"$version_out"
 
 config="$root/etc/veneer/veneer.yaml"
 # As systemd runs an instance: credentials and state in the directories it names.
@@ -157,6 +159,10 @@ check "Version $package_version is the binary's $upstream with a Debian revision
     test -n "$upstream" -a "${package_version%-*}" == "$upstream"
 
 check "the manual page is veneer(1)" sh -c 'gzip -dc "$1" | grep -q "^\.Dt VENEER 1"' sh "$root/usr/share/man/man1/veneer.1.gz"
+check "the manual page names the license" sh -c 'gzip -dc "$1" | tr -s " \n" " " | grep -q "Apache License, Version 2.0"' sh "$root/usr/share/man/man1/veneer.1.gz"
+check "copyright: Veneer's own files are Apache-2.0" \
+    awk '/^Files: \*$/ { own = 1; next } own && /^License:/ { exit ($2 == "Apache-2.0" ? 0 : 1) }' "$root/usr/share/doc/veneer/copyright"
+check "copyright points to the common licenses" grep -q '/usr/share/common-licenses/Apache-2.0' "$root/usr/share/doc/veneer/copyright"
 check "the bash completion completes veneer" \
     env -i PATH=/usr/bin:/bin bash -c 'source "$1" && complete -p veneer >/dev/null' bash "$root/usr/share/bash-completion/completions/veneer"
 check "the zsh completion is for veneer" grep -qx '#compdef veneer' "$root/usr/share/zsh/vendor-completions/_veneer"

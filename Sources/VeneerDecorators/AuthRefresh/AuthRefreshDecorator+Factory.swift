@@ -40,7 +40,7 @@ extension AuthRefreshDecorator {
             let manager = context.carried.value(for: key) {
                 made = true
                 return TokenManager(options: options, initialToken: initialToken, endpoint: endpoint, store: store, clock: context.clock,
-                                    health: context.health, logger: context.logger, metrics: context.metrics)
+                                    health: context.health, logger: context.logger, metrics: context.metrics, environment: context.environment)
             }
             if made {
                 if case .unwritable(let reason, permanent: true) = await manager.prepare() {
@@ -48,14 +48,21 @@ extension AuthRefreshDecorator {
                     // start and burn the token family at the next restart.
                     throw ConfigError([ConfigDiagnostic(mark: nil, path: "store", message: "the token store cannot be written: \(reason)")])
                 }
-            } else {
+            }
+            // One token family per store and client, whatever the path of switches and reloads
+            // that led here (TokenFamily): at start, on a reload or a switch.
+            if let refusal = await manager.refusal(configuring: initialToken, environment: context.environment) {
+                throw ConfigError([ConfigDiagnostic(mark: nil, path: "refresh_token", message: refusal)])
+            }
+            if !made {
                 // The running chain shares the manager: a reload whose build fails later
                 // (another entry's error) must leave its options as they are.
-                context.carried.whenCommitted { await manager.reconfigure(options, endpoint: endpoint) }
+                let environment = context.environment
+                context.carried.whenCommitted { await manager.reconfigure(options, endpoint: endpoint, environment: environment) }
             }
             return AuthRefreshDecorator(inner: inner, manager: manager, callerAuthorization: options.callerAuthorization)
         },
-        warn: { (options: AuthRefreshOptions, environment: EnvironmentSpec) in options.storeWarnings(environment: environment) }
+        warn: { (options: AuthRefreshOptions, environment: EnvironmentSpec, _) in options.storeWarnings(environment: environment) }
     )
 
     /// A decorator with its own token manager, for code that builds chains by hand.

@@ -26,6 +26,12 @@ protocol RefreshTokenStore: Sendable {
     /// What other processes did to the store; ``StoreChange/resync`` when it is reachable
     /// again after an outage (shared stores only).
     func changes() -> AsyncStream<StoreChange>?
+    /// Where the record is, for an operator (a file, a named store's key); nil: unnamed.
+    var location: String? { get }
+}
+
+extension RefreshTokenStore {
+    var location: String? { nil }
 }
 
 /// What a probe of the token store found.
@@ -43,8 +49,12 @@ enum TokenStoreProbe: Sendable, Equatable {
 /// instances sharing a store use one token instead of each refreshing its own.
 ///
 /// `inFlightSince` is set (and saved) just before the refresh token is sent to the token
-/// endpoint and cleared by the save of its answer: a record loaded with it set says that
-/// Veneer stopped while the endpoint may have rotated this very token.
+/// endpoint and cleared by the save of its answer (or of a failure that proves the token
+/// unused): a record loaded with it set says that Veneer stopped while the endpoint may have
+/// rotated this very token.
+///
+/// `owners` and `retired` complete the family (``TokenFamily``): the environments that
+/// configured it, and the families it replaced.
 struct RefreshTokenRecord: Sendable, Equatable {
     var refreshToken: String
     var origin: String
@@ -52,32 +62,46 @@ struct RefreshTokenRecord: Sendable, Equatable {
     var expiresAt: Date?
     var generation: Int = 0
     var inFlightSince: Date?
+    var owners: [String]?
+    var retired: [String] = []
+
+    /// The family this record holds.
+    var family: TokenFamily { TokenFamily(origin: origin, owners: owners, retired: retired) }
 
     var encoded: [UInt8] {
         var members: [(String, JSONValue)] = [("refresh_token", .string(refreshToken)), ("origin", .string(origin)), ("generation", .int(generation))]
         if let accessToken { members.append(("access_token", .string(accessToken))) }
         if let expiresAt { members.append(("expires_at", .number(String(expiresAt.timeIntervalSince1970)))) }
         if let inFlightSince { members.append(("in_flight_since", .number(String(inFlightSince.timeIntervalSince1970)))) }
+        if let owners { members.append(("owners", .array(owners.map(JSONValue.string)))) }
+        if !retired.isEmpty { members.append(("retired", .array(retired.map(JSONValue.string)))) }
         return Array(JSONValue.object(members).text.utf8)
     }
 
     init(refreshToken: String, origin: String, accessToken: String? = nil, expiresAt: Date? = nil, generation: Int = 0,
-         inFlightSince: Date? = nil) {
+         inFlightSince: Date? = nil, owners: [String]? = nil, retired: [String] = []) {
         self.refreshToken = refreshToken
         self.origin = origin
         self.accessToken = accessToken
         self.expiresAt = expiresAt
         self.generation = generation
         self.inFlightSince = inFlightSince
+        self.owners = owners
+        self.retired = retired
     }
 
     init?(decoding bytes: [UInt8]) {
         guard let value = try? JSONValue.parse(bytes), let token = value["refresh_token"]?.stringValue,
               let origin = value["origin"]?.stringValue else { return nil }
+        func strings(_ name: String) -> [String]? {
+            guard case .array(let items)? = value[name] else { return nil }
+            return Array(items.compactMap(\.stringValue).suffix(TokenFamily.memory))
+        }
         self.init(refreshToken: token, origin: origin, accessToken: value["access_token"]?.stringValue,
                   expiresAt: value["expires_at"]?.doubleValue.flatMap(Date.init(epochSeconds:)),
                   generation: value["generation"]?.intValue ?? 0,
-                  inFlightSince: value["in_flight_since"]?.doubleValue.flatMap(Date.init(epochSeconds:)))
+                  inFlightSince: value["in_flight_since"]?.doubleValue.flatMap(Date.init(epochSeconds:)),
+                  owners: strings("owners"), retired: strings("retired") ?? [])
     }
 
     /// A SHA-256 fingerprint of an initial token: recognises it without storing it twice.
@@ -99,6 +123,7 @@ struct FileRefreshTokenStore: RefreshTokenStore {
 
     /// The one temporary file: a crash cannot leave one per attempt.
     var temporaryPath: String { path + ".tmp" }
+    var location: String? { path }
     var directory: String { (path as NSString).deletingLastPathComponent }
 
     func withLock<T: Sendable>(_ name: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
@@ -218,6 +243,7 @@ struct FileStoreError: Error {
 struct KeyValueRefreshTokenStore: RefreshTokenStore {
     let store: any KeyValueStore
     let key: String
+    var location: String? { "\(store.description), key auth_refresh/\(key)" }
 
     func load() async throws -> RefreshTokenRecord? {
         try await store.get("auth_refresh", key, now: Date()).flatMap { RefreshTokenRecord(decoding: $0.bytes) }

@@ -31,9 +31,12 @@ actor TokenManager: CarriedService {
     private let wakeup = Wakeup()
     /// Refresh requests sent to the endpoint (for metrics and tests).
     private(set) var refreshCount = 0
+    /// A configured refresh token that may not be taken (its SHA-256, and why): said once in
+    /// the log and in health until the configuration changes.
+    private var refusedToken: (origin: String, reason: String)?
 
     init(options: AuthRefreshOptions, initialToken: String, endpoint: TokenEndpoint, store: any RefreshTokenStore, clock: any VeneerClock,
-         health: HealthBoard, logger: Logger, metrics: any MetricsFactory = NOOPMetricsHandler.instance) {
+         health: HealthBoard, logger: Logger, metrics: any MetricsFactory = NOOPMetricsHandler.instance, environment: String = "") {
         self.options = options
         self.endpoint = endpoint
         self.store = store
@@ -42,11 +45,11 @@ actor TokenManager: CarriedService {
         self.logger = logger
         self.healthName = "auth_refresh \(options.tokenEndpoint.authority)"
         self.metrics = AuthRefreshMetrics(endpoint: options.tokenEndpoint.authority, factory: metrics)
-        machine = TokenRefreshStateMachine(initial: .init(initial: initialToken), settings: Self.settings(options))
+        machine = TokenRefreshStateMachine(initial: .init(initial: initialToken), settings: Self.settings(options, environment: environment))
     }
 
-    static func settings(_ options: AuthRefreshOptions) -> TokenRefreshStateMachine.Settings {
-        .init(refreshBeforeExpiry: options.refreshBeforeExpiry, refreshWait: options.refreshWait)
+    static func settings(_ options: AuthRefreshOptions, environment: String) -> TokenRefreshStateMachine.Settings {
+        .init(refreshBeforeExpiry: options.refreshBeforeExpiry, refreshWait: options.refreshWait, environment: environment)
     }
 
     // MARK: Start and reload
@@ -77,12 +80,23 @@ actor TokenManager: CarriedService {
         return probe
     }
 
-    /// A reload kept this manager: new options apply from now on (a refresh under way keeps
-    /// going), a changed refresh token is taken, and a stopped refresh starts again.
-    func reconfigure(_ options: AuthRefreshOptions, endpoint: TokenEndpoint) {
+    /// Why a chain that configures `token` in `environment` may not use this manager (whose
+    /// family it would overwrite, see ``TokenFamily``), checked against what the manager holds
+    /// and what the store holds now; nil when it may. Changes nothing.
+    func refusal(configuring token: String, environment: String) async -> String? {
+        // An unreadable store is checked again under its lock before anything is sent.
+        let stored = try? await store.load()
+        let origin = RefreshTokenRecord.fingerprint(token)
+        return machine.refusal(of: origin, environment: environment, stored: stored)?.explanation(store: store.location)
+    }
+
+    /// A reload (or a switch) kept this manager: new options apply from now on (a refresh
+    /// under way keeps going), the environment joins the family's owners, a changed refresh
+    /// token is taken, and a stopped refresh starts again.
+    func reconfigure(_ options: AuthRefreshOptions, endpoint: TokenEndpoint, environment: String) {
         self.options = options
         self.endpoint = endpoint
-        machine.update(Self.settings(options))
+        machine.update(Self.settings(options, environment: environment))
         checkConfiguredToken()
         if machine.resume() {
             logger.notice("refreshing resumes after a reload", metadata: ["endpoint": .string(options.tokenEndpoint.description)])
@@ -168,8 +182,12 @@ actor TokenManager: CarriedService {
         do {
             let record = try await store.load()
             action = machine.storeRead(record, now: clock.now())
-            if case .markInFlight = action, let record, let since = record.inFlightSince, record.origin == machine.initial.origin {
+            if case .markInFlight = action, let record, let since = machine.leftByAStop(record) {
                 logInFlight(record, since: since, when: "before this refresh")
+            }
+            if case .stopped(.familyRefused(let refusal)) = machine.state {
+                logger.error("refreshing stopped: the token store now holds another token family, which is not overwritten",
+                             metadata: ["reason": .string(refusal.explanation(store: store.location))])
             }
         } catch {
             let reason = Self.describe(error)
@@ -227,6 +245,15 @@ actor TokenManager: CarriedService {
                         "saved_after_us": .stringConvertible(window.components.seconds * 1_000_000 + window.components.attoseconds / 1_000_000_000_000),
                     ])
                     action = machine.saved()
+                }
+            case .clearMark(let record):
+                do {
+                    try await store.save(record)
+                    action = machine.markCleared()
+                } catch {
+                    logger.warning("the in-flight mark of a refresh token the endpoint did not use could not be cleared",
+                                   metadata: ["reason": .string(Self.describe(error))])
+                    action = machine.markClearFailed()
                 }
             case .finish(let outcome):
                 finish(flight, outcome)
@@ -301,6 +328,8 @@ actor TokenManager: CarriedService {
                 break
             case .startRefresh:
                 _ = startFlight()
+                // The backoff may have ended: health says what is happening now.
+                publishHealth()
             case .checkStore(let unsaved):
                 await checkStore(unsaved)
             }
@@ -344,12 +373,30 @@ actor TokenManager: CarriedService {
         publishHealth()
     }
 
-    /// Takes a new configured refresh token (the file changed, or a reload brought another).
+    /// Takes a new configured refresh token (the file changed, or a reload brought another),
+    /// unless its family may not be taken (``TokenFamily``).
     private func checkConfiguredToken() {
         guard let text = try? options.refreshToken.reveal() else { return }
         let configured = TokenRefreshStateMachine.Credentials(initial: text)
-        guard configured.origin != machine.initial.origin, machine.initialTokenChanged(configured) else { return }
-        logger.notice("a new refresh token was provided; it replaces the one held", metadata: ["endpoint": .string(options.tokenEndpoint.description)])
+        guard configured.origin != machine.initial.origin else {
+            if refusedToken != nil {
+                refusedToken = nil
+                publishHealth()
+            }
+            return
+        }
+        switch machine.initialTokenChanged(configured) {
+        case .unchanged, .deferred:
+            return
+        case .taken:
+            refusedToken = nil
+            logger.notice("a new refresh token was provided; it replaces the one held", metadata: ["endpoint": .string(options.tokenEndpoint.description)])
+        case .refused(let refusal):
+            guard refusedToken?.origin != configured.origin else { return }
+            let reason = "the new refresh token is not taken: " + refusal.explanation(store: store.location)
+            refusedToken = (configured.origin, reason)
+            logger.error("\(reason)", metadata: ["endpoint": .string(options.tokenEndpoint.description)])
+        }
         publishHealth()
     }
 
@@ -376,10 +423,13 @@ actor TokenManager: CarriedService {
 
     private func publishHealth() {
         metrics.update(machine)
-        var problem = machine.problem
-        if problem == nil, let slowSince, case .refreshing = machine.state {
-            problem = "the token endpoint has not answered a refresh request for \(Int(clock.now().timeIntervalSince(slowSince)))s or more; "
-                + "Veneer waits for it up to refresh_wait (\(Units.format(options.refreshWait)))"
+        var problem = machine.problem ?? refusedToken?.reason
+        if problem == nil, slowSince != nil, case .refreshing(let refresh) = machine.state, case .sent(let marker, let deadline) = refresh.phase {
+            // Said when a caller gave up: the request is older than timeout by then. Times, not
+            // an age: this text stays as it is until the next change.
+            let sent = marker.inFlightSince.map { " sent at " + Timestamp.iso8601($0) } ?? ""
+            problem = "the token endpoint has not answered the refresh request\(sent) within timeout (\(Units.format(options.timeout))); "
+                + "Veneer waits for its answer until \(Timestamp.iso8601(deadline)) (refresh_wait, \(Units.format(options.refreshWait)))"
         }
         if let problem { health.report(healthName, .degraded(problem)) } else { health.remove(healthName) }
         if let storage = machine.storageProblem { health.report(healthName + " storage", .degraded(storage)) } else { health.remove(healthName + " storage") }

@@ -13,19 +13,27 @@ public struct Block: Sendable, Equatable {
     public let until: Date?
     /// What the upstream said.
     public let reason: String
+    /// Whether the account is a credential (its header is one by ``RequestRedaction``'s
+    /// rule, an `X-Api-Key`, or its value says so): then it is shown as a fingerprint,
+    /// which also names it to unblock.
+    public let isCredential: Bool
+
+    /// The account as the admin API, the status page and the log show it.
+    public var shownAccount: String { isCredential ? RequestRedaction.shown.cut(account) : account }
 
     var json: JSONValue {
         .object([
-            ("account", .string(account)), ("blocked_at", .string(Timestamp.iso8601(blockedAt))),
+            ("account", .string(shownAccount)), ("blocked_at", .string(Timestamp.iso8601(blockedAt))),
             ("until", until.map { .string(Timestamp.iso8601($0)) } ?? .null), ("reason", .string(reason)),
         ])
     }
 
-    init(account: String, blockedAt: Date, until: Date?, reason: String) {
+    init(account: String, blockedAt: Date, until: Date?, reason: String, isCredential: Bool = false) {
         self.account = account
         self.blockedAt = blockedAt
         self.until = until
         self.reason = reason
+        self.isCredential = isCredential
     }
 
     init?(account: String, bytes: [UInt8]) {
@@ -33,12 +41,14 @@ public struct Block: Sendable, Equatable {
               let at = value["blocked_at_epoch"]?.doubleValue.flatMap(Date.init(epochSeconds:)) else { return nil }
         let until = value["until_epoch"]?.doubleValue.map(Date.init(epochSeconds:))
         if until == .some(nil) { return nil }
-        self.init(account: account, blockedAt: at, until: until ?? nil, reason: reason)
+        self.init(account: account, blockedAt: at, until: until ?? nil, reason: reason,
+                  isCredential: value["credential"] == .bool(true))
     }
 
     var stored: StoredValue {
         var members: [(String, JSONValue)] = [("reason", .string(reason)), ("blocked_at_epoch", .number(String(blockedAt.timeIntervalSince1970)))]
         if let until { members.append(("until_epoch", .number(String(until.timeIntervalSince1970)))) }
+        if isCredential { members.append(("credential", .bool(true))) }
         return StoredValue(bytes: Array(JSONValue.object(members).text.utf8), expiresAt: until)
     }
 }
@@ -75,10 +85,12 @@ public final class BlockBook: CarriedService {
         }
     }
 
-    /// Records a block (logged once, however many requests saw the signal).
-    func learn(_ account: String, reason: String, blockFor: Duration?, requestID: String) async {
+    /// Records a block (logged once, however many requests saw the signal); `isCredential`:
+    /// the account is shown as a fingerprint only.
+    func learn(_ account: String, isCredential: Bool = false, reason: String, blockFor: Duration?, requestID: String) async {
         let now = clock.now()
-        let block = Block(account: account, blockedAt: now, until: blockFor.map { now.addingTimeInterval($0.seconds) }, reason: reason)
+        let block = Block(account: account, blockedAt: now, until: blockFor.map { now.addingTimeInterval($0.seconds) }, reason: reason,
+                          isCredential: isCredential)
         let isNew = blocks.withLock { blocks in
             if let existing = blocks[account], existing.until.map({ $0 > now }) ?? true { return false }
             blocks[account] = block
@@ -86,22 +98,28 @@ public final class BlockBook: CarriedService {
         }
         guard isNew else { return }
         logger.warning("account blocked", metadata: [
-            "account": .string(account), "reason": .string(reason), "request_id": .string(requestID),
+            "account": .string(block.shownAccount), "reason": .string(reason), "request_id": .string(requestID),
             "until": .string(block.until.map(Timestamp.iso8601) ?? "unblocked by an operator"),
         ])
         do {
             try await store.put(Self.namespace, account, block.stored, durable: true)
         } catch {
-            logger.error("the block could not be saved; it holds until restart", metadata: ["account": .string(account), "error": .string(ErrorText.describe(error))])
+            logger.error("the block could not be saved; it holds until restart",
+                         metadata: ["account": .string(block.shownAccount), "error": .string(ErrorText.describe(error))])
         }
     }
 
-    /// Lifts a block; false when the account was not blocked.
-    public func unblock(_ account: String) async -> Bool {
+    /// Lifts a block, named by its account or, for a credential, by the fingerprint the
+    /// listings show; false when the account was not blocked.
+    public func unblock(_ named: String) async -> Bool {
+        let (account, shown) = blocks.withLock { blocks in
+            let block = blocks[named] ?? blocks.values.first { $0.isCredential && $0.shownAccount == named }
+            return (block?.account ?? named, block?.shownAccount ?? named)
+        }
         let inMemory = blocks.withLock { $0.removeValue(forKey: account) } != nil
         let inStore = (try? await store.delete(Self.namespace, account)) ?? false
         let lifted = inMemory || inStore
-        if lifted { logger.notice("account unblocked", metadata: ["account": .string(account)]) }
+        if lifted { logger.notice("account unblocked", metadata: ["account": .string(shown)]) }
         return lifted
     }
 

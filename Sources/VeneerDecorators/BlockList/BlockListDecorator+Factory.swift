@@ -20,13 +20,32 @@ extension BlockListDecorator {
                 BlockBook(store: store, clock: context.clock, logger: context.logger)
             }
             await book.refresh()
-            context.admin.register("blocks") { request in await BlockListDecorator.admin(request, book: book) }
+            context.admin.register("blocks", endpoints: adminEndpoints) { request in await BlockListDecorator.admin(request, book: book) }
             return BlockListDecorator(
                 inner: inner, options: options, book: book,
                 denied: Counter(label: "veneer_block_list_denied_total", dimensions: [("reason", "rule")], factory: context.metrics),
                 accountDenied: Counter(label: "veneer_block_list_denied_total", dimensions: [("reason", "account")], factory: context.metrics))
-        }
+        },
+        warn: { (_: BlockListOptions, environment: EnvironmentSpec, site: ChainSite) in orderWarnings(environment, site) }
     )
+
+    /// A block_list inside an entry that answers by itself (a cache): a denied client or a
+    /// blocked account still gets that entry's answers, stale ones included.
+    static func orderWarnings(_ environment: EnvironmentSpec, _ site: ChainSite) -> [String] {
+        environment.chain.prefix(site.index).filter(\.factory.answersWithoutInner).map { outside in
+            "block_list stands inside \(outside.name) (chain[\(outside.site.index)]): a denied client or a blocked account still gets "
+                + "\(outside.name)'s answers (a stale_if_error copy too); put block_list before \(outside.name)"
+        }
+    }
+
+    /// What `/-/blocks` answers, as `GET /-/` lists it.
+    static let adminEndpoints = [
+        AdminRoutes.Endpoint(path: "/-/blocks", methods: [.get], summary: "the learned blocks of the chain's block_list: each account, when it was blocked, until when, and why"),
+        AdminRoutes.Endpoint(
+            path: "/-/blocks/{account}", methods: [.delete, .post],
+            summary: "DELETE: lift the account's learned block (what veneer unblock sends), 404 when it is not blocked; "
+                + "POST with the form field action=unblock: the same, from the status page's button (a browser is sent back to /-/, 303)"),
+    ]
 
     /// `GET /-/blocks` lists the blocks; `DELETE /-/blocks/{account}` lifts one.
     static func admin(_ request: AdminRequest, book: BlockBook) async -> ProxyResponse {

@@ -41,7 +41,10 @@ public struct BlockListDecorator: Handler {
         // Learned only for a request that names one account: which of several the upstream
         // meant is not known, and a caller must not get another's account blocked.
         if Set(accounts).count == 1, let account = accounts.first, learn.matches(response) {
-            await book.learn(account, reason: "the upstream answered \(response.status.code) with the blocked signal",
+            // A credential (an API key) as the account: the listings show a fingerprint of it.
+            let isCredential = learn.accountHeader.map { RequestRedaction.shown.isCredentialHeader($0) } ?? false
+                || RequestRedaction.shown.text(account) != account
+            await book.learn(account, isCredential: isCredential, reason: "the upstream answered \(response.status.code) with the blocked signal",
                              blockFor: learn.blockFor, requestID: request.requestID)
             tally.add("learned")
             request.record.append(.init(name: "block_list", detail: "learned block"), at: place)

@@ -107,7 +107,10 @@ public struct BlockListOptions: Sendable, Hashable {
         var members: [(String, JSONValue)] = []
         if !rules.clients.isEmpty { members.append(("clients", .array(rules.clients.map { .string($0.description) }))) }
         if !rules.headers.isEmpty {
-            members.append(("headers", .object(rules.headers.sorted { $0.key < $1.key }.map { ($0.key, .array($0.value.sorted().map(JSONValue.string))) })))
+            // Shown by `veneer chain` and /-/chain: a rule on a credential header names credentials.
+            members.append(("headers", .object(rules.headers.sorted { $0.key < $1.key }.map { name, values in
+                (name, .array(values.sorted().map { .string(RequestRedaction.written.header(name, $0)) }))
+            })))
         }
         if !rules.methods.isEmpty { members.append(("methods", .array(rules.methods.sorted().map(JSONValue.string)))) }
         if !rules.routes.isEmpty { members.append(("routes", .array(rules.routes.map { .string($0.description) }))) }

@@ -71,7 +71,10 @@ public enum RoutePattern: Hashable, Sendable, CustomStringConvertible {
         case (.list(let name), .list): return name == route.resource.name
         case (.anyItem(let name), .item): return name == route.resource.name
         case (.item(let name, let id), .item(let actual)):
-            return name == route.resource.name && (route.resource.canonicalID(Substring(id)) ?? id) == actual
+            // A rule's integer id matches by value: `/posts/013` in a rule is item 13 (requests
+            // for `/posts/013` itself are refused at the edge).
+            guard name == route.resource.name else { return false }
+            return route.resource.hasIntegerIDs ? Int(id).map { $0 == Int(actual) } ?? false : id == actual
         default: return false
         }
     }

@@ -68,25 +68,64 @@ extension CacheDecorator {
         }
     }
 
-    /// One stored response as `/-/cache` shows it. The credentials part of a key is cut
-    /// short: it only tells entries of different callers apart.
+    /// One stored response as `/-/cache` shows it, request data cut by ``RequestRedaction``'s
+    /// rule: the credentials part of the key, sensitive query values, credential headers
+    /// among the stored ones and the `Vary` values (a `Vary: Authorization` entry keeps its
+    /// caller's `Authorization` value) become fingerprints, which still tell callers apart.
     static func describe(_ entry: CacheEntry, key: String, tier: String, at now: Date) -> JSONValue {
-        var shownKey = key
-        if let hash = key.lastIndex(of: "#"), key.distance(from: hash, to: key.endIndex) > 9 {
-            shownKey = String(key[...key.index(hash, offsetBy: 8)]) + "…"
-        }
+        let rule = RequestRedaction.shown
         var members: [(String, JSONValue)] = [
-            ("key", .string(shownKey)), ("tier", .string(tier)), ("status", .int(Int(entry.code))),
+            ("key", .string(shownKey(key))), ("tier", .string(tier)), ("status", .int(Int(entry.code))),
             ("age", .int(Int.clamping(entry.age(at: now), to: .min ... .max))), ("ttl", .int(Int.clamping(entry.ttl(at: now), to: .min ... .max))),
             ("fresh", .bool(entry.isFresh(at: now))), ("stored_at", .string(Timestamp.iso8601(entry.responseTime))),
             ("size", .int(entry.size)), ("credentials", .bool(key.contains("#"))),
-            ("headers", .object(entry.headers.map { ($0.name.rawName, .string($0.value)) })),
+            ("headers", .object(entry.headers.map { ($0.name.rawName, .string(rule.header($0.name.rawName, $0.value))) })),
         ]
         if !entry.vary.isEmpty {
-            members.append(("vary", .object(entry.vary.map { ($0.name, $0.value.map(JSONValue.string) ?? .null) })))
+            members.append(("vary", .object(entry.vary.map { field in
+                (field.name, field.value.map { .string(rule.header(field.name, $0)) } ?? .null)
+            })))
         }
         if let part = entry.part { members.append(("part", .object([("first", .int(part.first)), ("complete", .int(part.complete))]))) }
         return .object(members)
+    }
+
+    /// A key as `/-/cache` shows it (see ``CacheKey``): `I/posts/1 QUERY[ NAME=LENGTH:VALUE...] [#PARTITION]`
+    /// with the query and the keyed fields' values through the rule, and the partition (a
+    /// hash of the caller's credentials) as a fingerprint of it.
+    static func shownKey(_ key: String) -> String {
+        let rule = RequestRedaction.shown
+        var body = Substring(key)
+        var partition = ""
+        if body.hasSuffix(" ") {
+            body = body.dropLast()
+        } else if let space = body.lastIndex(of: " "), body[body.index(after: space)...].hasPrefix("#") {
+            partition = String(body[body.index(after: space)...])
+            body = body[..<space]
+        }
+        guard let pathEnd = body.firstIndex(of: " ") else { return rule.cut(key) }
+        var shown = String(body[...pathEnd])
+        let rest = body[body.index(after: pathEnd)...]
+        let queryEnd = rest.firstIndex(of: " ") ?? rest.endIndex
+        shown += rule.query(rest[..<queryEnd])
+        var extras = Array(rest[queryEnd...].utf8)[...]
+        // ` NAME=LENGTH:VALUE`, length-prefixed (a value may hold spaces).
+        while !extras.isEmpty {
+            guard extras.first == UInt8(ascii: " "), let equals = extras.firstIndex(of: UInt8(ascii: "=")),
+                  let colon = extras[equals...].firstIndex(of: UInt8(ascii: ":")),
+                  let length = Int(String(decoding: extras[(equals + 1)..<colon], as: UTF8.self)), length >= 0,
+                  extras.endIndex - (colon + 1) >= length else {
+                shown += " " + rule.cut(String(decoding: extras, as: UTF8.self))
+                break
+            }
+            let name = String(decoding: extras[(extras.startIndex + 1)..<equals], as: UTF8.self)
+            let value = String(decoding: extras[(colon + 1)..<(colon + 1 + length)], as: UTF8.self)
+            shown += " \(name)=\(rule.header(name, value))"
+            extras = extras[(colon + 1 + length)...]
+        }
+        shown += " "
+        if !partition.isEmpty { shown += "#" + RequestRedaction.fingerprint(partition) }
+        return shown
     }
 
     static func noStore(_ value: JSONValue) -> ProxyResponse {

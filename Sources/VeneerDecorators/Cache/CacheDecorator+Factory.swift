@@ -1,4 +1,5 @@
 import CoreMetrics
+import HTTPTypes
 import Logging
 import VeneerConfig
 import VeneerCore
@@ -9,6 +10,7 @@ extension CacheDecorator {
         name: "cache",
         summary: "shared HTTP cache: read-through GETs, write-through creates and updates, coalesced misses, stale-if-error",
         options: CacheOptions.docs,
+        answersWithoutInner: true,
         decode: CacheOptions.decode,
         make: { options, inner, context in
             var persistent: (any KeyValueStore)?
@@ -21,21 +23,32 @@ extension CacheDecorator {
             // redefined is a new object: then the storage starts afresh.
             let fills = context.inside.filter { $0.name == "auth_refresh" } + context.inside.suffix(1)
             let storage = context.carried.value(for: context.entryKey(fills, persistent.map { ObjectIdentifier($0 as AnyObject) })) {
-                CacheStorage(maxEntries: options.maxEntries, maxBytes: options.maxBytes, persistent: persistent, clock: context.clock,
-                             metrics: CacheMetrics(label: options.store ?? "memory", factory: context.metrics),
+                CacheStorage(maxEntries: options.maxEntries, maxBytes: options.maxBytes, minFree: options.minFree, persistent: persistent,
+                             clock: context.clock, metrics: CacheMetrics(label: options.store ?? "memory", factory: context.metrics),
                              logger: context.logger)
             }
             let resources = context.resources, clock = context.clock
-            context.admin.register("cache") { request in await admin(request, storage: storage, resources: resources, clock: clock) }
+            context.admin.register("cache", endpoints: adminEndpoints) { request in
+                await admin(request, storage: storage, resources: resources, clock: clock)
+            }
             return CacheDecorator(inner: inner, options: options, storage: storage, keyedHeaders: context.passedForwardingHeaders)
         }
     )
+
+    /// What `/-/cache` answers, as `GET /-/` lists it.
+    static let adminEndpoints = [
+        AdminRoutes.Endpoint(
+            path: "/-/cache", methods: [.get, .delete],
+            summary: "GET ?path=/posts/1: what the chain's caches store for a path (every query and every caller's copy; "
+                + "a percent-encoded query names that query alone), 404 when nothing; DELETE ?path=/posts/1: remove that, "
+                + "DELETE without a path: remove everything, in memory and in the cache's store (what veneer purge sends)"),
+    ]
 
     /// A cache in front of `inner` with its own storage, for code that builds chains by hand.
     public static func make(inner: any Handler, options: CacheOptions, clock: any VeneerClock = SystemClock(),
                             store: (any KeyValueStore)? = nil, metrics: any CoreMetrics.MetricsFactory) -> CacheDecorator {
         CacheDecorator(inner: inner, options: options,
-                       storage: CacheStorage(maxEntries: options.maxEntries, maxBytes: options.maxBytes, persistent: store, clock: clock,
+                       storage: CacheStorage(maxEntries: options.maxEntries, maxBytes: options.maxBytes, minFree: options.minFree, persistent: store, clock: clock,
                                              metrics: CacheMetrics(label: "memory", factory: metrics), logger: .init(label: "veneer.cache")))
     }
 

@@ -130,7 +130,7 @@ public struct CacheDecorator: ImmediateAnswering {
                 return try await forward(request, key: key, stale: stale, reason: reason).response
             case .failed(let error):
                 if let stale, let served = staleIfError(stale, request, status: error.status.code) { return served }
-                throw error
+                throw failed(error, request, status: "fwd=\(reason); fwd-status=\(error.status.code); collapsed")
             }
         }
         return try await forward(request, key: key, stale: stale, reason: reason).response
@@ -158,7 +158,7 @@ public struct CacheDecorator: ImmediateAnswering {
         } catch let error as ProxyError {
             // Unreachable, timed out, or closed before answering: the upstream failed.
             if let stale, let served = staleIfError(stale, request, status: error.status.code) { return (served, nil) }
-            throw error
+            throw failed(error, request, status: "fwd=\(reason); fwd-status=\(error.status.code)")
         }
         let responseTime = clock.now()
 
@@ -293,10 +293,29 @@ public struct CacheDecorator: ImmediateAnswering {
         return response
     }
 
+    /// Veneer's own error from inside the cache (a 502 or 504 of the origin, a fault's drop,
+    /// replay's 404, auth_refresh's 401): passed on with a `Cache-Status` that says what the
+    /// cache did, as an answer of the upstream would be (RFC 9211: every answer the cache
+    /// handled says so). No `Age`: nothing stored answered it.
+    func failed(_ error: ProxyError, _ request: ProxyRequest, status: String) -> ProxyError {
+        var error = error
+        let cacheStatus = "veneer; " + status
+        error.headers[.cacheStatus] = cacheStatus
+        request.record.noteCacheStatus(cacheStatus)
+        return error
+    }
+
     /// A read the cache does not answer (it has a body): forwarded as it is, nothing stored.
     func bypass(_ request: ProxyRequest) async throws -> ProxyResponse {
         storage.metrics.count("bypass")
-        return finish(try await inner.handle(request), request, status: "fwd=bypass; detail=request-body")
+        let status = "fwd=bypass; detail=request-body"
+        let response: ProxyResponse
+        do {
+            response = try await inner.handle(request)
+        } catch let error as ProxyError {
+            throw failed(error, request, status: status)
+        }
+        return finish(response, request, status: status)
     }
 
     /// The one range a GET asks for; nil for none, for several (answered whole), and for HEAD.
@@ -340,7 +359,8 @@ public struct CacheDecorator: ImmediateAnswering {
         } catch {
             // Veneer's own failure (502, 504): the upstream may have applied the change before it.
             await storage.invalidate(prefixes: prefixes)
-            throw error
+            guard let error = error as? ProxyError else { throw error }
+            throw failed(error, request, status: "fwd=request")
         }
         storage.metrics.count("bypass")
         // The upstream refused the change: nothing changed.

@@ -30,6 +30,10 @@ public struct CacheOptions: Sendable, Hashable {
     public var maxBytes: Int = 64 << 20
     /// Larger responses are passed through but not stored.
     public var maxEntrySize: Int = 1 << 20
+    /// The free space a persistent tier on a local disk leaves on its file system (nginx's
+    /// `min_free`): `max_bytes` bounds the entries, not the disk, and what shares the disk
+    /// (the token store first) must still be able to write. 0: no floor.
+    public var minFree: Int = 16 << 20
     /// How long past its freshness a response may stand in for a failing upstream.
     public var staleIfError: Duration = .zero
     /// How long past its freshness a response may be served while it is refreshed.
@@ -49,6 +53,8 @@ public struct CacheOptions: Sendable, Hashable {
         OptionDoc("max_entries", "integer", default: "10000", "keys kept, least recently used dropped first"),
         OptionDoc("max_bytes", "size", default: "64MB", "bytes kept, least recently used dropped first"),
         OptionDoc("max_entry_size", "size", default: "1MB", "larger responses pass through without being stored"),
+        OptionDoc("min_free", "size", default: "16MB",
+                  "free space a sqlite store's cache leaves on its disk: below it the oldest entries leave the store (0: no floor)"),
         OptionDoc("stale_if_error", "duration", default: "0s", "serve a stale copy this long when the upstream fails"),
         OptionDoc("stale_while_revalidate", "duration", default: "0s", "serve a stale copy this long while refreshing it in the background"),
     ]
@@ -97,6 +103,8 @@ public struct CacheOptions: Sendable, Hashable {
         // memory as it is stored, and its length is kept in 32 bits.
         options.maxBytes = mapping.size("max_bytes", default: options.maxBytes, in: .init(0...(1 << 40))) ?? options.maxBytes
         options.maxEntrySize = mapping.size("max_entry_size", default: options.maxEntrySize, in: .init(0...(1 << 30))) ?? options.maxEntrySize
+        // A floor of free space on a disk: as large as a disk.
+        options.minFree = mapping.size("min_free", default: options.minFree, in: .init(0...(1 << 40))) ?? options.minFree
         options.staleIfError = mapping.duration("stale_if_error", default: .zero, in: Self.freshness) ?? .zero
         options.staleWhileRevalidate = mapping.duration("stale_while_revalidate", default: .zero, in: Self.freshness) ?? .zero
         if options.maxEntrySize > options.maxBytes {

@@ -4,6 +4,7 @@ import HTTPTypes
 import Logging
 import NIOCore
 import Synchronization
+import VeneerConfig
 import VeneerCore
 
 /// What a cache holds, apart from the decorator so that a reload with the same options
@@ -31,13 +32,19 @@ final class CacheStorage: CarriedService {
     private let queue = SerialQueue()
     let maxEntries: Int
     let maxBytes: Int
+    /// The free space the persistent tier leaves on its disk (`min_free`).
+    let minFree: Int
     let clock: any VeneerClock
     let metrics: CacheMetrics
     let logger: Logger
+    /// Whether the disk is below `min_free` with nothing left to evict (said once in the log).
+    private let floorBroken = Mutex(false)
 
-    init(maxEntries: Int, maxBytes: Int, persistent: (any KeyValueStore)?, clock: any VeneerClock, metrics: CacheMetrics, logger: Logger) {
+    init(maxEntries: Int, maxBytes: Int, minFree: Int = 0, persistent: (any KeyValueStore)?, clock: any VeneerClock, metrics: CacheMetrics,
+         logger: Logger) {
         self.maxEntries = maxEntries
         self.maxBytes = maxBytes
+        self.minFree = minFree
         self.persistent = persistent
         self.clock = clock
         self.metrics = metrics
@@ -137,14 +144,119 @@ final class CacheStorage: CarriedService {
         guard let persistent else { return }
         let bytes = Self.encode(variants)
         let expiry = variants.map(\.discardAfter).max()
-        queue.enqueue { [logger] in
-            do {
-                try await persistent.put(Self.namespace, key, StoredValue(bytes: bytes, expiresAt: expiry), durable: false)
-            } catch {
-                logger.warning("cache store write failed", metadata: ["store": .string(persistent.description), "error": .string(ErrorText.describe(error))])
-            }
+        queue.enqueue { [self] in
+            await write(key, StoredValue(bytes: bytes, expiresAt: expiry), to: persistent)
         }
     }
+
+    // MARK: The disk's floor
+
+    /// What a write of `size` bytes may take on the disk: the write-ahead log, then the
+    /// database file, and pages around them.
+    static func footprint(_ size: Int) -> Int { 2 * size + (64 << 10) }
+
+    /// Writes to the persistent tier without taking the disk below `min_free`: room is made
+    /// first (the oldest entries leave the store), and an entry that still does not fit stays
+    /// in memory only. A write that fails while space is short makes room and is tried once more.
+    private func write(_ key: String, _ value: StoredValue, to persistent: any KeyValueStore) async {
+        let needed = Self.footprint(value.bytes.count)
+        if let free = persistent.freeSpace(), free - needed < minFree {
+            // Nothing of the cache's was left to remove last time: memory only, until
+            // ``keepFloor()`` finds the disk above the floor again.
+            if floorBroken.withLock({ $0 }) { return }
+            guard await makeRoom(in: persistent, until: minFree + needed) else {
+                noteFloor(broken: true, persistent)
+                return
+            }
+        }
+        do {
+            try await persistent.put(Self.namespace, key, value, durable: false)
+            return
+        } catch {
+            guard let free = persistent.freeSpace(), free - needed < minFree + Self.footprint(0) else {
+                logger.warning("cache store write failed", metadata: ["store": .string(persistent.description), "error": .string(ErrorText.describe(error))])
+                return
+            }
+            // Out of space (someone else filled the disk, or the estimate fell short).
+            logger.notice("cache store write failed for space; making room", metadata: [
+                "store": .string(persistent.description), "error": .string(ErrorText.describe(error)),
+            ])
+        }
+        guard await makeRoom(in: persistent, until: minFree + needed) else {
+            noteFloor(broken: true, persistent)
+            return
+        }
+        do {
+            try await persistent.put(Self.namespace, key, value, durable: false)
+        } catch {
+            logger.warning("cache store write failed", metadata: ["store": .string(persistent.description), "error": .string(ErrorText.describe(error))])
+        }
+    }
+
+    /// Evicts the oldest entries of the persistent tier and gives their space back to the
+    /// file system until `target` bytes are free; false when they cannot be.
+    private func makeRoom(in persistent: any KeyValueStore, until target: Int) async -> Bool {
+        var removed = 0
+        var round = 0
+        while let free = persistent.freeSpace(), free < target {
+            // Rows take more room on disk than their values: ask for more each round.
+            let wanted = min(target - free, Int.max >> 5) << min(round, 4)
+            round += 1
+            let evicted: Int
+            do {
+                evicted = try await persistent.evict(Self.namespace, bytes: wanted)
+            } catch {
+                logger.warning("cache store eviction failed", metadata: ["store": .string(persistent.description), "error": .string(ErrorText.describe(error))])
+                evicted = 0
+            }
+            removed += evicted
+            await persistent.releaseSpace()
+            if evicted == 0 {
+                break
+            }
+        }
+        if removed > 0 {
+            metrics.evicted(removed, reason: "min_free")
+            logger.debug("cache entries removed from the store to keep min_free on its disk", metadata: [
+                "store": .string(persistent.description), "removed": .stringConvertible(removed),
+                "free": .string(persistent.freeSpace().map { Units.format(bytes: $0) } ?? "unknown"),
+            ])
+        }
+        return (persistent.freeSpace() ?? Int.max) >= target
+    }
+
+    /// Keeps `min_free` on the disk whatever filled it: what the cache holds there leaves
+    /// first, so that what shares the disk (the token store) can write again.
+    func keepFloor() async {
+        guard let persistent, let free = persistent.freeSpace() else { return }
+        guard free < minFree else {
+            // With some room to spare, or every write would find it broken again.
+            if free >= minFree + Self.footprint(1 << 20) { noteFloor(broken: false, persistent) }
+            return
+        }
+        await queue.run { [self] in
+            let kept = await makeRoom(in: persistent, until: minFree)
+            noteFloor(broken: !kept, persistent)
+        }
+    }
+
+    private func noteFloor(broken: Bool, _ persistent: any KeyValueStore) {
+        let changed = floorBroken.withLock { state in
+            defer { state = broken }
+            return state != broken
+        }
+        guard changed else { return }
+        let free = persistent.freeSpace().map { Units.format(bytes: $0) } ?? "unknown"
+        if broken {
+            logger.warning("the cache store's disk is below min_free with no cache entry left to remove there; entries stay in memory only",
+                           metadata: ["store": .string(persistent.description), "free": .string(free), "min_free": .string(Units.format(bytes: minFree))])
+        } else {
+            logger.notice("the cache store's disk is above min_free again", metadata: ["store": .string(persistent.description), "free": .string(free)])
+        }
+    }
+
+    /// How often the floor is looked at without a write (statvfs: cheap).
+    static let floorCheckInterval: Duration = .seconds(2)
 
     /// `part` and the stored parts it can be combined with, as few entries as cover the same
     /// bytes (overlapping or adjacent parts become one), each with the newest part's fields
@@ -332,6 +444,21 @@ final class CacheStorage: CarriedService {
     /// instances announce, until the storage is released or Veneer stops.
     func run() async {
         await withTaskGroup(of: Void.self) { group in
+            if persistent?.freeSpace() != nil, minFree > 0 {
+                group.addTask {
+                    // What the store holds free goes back to the disk, and its reserve is made.
+                    if let persistent = self.persistent { await self.queue.run { await persistent.releaseSpace() } }
+                    // At once (a restart on a full disk), then every few seconds.
+                    while !Task.isCancelled {
+                        await self.keepFloor()
+                        do {
+                            try await self.clock.sleep(for: Self.floorCheckInterval)
+                        } catch {
+                            break
+                        }
+                    }
+                }
+            }
             group.addTask {
                 while !Task.isCancelled {
                     do {
@@ -454,7 +581,7 @@ struct CacheMetrics: Sendable {
             results[result] = Counter(label: "veneer_cache_requests_total", dimensions: [("cache", label), ("result", result)], factory: factory)
         }
         var evictions: [String: Counter] = [:]
-        for reason in ["lru", "invalidated", "expired"] {
+        for reason in ["lru", "invalidated", "expired", "min_free"] {
             evictions[reason] = Counter(label: "veneer_cache_evictions_total", dimensions: [("cache", label), ("reason", reason)], factory: factory)
         }
         self.results = results

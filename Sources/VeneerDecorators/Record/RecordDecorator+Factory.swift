@@ -10,11 +10,14 @@ extension RecordDecorator {
         options: RecordOptions.docs,
         decode: RecordOptions.decode,
         make: { options, inner, context in
-            // One writer per file, shared by every record entry naming it and kept across
-            // reloads: two writers on one file would overwrite each other's tails.
-            let writer = try context.carried.value(for: .shared("record.file", options.file)) {
+            // One writer per file for the life of the instance, whatever the spelling of its
+            // path and whatever the chains between (a switch to an environment without record
+            // and back while a recorded request still runs): two writers on one file would
+            // overwrite each other's entries.
+            let writer = try context.carried.lasting(for: .shared("record.file", HARWriter.canonicalPath(options.file))) {
                 try HARWriter(path: options.file, maxFileSize: options.maxFileSize, keep: options.keep)
             }
+            context.carried.whenCommitted { writer.setRotation(maxFileSize: options.maxFileSize, keep: options.keep) }
             var logger = context.logger
             logger[metadataKey: "decorator"] = "record"
             return RecordDecorator(inner: inner, options: options, writer: writer, clock: context.clock, logger: logger)

@@ -9,12 +9,12 @@ import VeneerCore
 /// What it writes is what it sees at its place in the chain: outermost, the callers' requests
 /// and Veneer's answers (cache hits included); innermost, what goes to the origin. A failure
 /// inside is recorded as the error response the caller gets. Credentials never reach the
-/// file (``Redaction``), and a file that cannot be written costs a log line, not the request.
+/// file (``RequestRedaction``), and a file that cannot be written costs a log line, not the request.
 public struct RecordDecorator: Handler {
     let inner: any Handler
     let options: RecordOptions
     let writer: HARWriter
-    let redaction: Redaction
+    let redaction: RequestRedaction
     let clock: any VeneerClock
     let logger: Logger
     /// Exchanges written and those that could not be, for the status page.
@@ -25,7 +25,7 @@ public struct RecordDecorator: Handler {
         self.inner = inner
         self.options = options
         self.writer = writer
-        self.redaction = Redaction(headers: options.redactHeaders)
+        self.redaction = RequestRedaction(marker: .plain, extraHeaders: options.redactHeaders)
         self.clock = clock
         self.logger = logger
     }

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import NIOCore
 import VeneerCore
+import VeneerHTTP1
 
 /// The answers of one or more HAR files by method, path and query: the latest entry for a
 /// request wins (by `startedDateTime`, then by position, later files after earlier ones).
@@ -31,14 +32,25 @@ public struct ReplayBook: Sendable {
         return parameters.isEmpty ? "\(method) \(path)" : "\(method) \(path)?\(parameters.joined(separator: "&"))"
     }
 
-    /// The answer for a request, if one was recorded.
+    /// The answer for a request, if one was recorded. A query parameter recorded as
+    /// `<redacted>` (record cuts `access_token=...`) matches any value of it.
     public func answer(method: String, path: String, query: String?) -> Answer? {
-        if let answer = answers[Self.key(method: method, path: path, query: query)] { return answer }
-        // A HEAD is a GET without the body: a recorded GET answers it.
-        if method == "HEAD", let answer = answers[Self.key(method: "GET", path: path, query: query)] {
-            return Answer(status: answer.status, headers: answer.headers, body: ByteBuffer())
+        if let answer = recorded(method: method, path: path, query: query) { return answer }
+        // A HEAD is a GET without the body: a recorded GET answers it, with the length of
+        // its body (RFC 9110 §9.3.2: the fields a GET would have sent).
+        if method == "HEAD", let answer = recorded(method: "GET", path: path, query: query) {
+            var headers = answer.headers
+            headers[.contentLength] = String(answer.body.readableBytes)
+            return Answer(status: answer.status, headers: headers, body: ByteBuffer())
         }
         return nil
+    }
+
+    func recorded(method: String, path: String, query: String?) -> Answer? {
+        if let answer = answers[Self.key(method: method, path: path, query: query)] { return answer }
+        guard let query, !query.isEmpty else { return nil }
+        let redacted = RequestRedaction.written.query(query)
+        return redacted == query ? nil : answers[Self.key(method: method, path: path, query: redacted)]
     }
 
     struct LoadError: Error {
@@ -62,8 +74,14 @@ public struct ReplayBook: Sendable {
             guard case .array(let entries)? = value["log"]?["entries"] else {
                 throw LoadError(message: "HAR file \(path) has no log.entries (is it a HAR file?)")
             }
-            for entry in entries {
-                guard let (key, answer) = Self.read(entry) else {
+            for (index, entry) in entries.enumerated() {
+                let read: (String, Answer)?
+                do {
+                    read = try Self.read(entry)
+                } catch {
+                    throw LoadError(message: "HAR file \(path), entry \(index) (log.entries[\(index)]): \(error.message)")
+                }
+                guard let (key, answer) = read else {
                     book.skipped += 1
                     continue
                 }
@@ -78,12 +96,30 @@ public struct ReplayBook: Sendable {
         return book
     }
 
-    static let droppedHeaders: Set<String> = ["content-length", "transfer-encoding", "connection", "keep-alive", "cache-status", "server-timing", "age"]
+    /// Veneer's own per-request fields, never replayed (hop-by-hop fields, those `Connection`
+    /// names and `Content-Length` go too, as the upstream origin drops them).
+    static let droppedHeaders: Set<String> = ["cache-status", "server-timing", "age"]
 
-    static func read(_ entry: JSONValue) -> (String, Answer)? {
+    /// An entry replay cannot answer with: a status that is no final answer.
+    struct EntryError: Error {
+        let message: String
+    }
+
+    /// An entry's key and answer; nil for an entry with no answer to give (no request or
+    /// response Veneer can read, status 0 as devtools export a request that got none, a
+    /// body left out). Throws for an answer replay must never give: an interim (1xx) status
+    /// (devtools export a WebSocket handshake as 101), which a client takes for the head of
+    /// an answer still to come, or a status no answer has.
+    static func read(_ entry: JSONValue) throws(EntryError) -> (String, Answer)? {
         guard let request = entry["request"], let response = entry["response"],
               let method = request["method"]?.stringValue, let url = request["url"]?.stringValue,
-              let code = response["status"]?.intValue, (100...599).contains(code) else { return nil }
+              let code = response["status"]?.intValue else { return nil }
+        // Devtools record a request that got no answer (blocked, cancelled) with status 0.
+        if code <= 0 { return nil }
+        guard (200...599).contains(code) else {
+            let kind = (100...199).contains(code) ? "an interim answer (1xx), not a final one" : "not an HTTP status (200 to 599)"
+            throw EntryError(message: "status \(code) of \(method) \(url) is \(kind); replay cannot answer with it (remove the entry)")
+        }
         let content = response["content"]
         if content?["_bodyOmitted"] == .bool(true) { return nil }
         var body = ByteBuffer()
@@ -98,15 +134,27 @@ public struct ReplayBook: Sendable {
         // Devtools export a compressed body decoded, as text, under its Content-Encoding:
         // only raw (base64) bytes still carry the encoding that header names.
         let decoded = content?["encoding"]?.stringValue != "base64"
-        var headers = ProxyHeaders()
-        if case .array(let fields)? = response["headers"] {
-            for field in fields {
+        var fields = HTTPFields()
+        var recordedLength: String?
+        if case .array(let recorded)? = response["headers"] {
+            for field in recorded {
                 guard let name = field["name"]?.stringValue, let value = field["value"]?.stringValue,
-                      !droppedHeaders.contains(name.lowercased()), value != Secret.redacted,
-                      !(decoded && name.lowercased() == "content-encoding"),
                       let fieldName = HTTPField.Name(name) else { continue }
-                headers.append(HTTPField(name: fieldName, value: value))
+                let lower = fieldName.canonicalName
+                if lower == "content-length" { recordedLength = value }
+                guard !droppedHeaders.contains(lower), !RequestRedaction.holdsMarker(value),
+                      !(decoded && lower == "content-encoding") else { continue }
+                fields.append(HTTPField(name: fieldName, value: value))
             }
+        }
+        // Hop-by-hop fields, those the recorded Connection names, and Content-Length (set
+        // from the body), as the upstream origin strips them from a live answer.
+        HopByHop.strip(&fields)
+        var headers = ProxyHeaders(fields)
+        // A recorded HEAD says how long its GET's body was: it answers with that length.
+        if method.uppercased() == "HEAD", let recordedLength, let length = Int(recordedLength.trimmingSpaces), length >= 0 {
+            headers[.contentLength] = String(length)
+            body = ByteBuffer()
         }
         let (path, query) = Self.split(url)
         let status = HTTPResponse.Status(code: code, reasonPhrase: response["statusText"]?.stringValue ?? "")

@@ -31,6 +31,8 @@ public struct ReplayOrigin: Handler {
             return try await fallback.handle(request)
         }
         request.record.append(.init(name: "replay", detail: "miss"))
-        throw ProxyError.notFound("Nothing was recorded for \(request.method.rawValue) \(request.route.path)\(request.query.map { "?" + $0 } ?? "").")
+        // The query as a recording would hold it: the message may itself be recorded.
+        let query = request.query.map { "?" + RequestRedaction.written.query($0) } ?? ""
+        throw ProxyError.notFound("Nothing was recorded for \(request.method.rawValue) \(request.route.path)\(query).")
     }
 }

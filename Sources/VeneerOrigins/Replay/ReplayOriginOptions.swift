@@ -37,7 +37,7 @@ public struct ReplayOriginOptions: Sendable {
 
     static func decode(_ mapping: ConfigMapping) -> ReplayOriginOptions? {
         let fileValue = mapping.required("file")
-        let files = (fileValue?.stringList() ?? []).map { resolve(path: $0, against: mapping.value.context.workingDirectory) }
+        let files = (fileValue?.stringList() ?? []).map { resolve(path: $0, against: mapping.value.context.baseDirectory) }
         if !files.isEmpty { mapping.note("file", files.count == 1 ? .string(files[0]) : .array(files.map(JSONValue.string))) }
         let onMiss = OnMiss(rawValue: mapping.choice("on_miss", ["not_found", "upstream"], default: "not_found")) ?? .notFound
         var upstream: UpstreamOriginOptions?

@@ -1,0 +1,84 @@
+import Foundation
+import Testing
+import VeneerTestSupport
+
+/// A token endpoint that fails once and recovers (issue 32): Veneer retries by itself on the
+/// README's backoff, health follows the endpoint, and nothing speaks of a crash that did not
+/// happen. The real binary, a real token endpoint.
+@Suite("auth_refresh recovers from a failing token endpoint (the real binary)", .serialized)
+struct AuthRefreshRecoveryTests {
+    static let crashWarning = "the saved refresh token was in flight when Veneer last stopped"
+
+    @Test("one 500 to the refresh a 401 set off: retried by itself within the backoff (1 s), health back to 200, no false crash warning")
+    func fiveHundredAfterA401() async throws {
+        try await withFamilyRig { rig in
+            let (veneer, port) = try await rig.start()
+            defer { veneer.terminate() }
+            #expect(try await rig.get(port).status == 200)
+            #expect(rig.tokens.presented == ["rt-0"])
+
+            // The upstream refuses the access token, whose expiry is far off; the endpoint fails once.
+            rig.refused.insert("at-1")
+            rig.tokens.update { $0.failWith = 500 }
+            let failed = try await rig.get(port)
+            #expect(failed.status == 502, "\(failed.status) \(failed.text)")
+            rig.tokens.update { $0.failWith = nil }
+            let recovered = ContinuousClock.now
+            #expect(await rig.problems(port).contains { $0.contains("token endpoint unavailable") })
+
+            // No caller asks: the retry is Veneer's own.
+            let cleared = try await within(.seconds(3)) { await rig.problems(port).isEmpty }
+            let left = await rig.problems(port)
+            #expect(cleared, "\(left)")
+            #expect(ContinuousClock.now - recovered < .milliseconds(1500), "within the first backoff (at most 1 s)")
+            #expect(rig.tokens.presented == ["rt-0", "rt-1", "rt-1"], "the token the failure proved unused, again")
+            #expect(rig.tokens.refreshes == 2)
+            #expect(try await rig.get(port).status == 200)
+            #expect(rig.tokens.reuses == 0)
+            #expect(!veneer.stderr.contains(Self.crashWarning), "Veneer never stopped")
+            #expect(rig.saved()?["in_flight_since"] == nil, "the failure cleared its in-flight mark")
+
+            // And after a restart there is nothing to warn about either.
+            veneer.signal(SIGTERM)
+            #expect(await veneer.wait() == 0)
+            let (again, _) = try await rig.start()
+            defer { again.terminate() }
+            #expect(!again.stderr.contains(Self.crashWarning))
+        }
+    }
+
+    @Test("a refresh the endpoint answers with 500 leaves no in-flight mark, so a restart during the backoff does not warn of a crash")
+    func failureClearsTheMark() async throws {
+        var settings = TestTokenServer.Settings()
+        settings.failWith = 503
+        try await withFamilyRig(settings) { rig in
+            let (veneer, port) = try await rig.start()
+            #expect(try await within(.seconds(3)) { await rig.problems(port).contains { $0.contains("token endpoint unavailable") } })
+            #expect(try await within(.seconds(2)) { rig.saved() != nil && rig.saved()?["in_flight_since"] == nil })
+            veneer.signal(SIGTERM)
+            #expect(await veneer.wait() == 0)
+            rig.tokens.update { $0.failWith = nil }
+            let (again, againPort) = try await rig.start()
+            defer { again.terminate() }
+            #expect(try await rig.get(againPort).status == 200)
+            #expect(!again.stderr.contains(Self.crashWarning), "\(again.stderr)")
+            #expect(rig.tokens.reuses == 0)
+        }
+    }
+
+    @Test("a slow endpoint: health says since when the request is outstanding and until when it is awaited, never \"for 0s or more\"")
+    func slowEndpointMessage() async throws {
+        var settings = TestTokenServer.Settings()
+        settings.delay = .milliseconds(1500)
+        try await withFamilyRig(settings, options: ["timeout: 300ms"]) { rig in
+            let (veneer, port) = try await rig.start()
+            defer { veneer.terminate() }
+            #expect(try await rig.get(port).status == 504)
+            let problem = try #require(await rig.problems(port).first { $0.contains("has not answered") })
+            #expect(!problem.contains("0s or more"), "\(problem)")
+            #expect(problem.contains("within timeout (300ms)"), "\(problem)")
+            #expect(problem.contains("waits for its answer until"), "\(problem)")
+            #expect(try await within(.seconds(3)) { await rig.problems(port).isEmpty })
+        }
+    }
+}
