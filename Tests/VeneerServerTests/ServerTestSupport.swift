@@ -75,12 +75,12 @@ struct AnswersAtOnce: ImmediateAnswering {
 
 /// A connection handler on an embedded channel (made active, as an accepted socket is) whose
 /// loop runs only when told.
-func embeddedConnection(_ chain: [any Handler], limits: ConnectionLimits = ConnectionLimits(requestHeaders: 8192))
+func embeddedConnection(_ chain: [any Handler], limits: ConnectionLimits = ConnectionLimits(requestHeaders: 8192), bodyLimit: Int = 1 << 20)
     async throws -> (EmbeddedChannel, EmbeddedEventLoop) {
     let loop = EmbeddedEventLoop()
     let channel = EmbeddedChannel(loop: loop)
     try channel.pipeline.syncOperations.addHandler(ProxyRequestHandler(
-        edge: .serving(FixedChain(chain)), dates: HTTPDateCache(), client: ClientAddress("127.0.0.1"), localPort: 1, limits: limits,
+        edge: .serving(FixedChain(chain, bodyLimit: bodyLimit)), dates: HTTPDateCache(), client: ClientAddress("127.0.0.1"), localPort: 1, limits: limits,
         eventLoop: loop, logger: quietLogger()))
     try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1))
     return (channel, loop)
