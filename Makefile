@@ -105,9 +105,11 @@ test: test-deps test-units test-layers
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --no-parallel
 
-# Each module imports only the layers below it; the decorators never see the HTTP/1.1 wire.
+# Each module imports only the layers below it; the decorators never see the HTTP/1.1 wire;
+# the runtime and the command line name no decorator; every module declares what it imports.
 test-layers:
 	Tests/layers/check-layers.sh
+	Tests/layers/check-boundary.sh
 
 # systemd-analyze verify + security (exposure <= 2.0) on systemd/*.service; skipped without systemd-analyze.
 test-units:
