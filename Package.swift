@@ -219,6 +219,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "VeneerFuzzingTests", dependencies: ["VeneerFuzzing"], swiftSettings: testSettings),
+        // Examples/rate-limit: a decorator written outside Veneer, a package of its own that
+        // depends on Veneer's library products (README, Writing a decorator). Its sources are
+        // built and tested here too, so that make test runs them without a second build of the
+        // whole graph; make test-example checks that they use public API only.
+        .target(
+            name: "RateLimit",
+            dependencies: ["VeneerCore", "VeneerConfig"],
+            path: "Examples/rate-limit/Sources/RateLimit",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RateLimitTests", dependencies: ["RateLimit", "VeneerCore", "VeneerConfig", "VeneerRuntime"],
+            path: "Examples/rate-limit/Tests/RateLimitTests", swiftSettings: testSettings),
     ]
 )
 
