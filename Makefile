@@ -203,7 +203,7 @@ check: deps
 # go to $(FUZZ_SCRATCH)/corpus, crashes to $(FUZZ_SCRATCH)/artifacts; `make fuzz-merge` adds
 # to the kept corpus only the inputs that reach code it does not (libFuzzer's -merge=1).
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS ?= request response differential config cache-headers
+FUZZ_TARGETS ?= request response differential config cache-headers fault-header quantities
 FUZZ_SCRATCH ?= .build-fuzz
 # -Xswiftc repeats the sanitizers for the Swift modules: measured here, a first build after
 # a resolve in a fresh scratch path compiled them without coverage from --sanitize alone.
@@ -219,7 +219,7 @@ fuzz: fuzz-build
 	@mkdir -p $(FUZZ_SCRATCH)/artifacts
 	@for target in $(FUZZ_TARGETS); do \
 		mkdir -p $(FUZZ_SCRATCH)/corpus/$$target; \
-		case $$target in config) dict=config ;; cache-headers) dict=cache-headers ;; *) dict=http ;; esac; \
+		case $$target in config|cache-headers|fault-header|quantities) dict=$$target ;; *) dict=http ;; esac; \
 		echo "make: fuzz-$$target for $(FUZZ_SECONDS) s"; \
 		$(FUZZ_RUN) $(FUZZ_SCRATCH)/corpus/$$target Fuzz/Corpus/$$target -dict=Fuzz/dict/$$dict.dict \
 			-max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 -artifact_prefix=$(FUZZ_SCRATCH)/artifacts/$$target- || exit 1; \

@@ -239,7 +239,7 @@ let package = Package(
 // built with `--sanitize=fuzzer --sanitize=address`, each a few lines calling its entry in
 // VeneerFuzzing. Kept out of every other build, which has no use for them.
 if Context.environment["VENEER_FUZZ"] == "1" {
-    for name in ["request", "response", "differential", "config", "cache-headers"] {
+    for name in ["request", "response", "differential", "config", "cache-headers", "fault-header", "quantities"] {
         package.targets.append(.executableTarget(
             name: "fuzz-\(name)", dependencies: ["VeneerFuzzing"], path: "Fuzz/Targets/fuzz-\(name)", swiftSettings: swiftSettings))
         package.products.append(.executable(name: "fuzz-\(name)", targets: ["fuzz-\(name)"]))

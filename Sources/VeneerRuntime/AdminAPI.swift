@@ -93,6 +93,7 @@ struct AdminAPI: AdminResponder {
             return Self.noStore(.ok, await statusSnapshot().json)
         case "events":
             // A GET is streamed (``stream(path:query:headers:)``); a HEAD gets the head.
+            if case .failure(let error) = Self.eventsAfter(query: query, headers: headers) { return error.response }
             return ProxyResponse(status: .ok, headers: Self.eventStreamHeaders)
         case "health": return healthResponse()
         case "live": return Self.noStore(.ok, .object([("status", .string("live"))]))

@@ -80,12 +80,12 @@ public struct CacheDecorator: ImmediateAnswering {
                 reason = "request"
             } else if entry.isFresh(at: now) {
                 storage.metrics.count("hit")
-                return .answer(hit(entry, request, range: range, now: now, status: "hit; ttl=\(Int(ttl.rounded(.down)))"))
+                return .answer(hit(entry, request, range: range, now: now, status: "hit; ttl=\(Int.clamping(ttl, to: .min ... .max))"))
             } else if !entry.noCache, !entry.mustRevalidate, entry.staleWhileRevalidate > 0, -ttl <= entry.staleWhileRevalidate {
                 storage.metrics.count("stale")
                 refreshInBackground(request, key: key, entry: entry)
                 return .answer(hit(entry, request, range: range, now: now,
-                                   status: "hit; ttl=\(Int(ttl.rounded(.down))); detail=stale-while-revalidate"))
+                                   status: "hit; ttl=\(Int.clamping(ttl, to: .min ... .max)); detail=stale-while-revalidate"))
             } else {
                 reason = "stale"
             }
@@ -133,7 +133,7 @@ public struct CacheDecorator: ImmediateAnswering {
                 let now = clock.now()
                 if let found = storage.memoryLookup(key, request: request.headers, range: range)?.entry, found.isComplete, found.isFresh(at: now) {
                     storage.metrics.count("hit")
-                    return hit(found, request, range: range, now: now, status: "hit; ttl=\(Int(found.ttl(at: now).rounded(.down)))")
+                    return hit(found, request, range: range, now: now, status: "hit; ttl=\(Int.clamping(found.ttl(at: now), to: .min ... .max))")
                 }
             case .notShared:
                 return try await forward(request, key: key, stale: stale, reason: reason).response
@@ -248,7 +248,7 @@ public struct CacheDecorator: ImmediateAnswering {
         guard !entry.mustRevalidate, !entry.noCache, entry.staleIfError > 0, -entry.ttl(at: now) <= entry.staleIfError else { return nil }
         storage.metrics.count("stale")
         return hit(entry, request, range: Self.range(of: request), now: now,
-                   status: "fwd=stale; fwd-status=\(status); ttl=\(Int(entry.ttl(at: now).rounded(.down))); detail=stale-if-error")
+                   status: "fwd=stale; fwd-status=\(status); ttl=\(Int.clamping(entry.ttl(at: now), to: .min ... .max)); detail=stale-if-error")
     }
 
     /// A response from a stored entry: `Age`, `Cache-Status`, 304 when the client's
@@ -258,7 +258,7 @@ public struct CacheDecorator: ImmediateAnswering {
         // after the stored fields, which stay shared with the entry.
         var response = ProxyResponse(status: entry.status, headers: entry.headers, body: entry.body)
         let cacheStatus = "veneer; " + status
-        response.headers.append(HTTPField(name: .age, value: String(Int(entry.age(at: now).rounded(.down)))))
+        response.headers.append(HTTPField(name: .age, value: String(Int.clamping(entry.age(at: now), to: .min ... .max))))
         response.headers.append(HTTPField(name: .cacheStatus, value: cacheStatus))
         request.record.noteCacheStatus(cacheStatus)
         if CachePolicy.clientValidatorsMatch(request.headers, entry) {
@@ -277,7 +277,13 @@ public struct CacheDecorator: ImmediateAnswering {
                let slice = entry.body.getSlice(at: entry.body.readerIndex + bytes.lowerBound - offset, length: bytes.count) {
                 response.status = .partialContent
                 response.body = slice
-                response.headers.append(HTTPField(name: .contentRange, value: "bytes \(bytes.lowerBound)-\(bytes.upperBound)/\(complete)"))
+                let contentRange = "bytes \(bytes.lowerBound)-\(bytes.upperBound)/\(complete)"
+                // Replaces any the stored 200 came with: this answer holds these bytes.
+                if response.headers.contains(.contentRange) {
+                    response.headers[.contentRange] = contentRange
+                } else {
+                    response.headers.append(HTTPField(name: .contentRange, value: contentRange))
+                }
             }
         }
         return response
