@@ -28,6 +28,10 @@ for type in $types; do
         status=1
     fi
 done
+if code Sources/VeneerRuntime Sources/veneer | grep -E '^[^:]+:[0-9]+:[[:space:]]*import VeneerDecorators'; then
+    echo "check-boundary: only Registry+Standard.swift imports the decorators"
+    status=1
+fi
 for name in $names; do
     if code Sources/VeneerRuntime Sources/veneer | grep -F "\"$name\""; then
         echo "check-boundary: the runtime or the command line names the decorator or origin \"$name\""
@@ -37,7 +41,8 @@ done
 
 # What a Sources module imports, but the system's own modules.
 imports() {
-    grep -rhoE '^(@[A-Za-z_]+(\([A-Za-z]+\))? )*import [A-Za-z0-9_]+' "Sources/$1" | sed 's/.*import //' | sort -u \
+    grep -rhoE '^(@[A-Za-z_]+(\([A-Za-z]+\))? )*import ((struct|class|enum|protocol|typealias|func|var|let) )?[A-Za-z0-9_]+' "Sources/$1" \
+        | sed -E 's/.*import ((struct|class|enum|protocol|typealias|func|var|let) )?//' | sort -u \
         | grep -vxE 'Foundation|Glibc|Darwin|Musl|Dispatch|Synchronization'
 }
 

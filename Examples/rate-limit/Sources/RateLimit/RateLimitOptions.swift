@@ -46,8 +46,8 @@ public struct RateLimitOptions: Sendable, Hashable {
     static func decode(_ mapping: ConfigMapping, site: ChainSite) -> RateLimitOptions? {
         guard let requests = mapping.required("requests")?.int(in: 1...1_000_000) else { return nil }
         mapping.note("requests", .int(requests))
-        let period = mapping.duration("per", default: .seconds(1)) ?? .seconds(1)
-        if period <= .zero { mapping.error("per", "must be more than 0s") }
+        // Every number is read within bounds: out of them is an error at the value, never a trap.
+        let period = mapping.duration("per", default: .seconds(1), in: .init(.milliseconds(1) ... .seconds(86_400))) ?? .seconds(1)
         let burst = mapping.int("burst", default: requests, in: 1...1_000_000) ?? requests
         let maxKeys = mapping.int("max_keys", default: 10_000, in: 1...1_000_000) ?? 10_000
         var key = Key.client

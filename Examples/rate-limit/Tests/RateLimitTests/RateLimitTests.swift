@@ -100,7 +100,7 @@ struct RateLimitTests {
             Issue.record("bad options were accepted")
         } catch {
             #expect(error.diagnostics.map(\.description) == [
-                "test.yaml:6:41: environments.development.chain[0].rate_limit.per: must be more than 0s",
+                "test.yaml:6:41: environments.development.chain[0].rate_limit.per: 0s is out of range (1ms...1d)",
                 #"test.yaml:6:50: environments.development.chain[0].rate_limit.key: "nobody" is not client, global or header:NAME"#,
             ])
         }
