@@ -10,9 +10,9 @@ extension CacheDecorator {
         name: "purge",
         abstract: "Remove cached responses for a path (or all of them), through the running instance or in the cache's store.",
         discussion: """
-            PATH is a path of the environment's resources: /posts/1 (every query and every caller's copy of it), \\
-            /posts (every list), /posts?userId=1 (that query alone). Exit status: 0 done (also when nothing was \\
-            cached); 1 the environment has no cache; 64 a PATH that is not a path of the environment; 78 a \\
+            PATH is a path of the environment's resources: /posts/1 (every query and every caller's copy of it), \
+            /posts (every list), /posts?userId=1 (that query alone). Exit status: 0 done (also when nothing was \
+            cached); 1 the environment has no cache; 64 a PATH that is not a path of the environment; 78 a \
             configuration error.
             """,
         operand: .init("path", help: "The path whose cached responses go, e.g. /posts/1.", all: "Remove every cached response."),
