@@ -5,7 +5,6 @@ import Prometheus
 import Synchronization
 import VeneerConfig
 import VeneerCore
-import VeneerDecorators
 import VeneerServer
 
 /// The admin API under `/-/`: its index, health, liveness and readiness, the active chain,

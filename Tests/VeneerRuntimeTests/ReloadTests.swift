@@ -52,7 +52,7 @@ struct ReloadTests {
             let health = try await veneer.request("GET", "/-/health")
             #expect(health.status == 200)
             #expect((health.json?["last_reload_error"] as? String)?.contains("unknown decorator 'tga'") == true)
-            #expect(veneer.instance.chain.generation.number == 1)
+            #expect(veneer.chain.generation.number == 1)
         }
     }
 
@@ -61,7 +61,7 @@ struct ReloadTests {
         let box = YAMLBox(yaml(["old"], latency: "500ms"))
         try await withVeneer(yaml: "", registry: extendedRegistry, yamlProvider: { box.value }) { (veneer: RunningVeneer) async throws in
             async let slow = veneer.request("GET", "/posts")
-            while veneer.instance.chain.generation.requestsInFlight == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            while veneer.chain.generation.requestsInFlight == 0 { try await Task.sleep(for: .milliseconds(5)) }
             box.set(yaml(["new"]))
             _ = await veneer.instance.reload()
             let fresh = try await veneer.request("GET", "/posts")

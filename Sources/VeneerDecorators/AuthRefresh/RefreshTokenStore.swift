@@ -1,7 +1,6 @@
 import Crypto
 import Foundation
 import VeneerCore
-import VeneerStores
 
 #if canImport(Glibc)
 @preconcurrency import Glibc
@@ -258,7 +257,7 @@ struct KeyValueRefreshTokenStore: RefreshTokenStore {
     }
 
     func probe() async -> TokenStoreProbe {
-        if let sqlite = store as? SQLiteStore, let problem = sqlite.problem {
+        if let problem = store.memoryOnlyReason {
             // Its writes go to memory: they would "succeed" and be lost at the next start.
             return .unwritable(reason: problem, permanent: true)
         }

@@ -19,13 +19,22 @@ public struct CacheDecorator: ImmediateAnswering {
     /// Request headers a caller may set that the edge passes on (`pass_forwarding_headers`):
     /// an origin may reflect them, so they are part of the key.
     let keyedHeaders: [HTTPField.Name]
+    /// Request fields that address a decorator rather than the upstream (``BuildContext/requestDirectives``,
+    /// such as a fault decorator's): a request carrying one gets an answer of its own.
+    let directives: [HTTPField.Name]
+    /// Where a stale entry's refresh runs once its caller has the stale answer (the runtime's
+    /// drain waits for it).
+    let backgroundWork: any BackgroundWork
 
-    init(inner: any Handler, options: CacheOptions, storage: CacheStorage, keyedHeaders: [HTTPField.Name] = []) {
+    init(inner: any Handler, options: CacheOptions, storage: CacheStorage, keyedHeaders: [HTTPField.Name] = [],
+         directives: [HTTPField.Name] = [], backgroundWork: any BackgroundWork = DetachedWork()) {
         self.inner = inner
         self.options = options
         self.storage = storage
         self.clock = storage.clock
         self.keyedHeaders = keyedHeaders
+        self.directives = directives
+        self.backgroundWork = backgroundWork
     }
 
     /// A cache answers fresh hits by itself.
@@ -95,9 +104,9 @@ public struct CacheDecorator: ImmediateAnswering {
         if request.method == .get, request.headers.contains(.range), stale?.isComplete != true {
             return try await forward(request, key: key, stale: stale, reason: reason).response
         }
-        // A request that asks for a fault (Veneer-Fault, for a fault decorator inside) goes on
-        // alone: others must not wait for its delay or share its failure.
-        if request.headers.contains(.veneerFault) {
+        // A request with a directive for a decorator inside (a fault asked for) goes on alone:
+        // others must not wait for what it asked for, or share its answer.
+        if directives.contains(where: { request.headers.contains($0) }) {
             return try await forward(request, key: key, stale: stale, reason: reason).response
         }
         for _ in 0..<3 {
@@ -213,11 +222,13 @@ public struct CacheDecorator: ImmediateAnswering {
         let decorator = self
         let (flight, leader) = storage.join(key)
         guard leader else { return }
-        var request = request
-        request.record = RequestRecord()
+        var refresh = request
+        refresh.record = RequestRecord()
+        let request = refresh
         // The caller already has its (stale) answer; this refresh belongs to nobody, so it
-        // cannot be a child task of the request.
-        Task {
+        // cannot be a child task of the request: the chain's background work, which its
+        // generation's drain waits for.
+        backgroundWork.start {
             do {
                 let (_, stored) = try await decorator.forward(request, key: key, stale: entry, reason: "stale")
                 decorator.storage.finish(key, flight, stored.map { .shared($0) } ?? .notShared)

@@ -53,11 +53,13 @@ extension UpstreamOrigin {
         name: "upstream",
         summary: "forwards to the real API over HTTP(S) with a shared connection pool",
         options: UpstreamOriginOptions.docs,
+        metrics: [MetricDescription("veneer_upstream_request_duration_seconds", "Time the upstream origin took to answer, retries included.")],
         decode: UpstreamOriginOptions.decode,
         make: { options, context in
             UpstreamOrigin(options: options, transport: context.transports.transport(options.transport),
                            maxResponseBodySize: context.limits.responseBody, clock: context.clock,
-                           durations: CoreMetrics.Timer(label: "veneer_upstream_request_duration_seconds", factory: context.metrics))
+                           durations: CoreMetrics.Timer(label: "veneer_upstream_request_duration_seconds", factory: context.metrics),
+                           directives: context.requestDirectives)
         }
     )
 }
