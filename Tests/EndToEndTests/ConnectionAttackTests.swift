@@ -32,7 +32,7 @@ struct ConnectionAttackTests {
             let created = try await RawHTTP.request(port: port, "POST", "/posts", body: post)
             #expect(created.status == 201)
             #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").header("Cache-Status")?.contains("hit") == true)
-            let pid = process.process.processIdentifier
+            let pid = process.process.pid
             let before = try ProcessProbe.residentBytes(of: pid)
 
             let client = try NonReadingClient(port: port)
@@ -101,7 +101,7 @@ struct ConnectionAttackTests {
     @Test("out of descriptors the process idles instead of spinning, and serves again once descriptors free")
     func outOfDescriptors() async throws {
         try await withProcess(yaml: nil) { process, port in
-            let pid = process.process.processIdentifier
+            let pid = process.process.pid
             try ProcessProbe.lowerDescriptorLimit(of: pid, to: 256)
             // More clients than the process has descriptors: the rest wait in the accept
             // queue, and every accept fails with EMFILE.
@@ -146,7 +146,7 @@ struct ConnectionAttackTests {
     func limitsOnReload() async throws {
         try await withProcess(yaml: "environments: {development: {origin: {mock: {}}}}") { process, _ in
             try "environments: {development: {origin: {mock: {}}, limits: {header_timeout: 3s, pipeline_depth: 4}}}"
-                .write(toFile: process.process.currentDirectoryURL!.path + "/veneer.yaml", atomically: true, encoding: .utf8)
+                .write(toFile: process.process.directory! + "/veneer.yaml", atomically: true, encoding: .utf8)
             process.signal(SIGHUP)
             try await ProcessProbe.waitUntil { process.stderr.contains("configuration reloaded") }
             #expect(process.stderr.contains("limits.header_timeout changes on restart only"))

@@ -56,19 +56,13 @@ struct LogFormatProcessTests {
             let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
             var status = stat()
             #expect(fstat(handle.fileDescriptor, &status) == 0)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: VeneerProcess.binary)
-            process.arguments = ["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"]
-            process.currentDirectoryURL = URL(fileURLWithPath: directory)
             var variables = ProcessInfo.processInfo.environment
             variables["JOURNAL_STREAM"] = journal ? "\(status.st_dev):\(status.st_ino)" : nil
-            process.environment = variables
-            process.standardError = handle
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
+            let process = try ChildProcess(VeneerProcess.binary, ["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"],
+                                           directory: directory, environment: variables, error: .descriptor(handle.fileDescriptor))
+            let exit = await process.waitUntilExit()
             try handle.close()
-            #expect(process.terminationStatus == 78, "a configuration error")
+            #expect(exit == 78, "a configuration error")
             let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
             #expect(!lines.isEmpty)
             if journal {

@@ -49,12 +49,12 @@ public final class HeadlessChromium: Sendable {
                                                                 "--virtual-time-budget=2000", "--screenshot=\(path)", url])
     }
 
-    let process: Process
+    let process: ChildProcess
     let profile: String
     /// The DevTools port.
     public let port: Int
 
-    private init(process: Process, profile: String, port: Int) {
+    private init(process: ChildProcess, profile: String, port: Int) {
         self.process = process
         self.profile = profile
         self.port = port
@@ -65,12 +65,7 @@ public final class HeadlessChromium: Sendable {
     public static func launch() async throws -> HeadlessChromium {
         guard FileManager.default.isExecutableFile(atPath: binary) else { throw Failure.notInstalled }
         let profile = try temporaryDirectory("veneer-chromium")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = flags + ["--user-data-dir=\(profile)", "--remote-debugging-port=0", "about:blank"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(binary, flags + ["--user-data-dir=\(profile)", "--remote-debugging-port=0", "about:blank"])
         let deadline = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < deadline {
             if let text = try? String(contentsOfFile: profile + "/DevToolsActivePort", encoding: .utf8),
@@ -80,7 +75,7 @@ public final class HeadlessChromium: Sendable {
             guard process.isRunning else { break }
             try await Task.sleep(for: .milliseconds(50))
         }
-        process.terminate()
+        process.signal(SIGKILL)
         throw Failure.noDebuggingPort("no DevToolsActivePort in \(profile)")
     }
 
@@ -114,10 +109,9 @@ public final class HeadlessChromium: Sendable {
 
     /// Ends the browser and removes its profile.
     public func stop() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        // The browser and its helper processes: the process group it leads.
+        kill(-process.pid, SIGKILL)
+        process.waitBlocking()
         try? FileManager.default.removeItem(atPath: profile)
     }
 }
