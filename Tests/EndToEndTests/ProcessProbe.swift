@@ -42,18 +42,8 @@ enum ProcessProbe {
         guard status == 0 else { throw ProbeError.unreadable("prlimit exited with \(status)") }
     }
 
-    /// Waits (real time) until `condition` holds; throws after `timeout`.
-    static func waitUntil(timeout: Duration = .seconds(10), _ condition: () async -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !(await condition()) {
-            guard ContinuousClock.now < deadline else { throw ProbeError.timedOut }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-    }
-
     enum ProbeError: Error {
         case unreadable(String)
-        case timedOut
     }
 }
 

@@ -39,16 +39,6 @@ public final class NotifySocket: Sendable {
         return received.withLock { $0 }
     }
 
-    /// Waits (up to `timeout`) until some message satisfies `condition`.
-    public func waitFor(timeout: Duration = .seconds(10), _ condition: (String) -> Bool) async throws -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if messages.contains(where: condition) { return true }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return false
-    }
-
     deinit {
         close(fd)
         unlink(path)
