@@ -24,7 +24,7 @@ DEBUGDIR    ?= /usr/lib/debug
 DIST   := .build/dist
 DEBDIR := .build/deb
 
-.PHONY: all deps test-deps package-deps build release dist run test test-units test-layers test-package check bench install install-files uninstall deb clean fuzz fuzz-build fuzz-merge
+.PHONY: all deps test-deps package-deps build release dist run test test-units test-layers test-example test-example-package test-package check bench install install-files uninstall deb clean fuzz fuzz-build fuzz-merge
 
 all: build
 
@@ -106,11 +106,28 @@ run: release
 TEST_WIDTH ?= $(shell echo $$(( $$(nproc) * 4 )))
 test: test-deps test-units test-layers
 	$(SWIFT) build --build-tests
+	@$(MAKE) --no-print-directory test-example
 	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) $(SWIFT) test --skip-build
 
-# Each module imports only the layers below it; the decorators never see the HTTP/1.1 wire.
+# The example decorators (Examples/*: packages of their own) are built and tested above as
+# targets of this package; this type-checks their sources as an outside package sees Veneer
+# (the modules just built, without Veneer's package name): public API only. Seconds.
+test-example:
+	SWIFT="$(SWIFT)" Tests/examples/check-public-api.sh
+
+# Each example built and tested as the package of its own it is: Veneer's dependency graph
+# once more in its own .build (about 7 minutes on 2 cores). CI runs it after `make test`.
+test-example-package: deps
+	@for example in Examples/*/; do \
+		echo "make: building $$example as a package of its own"; \
+		(cd "$$example" && $(SWIFT) build --build-tests && $(SWIFT) test --skip-build) || exit 1; \
+	done
+
+# Each module imports only the layers below it; the decorators never see the HTTP/1.1 wire;
+# the runtime and the command line name no decorator; every module declares what it imports.
 test-layers:
 	Tests/layers/check-layers.sh
+	Tests/layers/check-boundary.sh
 
 # systemd-analyze verify + security (exposure <= 2.0) on systemd/*.service; skipped without systemd-analyze.
 test-units:
@@ -189,7 +206,7 @@ check: deps
 # go to $(FUZZ_SCRATCH)/corpus, crashes to $(FUZZ_SCRATCH)/artifacts; `make fuzz-merge` adds
 # to the kept corpus only the inputs that reach code it does not (libFuzzer's -merge=1).
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS ?= request response differential config cache-headers
+FUZZ_TARGETS ?= request response differential config cache-headers fault-header quantities
 FUZZ_SCRATCH ?= .build-fuzz
 # -Xswiftc repeats the sanitizers for the Swift modules: measured here, a first build after
 # a resolve in a fresh scratch path compiled them without coverage from --sanitize alone.
@@ -205,7 +222,7 @@ fuzz: fuzz-build
 	@mkdir -p $(FUZZ_SCRATCH)/artifacts
 	@for target in $(FUZZ_TARGETS); do \
 		mkdir -p $(FUZZ_SCRATCH)/corpus/$$target; \
-		case $$target in config) dict=config ;; cache-headers) dict=cache-headers ;; *) dict=http ;; esac; \
+		case $$target in config|cache-headers|fault-header|quantities) dict=$$target ;; *) dict=http ;; esac; \
 		echo "make: fuzz-$$target for $(FUZZ_SECONDS) s"; \
 		$(FUZZ_RUN) $(FUZZ_SCRATCH)/corpus/$$target Fuzz/Corpus/$$target -dict=Fuzz/dict/$$dict.dict \
 			-max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 -artifact_prefix=$(FUZZ_SCRATCH)/artifacts/$$target- || exit 1; \

@@ -98,7 +98,11 @@ let package = Package(
         ),
         .target(
             name: "VeneerConfig",
-            dependencies: ["CLibYAML", "VeneerCore"],
+            dependencies: [
+                "CLibYAML", "VeneerCore",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -118,12 +122,12 @@ let package = Package(
         .target(
             name: "VeneerDecorators",
             dependencies: [
-                "VeneerCore", "VeneerConfig", "VeneerStores", "CZlib",
-                .product(name: "Metrics", package: "swift-metrics"),
+                // No store module: what a decorator needs of a store is the protocol in VeneerCore.
+                "VeneerCore", "VeneerConfig", "CZlib",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
@@ -142,6 +146,7 @@ let package = Package(
                 .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -152,9 +157,14 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -191,7 +201,7 @@ let package = Package(
         .testTarget(name: "VeneerConfigTests", dependencies: ["VeneerConfig", "VeneerTestSupport"], swiftSettings: testSettings),
         .testTarget(name: "VeneerStoresTests", dependencies: ["VeneerStores", "VeneerTestSupport"], swiftSettings: testSettings),
         .testTarget(name: "VeneerOriginsTests", dependencies: ["VeneerOrigins", "VeneerTestSupport"], swiftSettings: testSettings),
-        .testTarget(name: "VeneerDecoratorsTests", dependencies: ["VeneerDecorators", "VeneerTestSupport"], swiftSettings: testSettings),
+        .testTarget(name: "VeneerDecoratorsTests", dependencies: ["VeneerDecorators", "VeneerStores", "VeneerTestSupport"], swiftSettings: testSettings),
         .testTarget(name: "VeneerRuntimeTests", dependencies: ["VeneerRuntime", "VeneerTestSupport"], swiftSettings: testSettings),
         .testTarget(name: "EndToEndTests", dependencies: ["VeneerTestSupport"], swiftSettings: testSettings),
         // The fuzz targets' bodies (Fuzz/README in the README's Fuzzing section): an ordinary
@@ -209,6 +219,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "VeneerFuzzingTests", dependencies: ["VeneerFuzzing"], swiftSettings: testSettings),
+        // Examples/rate-limit: a decorator written outside Veneer, a package of its own that
+        // depends on Veneer's library products (README, Writing a decorator). Its sources are
+        // built and tested here too, so that make test runs them without a second build of the
+        // whole graph; make test-example checks that they use public API only.
+        .target(
+            name: "RateLimit",
+            dependencies: ["VeneerCore", "VeneerConfig"],
+            path: "Examples/rate-limit/Sources/RateLimit",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RateLimitTests", dependencies: ["RateLimit", "VeneerCore", "VeneerConfig", "VeneerRuntime"],
+            path: "Examples/rate-limit/Tests/RateLimitTests", swiftSettings: testSettings),
     ]
 )
 
@@ -216,7 +239,7 @@ let package = Package(
 // built with `--sanitize=fuzzer --sanitize=address`, each a few lines calling its entry in
 // VeneerFuzzing. Kept out of every other build, which has no use for them.
 if Context.environment["VENEER_FUZZ"] == "1" {
-    for name in ["request", "response", "differential", "config", "cache-headers"] {
+    for name in ["request", "response", "differential", "config", "cache-headers", "fault-header", "quantities"] {
         package.targets.append(.executableTarget(
             name: "fuzz-\(name)", dependencies: ["VeneerFuzzing"], path: "Fuzz/Targets/fuzz-\(name)", swiftSettings: swiftSettings))
         package.products.append(.executable(name: "fuzz-\(name)", targets: ["fuzz-\(name)"]))

@@ -1,5 +1,6 @@
 import VeneerConfig
 import VeneerCore
+import VeneerDecorators
 
 /// The configuration loader on any text: libyaml into the node tree, `${...}` interpolation,
 /// `extends`, and the decoding of every environment and store.
@@ -11,49 +12,24 @@ public enum ConfigLoaderFuzz {
     static let variables = ["HOME": "/home/fuzz", "TOKEN": "s3cret", "EMPTY": "", "PORT": "8080", "STATE_DIRECTORY": "/var/lib/veneer"]
     static let workingDirectory = "/fuzz"
 
-    /// Stand-ins for Veneer's origins and decorators, decoding options of the same kinds
-    /// (files, durations, stores, secrets) without linking the modules that build them.
+    /// Veneer's own decorators, decoding their options as `veneer check` does (every duration,
+    /// size, count and percentage through its bounds), and stand-ins for the origins, whose
+    /// module the fuzz targets do not link, decoding options of the same kinds.
     static let registry = Registry(
         decorators: [
-            stub("latency_log", ["slow", "label"]) { options in
-                _ = options.duration("slow")
-                _ = options.string("label")
-            },
-            stub("cache", ["ttl", "store", "max_entries", "stale_if_error"]) { options in
-                _ = options.duration("ttl")
-                _ = options.storeReference()
-                _ = options.int("max_entries", in: 1...1_000_000)
-                _ = options.duration("stale_if_error")
-            },
-            stub("block_list", ["store", "header", "learn"]) { options in
-                _ = options.storeReference()
-                _ = options.stringList("header")
-                _ = options.mapping("learn", allowedKeys: ["status", "json"])?.int("status", in: 100...599)
-            },
-            stub("auth_refresh", ["token_url", "client_id", "client_secret", "refresh_token", "store"], secrets: ["client_secret", "refresh_token"]) { options in
-                _ = options.string("token_url", required: true)
-                _ = options.string("client_id")
-                _ = options.secret("client_secret")
-                _ = options.secret("refresh_token")
-                _ = options.storeReference()
-            },
+            LatencyLogDecorator.factory, CacheDecorator.factory, AuthRefreshDecorator.factory, BlockListDecorator.factory,
+            FaultDecorator.factory, RecordDecorator.factory,
         ],
         origins: [
             OriginFactory(name: "mock", summary: "fuzz stand-in", options: [OptionDoc("seed", "file", "")], decode: { options in
                 options.filePath("seed").map { _ in true } ?? false
             }, make: { _, _ in throw FuzzFinding("not built while fuzzing") }),
             OriginFactory(name: "upstream", summary: "fuzz stand-in", options: [OptionDoc("url", "url", ""), OptionDoc("timeout", "duration", "")], decode: { options in
-                _ = options.duration("timeout")
+                _ = options.duration("timeout", in: .init(.milliseconds(1) ... .seconds(3600)))
                 return options.string("url", required: true)
             }, make: { _, _ in throw FuzzFinding("not built while fuzzing") }),
         ]
     )
-
-    static func stub(_ name: String, _ keys: [String], secrets: Set<String> = [], decode: @escaping @Sendable (ConfigMapping) -> Void) -> DecoratorFactory {
-        DecoratorFactory(name: name, summary: "fuzz stand-in", options: keys.map { OptionDoc($0, "any", "", secret: secrets.contains($0)) },
-                         decode: { options, _ in decode(options); return true },
-                         make: { _, _, _ in throw FuzzFinding("not built while fuzzing") })
-    }
 
     /// The target's body.
     public static func run(_ bytes: UnsafeRawBufferPointer) throws(FuzzFinding) {

@@ -11,6 +11,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case config
     /// ``CacheHeadersFuzz``.
     case cacheHeaders = "cache-headers"
+    /// ``FaultHeaderFuzz``.
+    case faultHeader = "fault-header"
+    /// ``QuantityFuzz``.
+    case quantities
 
     /// Runs the target on one input; throws what it found wrong.
     public func run(_ bytes: UnsafeRawBufferPointer) throws(FuzzFinding) {
@@ -20,6 +24,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .differential: try RequestDifferentialFuzz.run(bytes)
         case .config: try ConfigLoaderFuzz.run(bytes)
         case .cacheHeaders: try CacheHeadersFuzz.run(bytes)
+        case .faultHeader: try FaultHeaderFuzz.run(bytes)
+        case .quantities: try QuantityFuzz.run(bytes)
         }
     }
 

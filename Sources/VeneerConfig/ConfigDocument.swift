@@ -47,6 +47,9 @@ public struct ConfigSource: Sendable {
 public struct ConfigDocument: Sendable {
     /// The top-level keys.
     public static let topLevelKeys = ["version", "state_dir", "stores", "environments"]
+    /// Whether a top-level key is an extension of the file's own (`x-defaults:`), ignored.
+    public static func isExtension(_ key: String) -> Bool { key.hasPrefix("x-") }
+
     /// The keys of an environment.
     public static let environmentKeys = ["extends", "listen", "admin", "resources", "limits", "origin", "chain", "drain_timeout", "idle_timeout",
                                                 "allowed_hosts", "allowed_origins", "pass_forwarding_headers", "access_log", "trace"]
@@ -71,11 +74,13 @@ public struct ConfigDocument: Sendable {
         }
         self.root = root
         let context = DecodingContext(sink: sink, variables: [:], baseDirectory: "")
-        let value = ConfigValue(node: .mapping(root), path: "", context: context)
-        _ = value.mapping(allowedKeys: Self.topLevelKeys)
+        // Top-level keys that start with `x-` are the file's own (a place for YAML anchors),
+        // ignored as Compose files ignore theirs.
+        let own = ConfigNode.Mapping(entries: root.entries.filter { !Self.isExtension($0.key.value) }, mark: root.mark)
+        _ = ConfigValue(node: .mapping(own), path: "", context: context).mapping(allowedKeys: Self.topLevelKeys)
         if let version = root.entry("version") {
             let versionValue = ConfigValue(node: version.value, path: "version", context: context)
-            if let number = versionValue.int(), number != 1 {
+            if let number = versionValue.int(in: 0...Int.max), number != 1 {
                 versionValue.error("version \(number) is not supported; this Veneer reads version 1")
             }
         }

@@ -12,6 +12,9 @@ public final class DecodingContext {
     public let baseDirectory: String
     /// The named stores that options may refer to (set while an environment is decoded).
     var stores: StoreCatalog?
+    /// Every number read (a duration, size, count or percentage), by key path, with its
+    /// bounds: what the table of bounds in the README is checked against.
+    public internal(set) var numbers: [(path: String, bounds: String)] = []
 
     /// Creates a context; relative paths resolve against `baseDirectory`.
     public init(sink: DiagnosticSink = DiagnosticSink(), variables: [String: String], baseDirectory: String) {
@@ -72,14 +75,9 @@ public struct ConfigValue {
     }
 
     /// An integer in `range`.
-    public func int(in range: ClosedRange<Int> = Int.min...Int.max) -> Int? {
+    public func int(in range: ClosedRange<Int>) -> Int? {
         guard let text = scalarText("an integer") else { return nil }
-        guard let value = Int(text.trimmingSpaces) else { error("\(quoted(text)) is not an integer"); return nil }
-        guard range.contains(value) else {
-            error("\(value) is out of range (\(range.lowerBound)...\(range.upperBound))")
-            return nil
-        }
-        return value
+        return number(text, Bounded<Counts>(range), what: "an integer")
     }
 
     /// `true` or `false`.
@@ -92,24 +90,32 @@ public struct ConfigValue {
         }
     }
 
-    /// A duration such as `250ms`, `30s`, `5m`, `1h`.
-    public func duration() -> Duration? {
+    /// A duration such as `250ms`, `30s`, `5m`, `1h` within `bounds`.
+    public func duration(in bounds: Bounded<Durations>) -> Duration? {
         guard let text = scalarText("a duration") else { return nil }
-        guard let value = Units.duration(text) else {
-            error("\(quoted(text)) is not a duration (use e.g. 30s, 5m, 1h)")
-            return nil
-        }
-        return value
+        return number(text, bounds, what: "a duration (use e.g. 30s, 5m, 1h)")
     }
 
-    /// A size such as `512KB`, `10MB` or a number of bytes.
-    public func size() -> Int? {
+    /// A size such as `512KB`, `10MB` or a number of bytes within `bounds`.
+    public func size(in bounds: Bounded<Sizes>) -> Int? {
         guard let text = scalarText("a size") else { return nil }
-        guard let value = Units.size(text) else {
-            error("\(quoted(text)) is not a size (use e.g. 512KB, 10MB, 1GB)")
-            return nil
+        return number(text, bounds, what: "a size (use e.g. 512KB, 10MB, 1GB)")
+    }
+
+    /// A percentage such as `10`, `12.5` or `50%` within `bounds`.
+    public func percentage(in bounds: Bounded<Percentages>) -> Double? {
+        guard let text = scalarText("a percentage") else { return nil }
+        return number(text, bounds, what: "a percentage (use e.g. 10 or 12.5%)")
+    }
+
+    private func number<Kind: QuantityKind>(_ text: String, _ bounds: Bounded<Kind>, what: String) -> Kind.Value? {
+        context.numbers.append((path, bounds.description))
+        switch bounds.parse(text) {
+        case .success(let value): return value
+        case .failure(.malformed): error("\(quoted(text)) is not \(what)")
+        case .failure(.outOfRange(let range, _)): error("\(text.trimmingSpaces) is out of range (\(range))")
         }
-        return value
+        return nil
     }
 
     /// One of `choices`.
@@ -239,7 +245,7 @@ public final class ConfigMapping {
     }
 
     /// An integer in `range`, or `defaultValue`.
-    public func int(_ key: String, default defaultValue: Int? = nil, in range: ClosedRange<Int> = Int.min...Int.max) -> Int? {
+    public func int(_ key: String, default defaultValue: Int? = nil, in range: ClosedRange<Int>) -> Int? {
         let result = self[key].map { $0.int(in: range) } ?? defaultValue
         if let result { note(key, .int(result)) }
         return result
@@ -252,16 +258,16 @@ public final class ConfigMapping {
         return result
     }
 
-    /// A duration, or `defaultValue`.
-    public func duration(_ key: String, default defaultValue: Duration? = nil, required: Bool = false) -> Duration? {
-        let result = (required ? self.required(key) : self[key]).map { $0.duration() } ?? defaultValue
+    /// A duration within `bounds`, or `defaultValue`.
+    public func duration(_ key: String, default defaultValue: Duration? = nil, required: Bool = false, in bounds: Bounded<Durations>) -> Duration? {
+        let result = (required ? self.required(key) : self[key]).map { $0.duration(in: bounds) } ?? defaultValue
         if let result { note(key, .string(Units.format(result))) }
         return result
     }
 
-    /// A size, or `defaultValue`.
-    public func size(_ key: String, default defaultValue: Int? = nil) -> Int? {
-        let result = self[key].map { $0.size() } ?? defaultValue
+    /// A size within `bounds`, or `defaultValue`.
+    public func size(_ key: String, default defaultValue: Int? = nil, in bounds: Bounded<Sizes>) -> Int? {
+        let result = self[key].map { $0.size(in: bounds) } ?? defaultValue
         if let result { note(key, .string(Units.format(bytes: result))) }
         return result
     }

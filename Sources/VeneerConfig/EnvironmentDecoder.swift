@@ -15,6 +15,9 @@ public struct ConfigCheck: Sendable {
     public var warnings: [ConfigDiagnostic]
     /// The environments decoded without errors.
     public var environments: [EnvironmentSpec]
+    /// Every number read (duration, size, count, percentage), by key path: its bounds, as
+    /// `0s...1d` (what the README's table of bounds is checked against).
+    public var numbers: [String: String] = [:]
 }
 
 extension ConfigMapping {
@@ -65,9 +68,12 @@ extension ConfigDocument {
         let sink = DiagnosticSink()
         sink.append(contentsOf: structuralProblems)
         var specs: [EnvironmentSpec] = []
+        var numbers: [String: String] = [:]
         for environment in name.map({ [$0] }) ?? environmentNames {
             let context = DecodingContext(sink: sink, variables: variables, baseDirectory: source.baseDirectory(workingDirectory: workingDirectory))
-            guard let spec = decodeEnvironment(environment, registry: registry, context: context) else { continue }
+            let decoded = decodeEnvironment(environment, registry: registry, context: context)
+            for (path, bounds) in context.numbers { numbers[path] = bounds }
+            guard let spec = decoded else { continue }
             specs.append(spec)
             // What a factory can tell without building (a token store that cannot be written).
             for decorator in spec.chain {
@@ -81,7 +87,7 @@ extension ConfigDocument {
             let stateDirectory = decodeStateDirectory(context)
             _ = decodeStores(context, stateDirectory: stateDirectory, only: nil)
         }
-        return ConfigCheck(errors: sink.sorted, warnings: DiagnosticSink.fileOrder(sink.warnings), environments: specs)
+        return ConfigCheck(errors: sink.sorted, warnings: DiagnosticSink.fileOrder(sink.warnings), environments: specs, numbers: numbers)
     }
 
     /// The file's `state_dir` as every environment resolves it (problems with it are left to
@@ -101,11 +107,13 @@ extension ConfigDocument {
         guard let node = root["stores"] else { return [:] }
         guard let mapping = ConfigValue(node: node, path: "stores", context: context).mapping(allowedKeys: nil) else { return [:] }
         var stores: [String: StoreSpec] = [:]
-        for entry in mapping.entries where only?.contains(entry.key) ?? true {
+        for entry in mapping.entries {
+            // Whichever environment is checked: the name shadows the built-in store for all.
             if entry.key == "memory" {
                 context.sink.error(entry.mark, "stores.memory", "'memory' is built in; give this store another name")
                 continue
             }
+            guard only?.contains(entry.key) ?? true else { continue }
             guard let kinds = entry.value.mapping(allowedKeys: ["sqlite", "postgres"]) else { continue }
             guard kinds.keys.count == 1 else {
                 entry.value.error("a store is one of { sqlite: PATH } or { postgres: URL }")
@@ -120,16 +128,12 @@ extension ConfigDocument {
             } else if let postgres = kinds["postgres"] {
                 if case .mapping = postgres.node {
                     guard let options = postgres.mapping(allowedKeys: ["url", "password", "password_file"]) else { continue }
-                    if let url = options.required("url")?.string() {
-                        if !(url.hasPrefix("postgres://") || url.hasPrefix("postgresql://")) {
-                            options["url"]?.error("\(quoted(PostgresURL.redacting(url))) is not a postgres:// URL")
-                        }
+                    if let urlValue = options.required("url"), let url = urlValue.string() {
+                        Self.checkPostgres(url, urlValue)
                         stores[entry.key] = .postgres(url: url, password: options.secret("password"))
                     }
                 } else if let url = postgres.string() {
-                    if !(url.hasPrefix("postgres://") || url.hasPrefix("postgresql://")) {
-                        postgres.error("\(quoted(PostgresURL.redacting(url))) is not a postgres:// URL")
-                    }
+                    Self.checkPostgres(url, postgres)
                     stores[entry.key] = .postgres(url: url, password: nil)
                 }
             } else {
@@ -137,6 +141,16 @@ extension ConfigDocument {
             }
         }
         return stores
+    }
+
+    /// What the store would refuse when it opens (`veneer run` exits 78 on it): the scheme,
+    /// the host, the port, `sslmode` and `pool_size`.
+    static func checkPostgres(_ url: String, _ value: ConfigValue) {
+        guard url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") else {
+            value.error("\(quoted(PostgresURL.redacting(url))) is not a postgres:// URL")
+            return
+        }
+        if case .failure(let problem) = PostgresURL.parts(url) { value.error(problem.message) }
     }
 
     func decodeEnvironment(_ name: String, registry: Registry, context: DecodingContext) -> EnvironmentSpec? {
@@ -182,23 +196,18 @@ extension ConfigDocument {
         let limitKeys = ["request_body", "request_headers", "response_body", "header_timeout", "body_timeout", "output_buffer",
                          "pipeline_depth", "connections"]
         if let mapping = environment.mapping("limits", allowedKeys: limitKeys) {
-            limits.requestBody = mapping.size("request_body", default: limits.requestBody) ?? limits.requestBody
-            limits.requestHeaders = mapping.size("request_headers", default: limits.requestHeaders) ?? limits.requestHeaders
-            limits.responseBody = mapping.size("response_body", default: limits.responseBody) ?? limits.responseBody
-            if limits.requestHeaders < 1024 { mapping.error("request_headers", "must be at least 1KB") }
-            limits.headerTimeout = mapping.duration("header_timeout", default: limits.headerTimeout) ?? limits.headerTimeout
-            limits.bodyTimeout = mapping.duration("body_timeout", default: limits.bodyTimeout) ?? limits.bodyTimeout
-            for (key, value) in [("header_timeout", limits.headerTimeout), ("body_timeout", limits.bodyTimeout)] where value <= .zero {
-                mapping.error(key, "must be longer than 0s")
-            }
-            limits.outputBuffer = mapping.size("output_buffer", default: limits.outputBuffer) ?? limits.outputBuffer
-            if limits.outputBuffer < 4096 { mapping.error("output_buffer", "must be at least 4KB") }
+            limits.requestBody = mapping.size("request_body", default: limits.requestBody, in: Limits.requestBodyBounds) ?? limits.requestBody
+            limits.requestHeaders = mapping.size("request_headers", default: limits.requestHeaders, in: Limits.requestHeadersBounds)
+                ?? limits.requestHeaders
+            limits.responseBody = mapping.size("response_body", default: limits.responseBody, in: Limits.responseBodyBounds) ?? limits.responseBody
+            limits.headerTimeout = mapping.duration("header_timeout", default: limits.headerTimeout, in: Limits.timeoutBounds) ?? limits.headerTimeout
+            limits.bodyTimeout = mapping.duration("body_timeout", default: limits.bodyTimeout, in: Limits.timeoutBounds) ?? limits.bodyTimeout
+            limits.outputBuffer = mapping.size("output_buffer", default: limits.outputBuffer, in: Limits.outputBufferBounds) ?? limits.outputBuffer
             limits.pipelineDepth = mapping.int("pipeline_depth", default: limits.pipelineDepth, in: 1...1024) ?? limits.pipelineDepth
             limits.connections = mapping.int("connections", default: limits.connections, in: 1...1_000_000) ?? limits.connections
         }
-        let drainTimeout = environment.duration("drain_timeout", default: .seconds(10)) ?? .seconds(10)
-        let idleTimeout = environment.duration("idle_timeout", default: .seconds(75)) ?? .seconds(75)
-        if idleTimeout <= .zero { environment.error("idle_timeout", "must be longer than 0s") }
+        let drainTimeout = environment.duration("drain_timeout", default: .seconds(10), in: .init(.zero ... .seconds(3600))) ?? .seconds(10)
+        let idleTimeout = environment.duration("idle_timeout", default: .seconds(75), in: .init(.milliseconds(1) ... .days(1))) ?? .seconds(75)
         let accessLog = decodeAccessLog(environment["access_log"])
         let trace = environment["trace"]?.bool() ?? false
 
@@ -250,7 +259,10 @@ extension ConfigDocument {
         switch text {
         case "off", "false": return nil
         case "stdout": return .standardOutput
-        default: return value.filePath().map { .file($0) }
+        default:
+            guard let path = value.filePath() else { return nil }
+            if let problem = FileCheck.openProblem(path, folders: .last) { value.error("cannot open the access log \(path): \(problem)") }
+            return .file(path)
         }
     }
 

@@ -58,6 +58,18 @@ public struct Limits: Sendable, Hashable {
 
     /// The defaults of DESIGN.md.
     public init() {}
+
+    /// Bodies are held whole in memory: at most 1GB each way.
+    public static let requestBodyBounds = Bounded<Sizes>(0...(1 << 30))
+    /// A request head is read into one buffer: 1KB to 1MB.
+    public static let requestHeadersBounds = Bounded<Sizes>((1 << 10)...(1 << 20))
+    /// Bodies are held whole in memory: at most 1GB each way.
+    public static let responseBodyBounds = Bounded<Sizes>(0...(1 << 30))
+    /// `header_timeout` and `body_timeout`: 1ms to 1h.
+    public static let timeoutBounds = Bounded<Durations>(.milliseconds(1) ... .seconds(3600))
+    /// Below 4KB a connection would stop reading before one small answer is out; above 64MB
+    /// a slow reader holds more than any answer needs.
+    public static let outputBufferBounds = Bounded<Sizes>((4 << 10)...(64 << 20))
 }
 
 /// Where the access log of an environment goes (`access_log:`): one JSON line per request.

@@ -76,6 +76,10 @@ public enum YAMLLoader {
         let file: String
         var errors: [ConfigDiagnostic] = []
         var nodeCount = 0
+        /// A limit was passed: nothing more is read, and the document is refused with that one
+        /// error (each node past the depth limit once made an error of its own, with a path as
+        /// long as its depth: a recursive alias with long keys took gigabytes).
+        var stopped = false
 
         init(document: UnsafeMutablePointer<yaml_document_t>, file: String) {
             self.document = document
@@ -92,15 +96,15 @@ public enum YAMLLoader {
         }
 
         mutating func convert(_ node: UnsafeMutablePointer<yaml_node_t>, depth: Int, path: String) -> ConfigNode {
-            nodeCount += 1
             let here = mark(node)
+            if stopped { return .scalar(.init(value: "", quoted: false, mark: here)) }
+            nodeCount += 1
             if nodeCount > YAMLLoader.maxNodes {
-                if nodeCount == YAMLLoader.maxNodes + 1 {
-                    return fail(here, "the document expands to more than \(YAMLLoader.maxNodes) nodes (too many aliases?)", path: path)
-                }
-                return .scalar(.init(value: "", quoted: false, mark: here))
+                stopped = true
+                return fail(here, "the document expands to more than \(YAMLLoader.maxNodes) nodes (too many aliases?)", path: path)
             }
             if depth > YAMLLoader.maxDepth {
+                stopped = true
                 return fail(here, "nesting deeper than \(YAMLLoader.maxDepth) levels (a recursive alias?)", path: path)
             }
             switch node.pointee.type {
@@ -114,7 +118,9 @@ public enum YAMLLoader {
             case YAML_SEQUENCE_NODE:
                 var items: [ConfigNode] = []
                 var item = node.pointee.data.sequence.items.start
-                while item != node.pointee.data.sequence.items.top {
+                // Past a limit nothing more is read: the document is refused with that one
+                // error, not with one for every node that follows.
+                while item != node.pointee.data.sequence.items.top, !stopped {
                     if let child = yaml_document_get_node(document, item!.pointee) {
                         items.append(convert(child, depth: depth + 1, path: "\(path)[\(items.count)]"))
                     }
@@ -132,7 +138,9 @@ public enum YAMLLoader {
             var entries: [ConfigNode.Mapping.Entry] = []
             var merged: [ConfigNode.Mapping.Entry] = []
             var pair = node.pointee.data.mapping.pairs.start
-            while pair != node.pointee.data.mapping.pairs.top {
+            // Past a limit nothing more is read (the keys of the rest would read as empty, each
+            // a "duplicate key ''"): the document is refused with that one error.
+            while pair != node.pointee.data.mapping.pairs.top, !stopped {
                 defer { pair = pair! + 1 }
                 guard let keyNode = yaml_document_get_node(document, pair!.pointee.key),
                       let valueNode = yaml_document_get_node(document, pair!.pointee.value) else { continue }
@@ -143,6 +151,7 @@ public enum YAMLLoader {
                 }
                 let childPath = path.isEmpty ? keyScalar.value : "\(path).\(keyScalar.value)"
                 let value = convert(valueNode, depth: depth + 1, path: childPath)
+                if stopped { break }
                 if keyScalar.value == "<<" && !keyScalar.quoted {
                     // YAML merge key: the entries of the merged mapping(s) count as written
                     // here, unless this mapping sets the key itself.

@@ -40,6 +40,13 @@ public struct BuildContext: Sendable {
     /// The name of the environment being built ("" for chains built by hand): auth_refresh
     /// tells an operator's new refresh token from another environment's by it.
     public var environment = ""
+    /// Request fields that address a decorator rather than the upstream (a fault decorator's
+    /// `Veneer-Fault`), as the registry's decorators declare them: no origin passes them on,
+    /// and a request that carries one gets an answer of its own (a cache shares none with it).
+    public var requestDirectives: [HTTPField.Name] = []
+    /// Where a handler starts work that outlives a request (a cache's background refresh): the
+    /// runtime's drain waits for it. Chains built by hand run it in tasks nobody waits for.
+    public var backgroundWork: any BackgroundWork = DetachedWork()
 
     /// Creates a context.
     public init(logger: Logger, clock: any VeneerClock, metrics: any MetricsFactory, transports: any TransportProvider,

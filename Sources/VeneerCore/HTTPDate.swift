@@ -47,7 +47,7 @@ public enum HTTPDate {
     }
 
     /// `format` of a `Date`.
-    public static func format(_ date: Date) -> String { format(Int(date.timeIntervalSince1970.rounded(.down))) }
+    public static func format(_ date: Date) -> String { format(Int.clamping(date.timeIntervalSince1970, to: Date.epochSecondsOfYears)) }
 
     /// Parses an HTTP-date (RFC 9110 §5.6.7) exactly: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37
     /// GMT`), or one of the obsolete RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime
@@ -178,7 +178,8 @@ private struct DateReader {
 public enum Timestamp {
     /// `2026-11-22T10:15:30.123Z`.
     public static func iso8601(_ date: Date) -> String {
-        let millis = Int((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let years = Date.epochSecondsOfYears
+        let millis = Int.clamping(date.timeIntervalSince1970 * 1000, to: (years.lowerBound * 1000)...(years.upperBound * 1000 + 999))
         let days = millis >= 0 ? millis / 86_400_000 : (millis - 86_399_999) / 86_400_000
         let msOfDay = millis - days * 86_400_000
         let (year, month, day) = CivilDate.fromDays(days)

@@ -54,6 +54,9 @@ public protocol KeyValueStore: Sendable, CustomStringConvertible {
     /// Gives the file system back what removals freed inside the store (free pages, a
     /// write-ahead log), as far as it can.
     func releaseSpace() async
+    /// Why the store keeps what it is given in memory only, until the process ends, although
+    /// it was meant to keep it longer (a SQLite file that cannot be opened), or nil.
+    var memoryOnlyReason: String? { get }
 }
 
 extension KeyValueStore {
@@ -63,6 +66,8 @@ extension KeyValueStore {
     public func evict(_ namespace: String, bytes: Int) async throws -> Int { 0 }
     /// Nothing to give back.
     public func releaseSpace() async {}
+    /// It keeps what it promises to.
+    public var memoryOnlyReason: String? { nil }
 }
 
 /// A change another process made to a shared store.

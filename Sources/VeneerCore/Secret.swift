@@ -78,3 +78,68 @@ public enum PostgresURL {
         return out + tail
     }
 }
+
+extension PostgresURL {
+    /// What a postgres store's URL says: read once by `veneer check` and by the store itself,
+    /// so that what one refuses the other does.
+    public struct Parts: Sendable, Equatable {
+        /// The server's host name or address.
+        public var host: String
+        /// Its port [5432].
+        public var port: Int
+        /// The user [postgres].
+        public var user: String
+        /// The password in the URL, if any (`password_file` wins over it).
+        public var password: String?
+        /// The database, if named.
+        public var database: String?
+        /// `disable`, `allow`, `prefer`, `require`, `verify-ca` or `verify-full` [prefer].
+        public var sslMode: String
+        /// The connections of the store's pool [10].
+        public var poolSize: Int
+    }
+
+    /// The `sslmode` values understood, as libpq's.
+    public static let sslModes = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
+    /// One connection LISTENs for good, a token refresh holds one for its lock while it saves
+    /// on another: fewer than 3 would starve. More than 1000 is more than a server allows.
+    public static let poolSizeBounds = Bounded<Counts>(3...1000)
+    /// TCP ports.
+    public static let portBounds = Bounded<Counts>(1...65535)
+
+    /// The parts of `url`, or what is wrong with it (the URL redacted in the message).
+    public static func parts(_ url: String) -> Result<Parts, PostgresURLError> {
+        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
+              let host = components.host, !host.isEmpty else {
+            return .failure(PostgresURLError(message: "\(redacting(url)) is not a postgres://user@host/database URL"))
+        }
+        let port = components.port ?? 5432
+        guard portBounds.range.contains(port) else {
+            return .failure(PostgresURLError(message: "port \(port) is not a port from 1 to 65535"))
+        }
+        let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        let sslMode = query["sslmode"] ?? "prefer"
+        guard sslModes.contains(sslMode) else {
+            return .failure(PostgresURLError(message: "unknown sslmode '\(sslMode)' (known: \(sslModes.joined(separator: ", ")))"))
+        }
+        var poolSize = 10
+        if let text = query["pool_size"] {
+            guard let size = poolSizeBounds.value(text) else {
+                return .failure(PostgresURLError(message: "pool_size '\(text)' is not a number from 3 to 1000"))
+            }
+            poolSize = size
+        }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        return .success(Parts(host: host, port: port, user: components.user?.removingPercentEncoding ?? "postgres",
+                              password: components.password?.removingPercentEncoding, database: database.isEmpty ? nil : database,
+                              sslMode: sslMode, poolSize: poolSize))
+    }
+}
+
+/// What is wrong with a postgres store's URL.
+public struct PostgresURLError: Error, Sendable, CustomStringConvertible {
+    /// The problem, the URL redacted.
+    public let message: String
+    /// The message.
+    public var description: String { message }
+}

@@ -73,17 +73,93 @@ public enum HTTP1ResponseWriter {
         }
     }
 
-    /// `200 OK\r\n`: three digits, then the reason phrase with control characters as spaces.
+    /// `200 OK\r\n`: three digits, then the reason phrase: the standard one of a registered
+    /// status (whatever the upstream or a stored answer said, as nginx does: an answer read
+    /// back from a cache or a HAR file has none of its own), else the one given, with control
+    /// characters as spaces.
     static func writeStatus(_ code: Int, reason: String, into buffer: inout ByteBuffer) {
         let clamped = min(max(code, 0), 999)
         buffer.writeInteger(UInt8(truncatingIfNeeded: clamped / 100) + UInt8(ascii: "0"))
         buffer.writeInteger(UInt8(truncatingIfNeeded: (clamped / 10) % 10) + UInt8(ascii: "0"))
         buffer.writeInteger(UInt8(truncatingIfNeeded: clamped % 10) + UInt8(ascii: "0"))
         buffer.writeInteger(UInt8(ascii: " "))
-        for byte in reason.utf8 {
-            buffer.writeInteger(byte < 0x20 && byte != 0x09 || byte == 0x7F ? UInt8(ascii: " ") : byte)
+        if let standard = standardReason(clamped) {
+            buffer.writeStaticString(standard)
+        } else {
+            for byte in reason.utf8 {
+                buffer.writeInteger(byte < 0x20 && byte != 0x09 || byte == 0x7F ? UInt8(ascii: " ") : byte)
+            }
         }
         buffer.writeStaticString("\r\n")
+    }
+
+    /// The reason phrase of a status in IANA's HTTP Status Code Registry (RFC 9110 §15 and the
+    /// RFCs it lists), nil for any other.
+    static func standardReason(_ code: Int) -> StaticString? {
+        switch code {
+        case 100: "Continue"
+        case 101: "Switching Protocols"
+        case 102: "Processing"
+        case 103: "Early Hints"
+        case 200: "OK"
+        case 201: "Created"
+        case 202: "Accepted"
+        case 203: "Non-Authoritative Information"
+        case 204: "No Content"
+        case 205: "Reset Content"
+        case 206: "Partial Content"
+        case 207: "Multi-Status"
+        case 208: "Already Reported"
+        case 226: "IM Used"
+        case 300: "Multiple Choices"
+        case 301: "Moved Permanently"
+        case 302: "Found"
+        case 303: "See Other"
+        case 304: "Not Modified"
+        case 305: "Use Proxy"
+        case 307: "Temporary Redirect"
+        case 308: "Permanent Redirect"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 402: "Payment Required"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 406: "Not Acceptable"
+        case 407: "Proxy Authentication Required"
+        case 408: "Request Timeout"
+        case 409: "Conflict"
+        case 410: "Gone"
+        case 411: "Length Required"
+        case 412: "Precondition Failed"
+        case 413: "Content Too Large"
+        case 414: "URI Too Long"
+        case 415: "Unsupported Media Type"
+        case 416: "Range Not Satisfiable"
+        case 417: "Expectation Failed"
+        case 421: "Misdirected Request"
+        case 422: "Unprocessable Content"
+        case 423: "Locked"
+        case 424: "Failed Dependency"
+        case 425: "Too Early"
+        case 426: "Upgrade Required"
+        case 428: "Precondition Required"
+        case 429: "Too Many Requests"
+        case 431: "Request Header Fields Too Large"
+        case 451: "Unavailable For Legal Reasons"
+        case 500: "Internal Server Error"
+        case 501: "Not Implemented"
+        case 502: "Bad Gateway"
+        case 503: "Service Unavailable"
+        case 504: "Gateway Timeout"
+        case 505: "HTTP Version Not Supported"
+        case 506: "Variant Also Negotiates"
+        case 507: "Insufficient Storage"
+        case 508: "Loop Detected"
+        case 510: "Not Extended"
+        case 511: "Network Authentication Required"
+        default: nil
+        }
     }
 
     static func writeDecimal(_ value: Int, into buffer: inout ByteBuffer) {

@@ -23,8 +23,11 @@ public final class ChainGeneration: Sendable {
     public let carried: CarriedState
     /// The admin routes its decorators added.
     public let adminRoutes: AdminRoutes
+    /// The work its handlers started in the background (its drain waits for it).
+    let work: GenerationWork
 
-    init(chain: BuiltChain, spec: EnvironmentSpec, loadedAt: Date, number: Int, carried: CarriedState, adminRoutes: AdminRoutes) {
+    init(chain: BuiltChain, spec: EnvironmentSpec, loadedAt: Date, number: Int, carried: CarriedState, adminRoutes: AdminRoutes,
+         work: GenerationWork) {
         handler = chain.handler
         entries = chain.entries
         serving = ServingChain(plan: chain.plan, resources: spec.resources, requestBodyLimit: spec.limits.requestBody, access: spec.access,
@@ -34,12 +37,14 @@ public final class ChainGeneration: Sendable {
         self.number = number
         self.carried = carried
         self.adminRoutes = adminRoutes
+        self.work = work
     }
 
     /// How the server answers through it.
     public var plan: ChainPlan { serving.plan }
 
-    /// Requests that entered this chain and have not left it.
+    /// Requests that entered this chain and have not left it, and background work its
+    /// handlers started that has not ended.
     public var requestsInFlight: Int { serving.requestsInFlight }
 }
 

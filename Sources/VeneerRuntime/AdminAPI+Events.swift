@@ -22,7 +22,8 @@ extension AdminAPI {
         if let asked = AdminRequest(method: .get, rest: "", query: query).parameter("environment"), asked != chain.generation.spec.name {
             return nil
         }
-        let after = headers[.lastEventID].flatMap { Int($0) } ?? AdminRequest(method: .get, rest: "", query: query).parameter("after").flatMap { Int($0) }
+        // A malformed position: ``respond`` answers 400.
+        guard case .success(let after) = Self.eventsAfter(query: query, headers: headers) else { return nil }
         let watch = feed.watch()
         let backlog = feed.recent(after: after)
         var first = ByteBuffer(string: "retry: 2000\n\n")
@@ -65,6 +66,23 @@ extension AdminAPI {
             continuation.onTermination = { _ in task.cancel() }
         }
         return AdminStream(head: ProxyResponse(status: .ok, headers: Self.eventStreamHeaders, body: first), chunks: chunks)
+    }
+
+    /// The sequence numbers of events: what `Last-Event-ID` and `?after=` may say.
+    static let sequenceBounds = Bounded<Counts>(0...Int.max)
+
+    /// Where a stream starts: after `Last-Event-ID` (what a reconnecting `EventSource` sends),
+    /// else after `?after=`, else from the oldest request kept; a position that is not a
+    /// sequence number is a 400.
+    static func eventsAfter(query: String?, headers: HTTPFields) -> Result<Int?, ProxyError> {
+        let (name, text): (String, String?) = if let header = headers[.lastEventID] { ("Last-Event-ID", header) } else {
+            ("after", AdminRequest(method: .get, rest: "", query: query).parameter("after"))
+        }
+        guard let text else { return .success(nil) }
+        switch sequenceBounds.parse(text) {
+        case .success(let sequence): return .success(sequence)
+        case .failure: return .failure(.badRequest("\(name) must be an event id, a whole number from 0 to \(Int.max)."))
+        }
     }
 
     /// One `request` event.

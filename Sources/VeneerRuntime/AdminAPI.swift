@@ -5,7 +5,6 @@ import Prometheus
 import Synchronization
 import VeneerConfig
 import VeneerCore
-import VeneerDecorators
 import VeneerServer
 
 /// The admin API under `/-/`: its index, health, liveness and readiness, the active chain,
@@ -93,6 +92,7 @@ struct AdminAPI: AdminResponder {
             return Self.noStore(.ok, await statusSnapshot().json)
         case "events":
             // A GET is streamed (``stream(path:query:headers:)``); a HEAD gets the head.
+            if case .failure(let error) = Self.eventsAfter(query: query, headers: headers) { return error.response }
             return ProxyResponse(status: .ok, headers: Self.eventStreamHeaders)
         case "health": return healthResponse()
         case "live": return Self.noStore(.ok, .object([("status", .string("live"))]))

@@ -7,11 +7,13 @@ import VeneerServer
 /// Runs the background loops of carried state (cache purges, token refreshes) as child
 /// tasks of one service: a loop starts when a chain first takes its object, stops when no
 /// chain holds it any more, and every loop stops at graceful shutdown. It also runs what
-/// waits for a retired chain generation to drain (``whenDrained(_:then:)``).
+/// waits for a retired chain generation to drain (``whenDrained(_:then:)``), and the chains'
+/// background work (``run(_:then:)``: a cache's refresh).
 final class BackgroundRunner: Service, Sendable, CustomStringConvertible {
     private enum Command: Sendable {
         case start(any CarriedService, Latch)
         case afterDrain(ServingChain, @Sendable () async -> Void)
+        case work(@Sendable () async -> Void, then: @Sendable () -> Void)
     }
 
     private let started = Mutex<[ObjectIdentifier: Latch]>([:])
@@ -49,6 +51,11 @@ final class BackgroundRunner: Service, Sendable, CustomStringConvertible {
         continuation.yield(.afterDrain(generation, work))
     }
 
+    /// Runs `work`, then `done` (at once, without the work, once the runner has stopped).
+    func run(_ work: @escaping @Sendable () async -> Void, then done: @escaping @Sendable () -> Void) {
+        if case .terminated = continuation.yield(.work(work, then: done)) { done() }
+    }
+
     /// Stops the loop of `service` (and closes it) once it is no longer held.
     func release(_ service: any CarriedService) {
         let id = ObjectIdentifier(service as AnyObject)
@@ -79,9 +86,16 @@ final class BackgroundRunner: Service, Sendable, CustomStringConvertible {
                         }
                         await work()
                     }
+                case .work(let work, let done):
+                    group.addTask {
+                        await work()
+                        done()
+                    }
                 }
             }
             // Graceful shutdown: stop every loop; each closes its object on the way out.
+            // Work asked for from now on is not run (nothing that started it still runs).
+            continuation.finish()
             shuttingDown.open()
             for signal in started.withLock({ Array($0.values) }) { signal.open() }
         }

@@ -1,12 +1,16 @@
 import CoreMetrics
 import Prometheus
 
+import VeneerConfig
+
 /// The swift-metrics factory behind `/-/metrics`: Prometheus's own factory creates every
 /// family without a `# HELP` line (and its registry refuses a second family of one name with
-/// another help), so this one creates them in the registry with their help from the
-/// ``MetricCatalog``.
+/// another help), so this one creates them in the registry with their help: the runtime's own
+/// from the ``MetricCatalog``, the decorators' and origins' as their factories declare it.
 struct DescribedMetricsFactory: MetricsFactory {
     let registry: PrometheusCollectorRegistry
+    /// The help of the families the registered decorators and origins declare.
+    var declared: [String: String] = [:]
     /// Buckets of duration histograms (`Timer`s) by name, and for the rest.
     var durationBuckets: [String: [Duration]] = [:]
     var defaultDurationBuckets: [Duration] = [
@@ -16,30 +20,41 @@ struct DescribedMetricsFactory: MetricsFactory {
     ]
     var valueBuckets: [Double] = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000]
 
-    /// The family `name` with its help text.
+    /// Creates families in `registry`, with the help `registered`'s factories declare.
+    init(registry: PrometheusCollectorRegistry, registered: Registry = Registry()) {
+        self.registry = registry
+        declared = registered.metricHelp
+    }
+
+    /// The runtime's own family `name` with its help text.
     static func descriptor(_ name: String) -> MetricNameDescriptor {
         MetricNameDescriptor(metricName: name, unitName: "", helpText: MetricCatalog.help(for: name))
     }
 
+    /// The family `name` with its help text.
+    func descriptor(_ name: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(metricName: name, unitName: "", helpText: declared[name] ?? MetricCatalog.help(for: name))
+    }
+
     func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
-        registry.makeCounter(descriptor: Self.descriptor(label), labels: dimensions)
+        registry.makeCounter(descriptor: descriptor(label), labels: dimensions)
     }
 
     func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
-        registry.makeCounter(descriptor: Self.descriptor(label), labels: dimensions)
+        registry.makeCounter(descriptor: descriptor(label), labels: dimensions)
     }
 
     func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
-        guard aggregate else { return registry.makeGauge(descriptor: Self.descriptor(label), labels: dimensions) }
-        return registry.makeValueHistogram(descriptor: Self.descriptor(label), labels: dimensions, buckets: valueBuckets)
+        guard aggregate else { return registry.makeGauge(descriptor: descriptor(label), labels: dimensions) }
+        return registry.makeValueHistogram(descriptor: descriptor(label), labels: dimensions, buckets: valueBuckets)
     }
 
     func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
-        registry.makeGauge(descriptor: Self.descriptor(label), labels: dimensions)
+        registry.makeGauge(descriptor: descriptor(label), labels: dimensions)
     }
 
     func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
-        registry.makeDurationHistogram(descriptor: Self.descriptor(label), labels: dimensions,
+        registry.makeDurationHistogram(descriptor: descriptor(label), labels: dimensions,
                                        buckets: durationBuckets[label] ?? defaultDurationBuckets)
     }
 

@@ -81,7 +81,7 @@ enum EnvironmentSwitch {
 extension VeneerInstance {
     /// The environment serving new requests: the one started with until a switch.
     public var servingEnvironment: String {
-        activeChain?.generation.spec.name ?? configuration.environment
+        chains.serving?.spec.name ?? configuration.environment
     }
 
     /// The environment names of the configuration file as last read (at start, reload or
@@ -110,7 +110,7 @@ extension VeneerInstance {
             }
             self.environmentNames.withLock { $0 = names }
             guard names.contains(target) else { return .unknown(environments: names) }
-            if let current = self.activeChain?.generation, current.spec.name == target { return .unchanged(current) }
+            if let current = self.chains.serving, current.spec.name == target { return .unchanged(current) }
             let previous = self.servingEnvironment
             switch await self.loadNow(switchingTo: target) {
             case .success(let loaded): return .switched(loaded.generation, previous: previous, warnings: loaded.warnings)

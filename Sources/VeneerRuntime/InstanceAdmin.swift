@@ -6,14 +6,14 @@ import NIOPosix
 import Logging
 import VeneerConfig
 import VeneerCore
-import VeneerDecorators
 
 /// The command line's way to the running instance of an environment: its admin API, at the
 /// address the instance recorded in `STATE_DIR/run/ENV.admin` (port 0 picks one), else at the
 /// configured one. Whatever answers there must say (`/-/health`) that it serves that
-/// environment of that configuration file: `reload`, `purge`, `switch` and `unblock` all find
-/// it through ``locate(configFile:environment:stateDirectory:configured:)`` and never act on
-/// another configuration's instance (a `make run` dev proxy of another checkout on the same port).
+/// environment of that configuration file: `reload`, `switch` and the decorators' commands
+/// (``DecoratorCommands``) all find it through
+/// ``locate(configFile:environment:stateDirectory:configured:)`` and never act on another
+/// configuration's instance (a `make run` dev proxy of another checkout on the same port).
 public enum InstanceAdmin {
     /// What answers where the instance of an environment should.
     public enum Located: Sendable, Equatable {
@@ -203,58 +203,5 @@ public enum InstanceAdmin {
         } catch {
             return nil
         }
-    }
-
-    /// Whether `path` names what a cache of `spec`'s environment may store (`/posts/1`, `/posts?userId=1`).
-    public static func isCachePath(_ path: String, of spec: EnvironmentSpec) -> Bool {
-        CacheDecorator.keyPrefix(forPath: path, resources: spec.resources) != nil
-    }
-
-    /// What `veneer purge` did.
-    public enum PurgeOutcome: Sendable, Equatable {
-        /// Removed this many stored keys, through `via` (the running instance, or the store).
-        case purged(Int, via: String)
-        /// The environment's chain has no cache.
-        case noCache
-        /// No instance runs and every cache keeps its entries in memory: they ended with it.
-        case nothingToPurge(String)
-    }
-
-    /// Removes what the caches of `spec`'s environment store for `path` (every entry when
-    /// nil): through the running instance (`DELETE /-/cache`), or, when none answers,
-    /// straight in the caches' stores. `path` must be a path of the environment (see
-    /// ``CacheDecorator/keyPrefix(forPath:resources:)``).
-    public static func purge(_ spec: EnvironmentSpec, path: String?, logger: Logger) async throws -> PurgeOutcome {
-        let caches = spec.chain.compactMap { $0.options as? CacheOptions }
-        guard !caches.isEmpty else { return .noCache }
-        let located = await locate(spec)
-        if case .found(let address) = located {
-            let unreserved = CharacterSet.alphanumerics.union(.init(charactersIn: "-._~"))
-            var query = "?environment=" + (spec.name.addingPercentEncoding(withAllowedCharacters: unreserved) ?? spec.name)
-            if let path { query += "&path=" + (path.addingPercentEncoding(withAllowedCharacters: unreserved.union(.init(charactersIn: "/"))) ?? path) }
-            if let (status, body) = await exchange(.DELETE, "http://\(address)/-/cache\(query)", timeout: .seconds(30)), status == 200,
-               let memory = body?["removed_from_memory"]?.intValue, let store = body?["removed_from_store"]?.intValue {
-                return .purged(max(memory, store), via: "the running instance at \(address)")
-            }
-            // Gone (or switched away) meanwhile: the stores.
-        } else if case .other = located {
-            logger.warning("\(notFound(located, environment: spec.name, configFile: spec.configFile)); purging in the store instead")
-        }
-
-        let prefix = path.flatMap { CacheDecorator.keyPrefix(forPath: $0, resources: spec.resources) } ?? ""
-        var removed = 0
-        var persistent = false
-        for name in Set(caches.compactMap(\.store)) {
-            guard let storeSpec = spec.stores[name] else { continue }
-            persistent = true
-            removed += try await StoreRegistry.withOpened(storeSpec, logger: logger) {
-                try await $0.delete(CacheDecorator.storeNamespace, prefix: prefix)
-            }
-        }
-        guard persistent else {
-            return .nothingToPurge("\(notFound(located, environment: spec.name, configFile: spec.configFile)), and environment \(spec.name) "
-                + "keeps its cache in memory: it ended with its process")
-        }
-        return .purged(removed, via: "the store")
     }
 }

@@ -1,25 +1,14 @@
-/// Every metric family Veneer exposes on `/-/metrics`, with its `# HELP` text: the one list
-/// the README's table follows. A family created under another name still gets a help line
-/// (``help(for:)``), so that the exposition always passes `promtool check metrics`.
+/// The metric families of the runtime, the edge and the HTTP clients, with their `# HELP`
+/// text; the decorators and origins declare their own (``DecoratorFactory/metrics``). A
+/// family created under another name still gets a help line (``help(for:)``), so that the
+/// exposition always passes `promtool check metrics`.
 enum MetricCatalog {
     static let help: [String: String] = [
         // The edge: every request the listeners answered, refusals included.
         "veneer_http_requests_total": "Requests answered by the listeners, Veneer's own refusals included, by route template, method and status.",
         "veneer_http_requests_in_flight": "Requests read whole and not yet answered.",
         "veneer_access_log_dropped_lines_total": "Access log lines dropped because the writer fell behind.",
-        // Decorators.
-        "veneer_request_duration_seconds": "Time spent inside a latency_log decorator, by label, method, route and status.",
-        "veneer_cache_requests_total": "Cache lookups, by cache and result.",
-        "veneer_cache_evictions_total": "Cache entries evicted, by cache and reason.",
-        "veneer_cache_entries": "Entries held by a cache.",
-        "veneer_cache_bytes": "Bytes held by a cache.",
-        "veneer_block_list_denied_total": "Requests denied by block_list, by reason.",
-        // auth_refresh.
-        "veneer_auth_refresh_refreshes_total": "Refresh requests answered by the token endpoint, by endpoint and result (granted, rejected, failed, unknown).",
-        "veneer_auth_refresh_token_expiry_timestamp_seconds": "When the access token held expires, in seconds since 1970 (0: none held, or no expiry given).",
-        "veneer_auth_refresh_stopped": "1 while refreshing is stopped until an operator acts (token rejected, or outcome unknown), else 0.",
-        // The upstream origin.
-        "veneer_upstream_request_duration_seconds": "Time the upstream origin took to answer, retries included.",
+        // The HTTP clients' pooled http:// transport.
         "veneer_upstream_connect_failures_total": "Upstream connections that could not be opened, by reason (pooled http:// transport).",
         "veneer_upstream_pool_waits_total": "Upstream requests that waited for a connection of the pool (pooled http:// transport).",
         "veneer_upstream_retries_total": "Upstream requests sent again after a reused connection closed without an answer (pooled http:// transport).",

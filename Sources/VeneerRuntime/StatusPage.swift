@@ -121,18 +121,7 @@ enum StatusPage {
             html += "</li>\n"
         }
         html += "</ol>\n"
-        if let blocks = snapshot.blocks {
-            html += "<h2>Learned blocks</h2>\n<table id=\"blocks\"><thead><tr><th>account</th><th>since</th><th>until</th><th>reason</th><th></th></tr></thead><tbody>\n"
-            if blocks.isEmpty { html += "<tr class=\"empty\"><td colspan=\"5\">No account is blocked.</td></tr>\n" }
-            for block in blocks {
-                let account = block["account"]?.stringValue ?? ""
-                html += "<tr><td class=\"account\">\(escape(account))</td><td>\(escape(block["blocked_at"]?.stringValue ?? ""))</td>"
-                    + "<td>\(escape(block["until"]?.stringValue ?? "until lifted"))</td><td>\(escape(block["reason"]?.stringValue ?? ""))</td>"
-                    + "<td><form method=\"post\" action=\"/-/blocks/\(escape(percentEncoded(account)))\"><input type=\"hidden\" name=\"action\" value=\"unblock\">"
-                    + "<button>Unblock</button></form></td></tr>\n"
-            }
-            html += "</tbody></table>\n"
-        }
+        for table in snapshot.tables { html += render(table) }
         html += "<h2>Last requests <span class=\"note\" id=\"live\">(reload the page to update)</span></h2>\n"
         html += "<table id=\"requests\"><thead><tr><th>time</th><th>method</th><th>path</th><th>status</th><th>ms</th><th>what happened</th></tr></thead><tbody>\n"
         for item in snapshot.requests.reversed() {
@@ -145,7 +134,48 @@ enum StatusPage {
         return html
     }
 
-    /// An account as one path segment. Dots are encoded too: a browser resolves a segment
+    /// A table of a handler's (``StatusListing``), with what the script needs to redraw it
+    /// from `GET /-/status` (its columns and button, as JSON in an attribute).
+    static func render(_ table: StatusTable) -> String {
+        let width = table.columns.count + (table.action == nil ? 0 : 1)
+        var spec: [(String, JSONValue)] = [
+            ("columns", .array(table.columns.map { column in
+                .object([("key", .string(column.key)), ("missing", .string(column.missing)), ("monospace", .bool(column.monospace))])
+            })),
+            ("empty", .string(table.empty)),
+        ]
+        if let action = table.action {
+            spec.append(("action", .object([
+                ("label", .string(action.label)), ("path", .string(action.pathPrefix)), ("key", .string(action.key)),
+                ("fields", .array(action.fields.map { .array([.string($0.name), .string($0.value)]) })),
+            ])))
+        }
+        var html = "<h2>\(escape(table.title))</h2>\n<table id=\"\(escape(table.name))\" data-status-table=\"\(escape(table.name))\" "
+            + "data-spec=\"\(escape(String(buffer: JSONValue.object(spec).buffer)))\"><thead><tr>"
+        for column in table.columns { html += "<th>\(escape(column.heading))</th>" }
+        if table.action != nil { html += "<th></th>" }
+        html += "</tr></thead><tbody>\n"
+        if table.rows.isEmpty { html += "<tr class=\"empty\"><td colspan=\"\(width)\">\(escape(table.empty))</td></tr>\n" }
+        for row in table.rows {
+            html += "<tr>"
+            for column in table.columns {
+                let value = row[column.key].flatMap { $0 == .null ? nil : shown($0) } ?? column.missing
+                html += "<td class=\"\(escape(column.key))\(column.monospace ? " mono" : "")\">\(escape(value))</td>"
+            }
+            if let action = table.action {
+                let key = row[action.key]?.stringValue ?? ""
+                html += "<td><form method=\"post\" action=\"\(escape(action.pathPrefix + percentEncoded(key)))\">"
+                for field in action.fields {
+                    html += "<input type=\"hidden\" name=\"\(escape(field.name))\" value=\"\(escape(field.value))\">"
+                }
+                html += "<button>\(escape(action.label))</button></form></td>"
+            }
+            html += "</tr>\n"
+        }
+        return html + "</tbody></table>\n"
+    }
+
+    /// A row's key as one path segment. Dots are encoded too: a browser resolves a segment
     /// `.` or `..` in a form's action away, and the button would post elsewhere.
     static func percentEncoded(_ text: String) -> String {
         var allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
@@ -165,7 +195,7 @@ enum StatusPage {
     .box.origin{border-color:#3b82f6}.box h3{margin:0 0 6px;font-size:14px;font-family:ui-monospace,monospace}
     dl{display:grid;grid-template-columns:auto auto;gap:2px 12px;margin:0}dt{color:#5b6475}dd{margin:0;text-align:right;font-variant-numeric:tabular-nums}
     table{border-collapse:collapse;background:#fff;width:100%;font-size:13px}th,td{border-bottom:1px solid #e4e7ec;padding:3px 8px;text-align:left}
-    td.path,td.account{font-family:ui-monospace,monospace}.s2{color:#15803d}.s3{color:#0369a1}.s4{color:#b45309}.s5{color:#b91c1c}
+    td.path,td.mono{font-family:ui-monospace,monospace}.s2{color:#15803d}.s3{color:#0369a1}.s4{color:#b45309}.s5{color:#b91c1c}
     .note{color:#8a93a3;font-size:12px}button{cursor:pointer}
     """
 
@@ -185,16 +215,23 @@ enum StatusPage {
       cell(tr,ms(e.duration_ms));cell(tr,notes(e));tbody.insertBefore(tr,tbody.firstChild);
       while(tbody.children.length>max)tbody.removeChild(tbody.lastChild);
     }
-    function blocks(list){
-      var t=document.querySelector('#blocks tbody');if(!t||!list)return;
-      var key=JSON.stringify(list.map(function(b){return b.account;}));if(t.getAttribute('data-key')===key)return;t.setAttribute('data-key',key);
-      while(t.firstChild)t.removeChild(t.firstChild);
-      if(!list.length){var tr=document.createElement('tr');tr.className='empty';var td=document.createElement('td');td.colSpan=5;td.textContent='No account is blocked.';tr.appendChild(td);t.appendChild(tr);return;}
-      list.forEach(function(b){
-        var tr=document.createElement('tr');cell(tr,b.account,'account');cell(tr,b.blocked_at);cell(tr,b.until||'until lifted');cell(tr,b.reason);
-        var td=document.createElement('td'),f=document.createElement('form'),i=document.createElement('input'),btn=document.createElement('button');
-        f.method='post';f.action='/-/blocks/'+encodeURIComponent(b.account).replace(/[.!'()*]/g,function(c){return '%'+c.charCodeAt(0).toString(16).toUpperCase();});i.type='hidden';i.name='action';i.value='unblock';btn.textContent='Unblock';
-        f.appendChild(i);f.appendChild(btn);td.appendChild(f);tr.appendChild(td);t.appendChild(tr);});
+    function tables(s){
+      document.querySelectorAll('table[data-status-table]').forEach(function(t){
+        var list=s[t.getAttribute('data-status-table')],spec=JSON.parse(t.getAttribute('data-spec')),body=t.querySelector('tbody');if(!list)return;
+        var key=JSON.stringify(list);if(body.getAttribute('data-key')===key)return;body.setAttribute('data-key',key);
+        while(body.firstChild)body.removeChild(body.firstChild);
+        if(!list.length){var tr=document.createElement('tr');tr.className='empty';var td=document.createElement('td');td.colSpan=spec.columns.length+(spec.action?1:0);td.textContent=spec.empty;tr.appendChild(td);body.appendChild(tr);return;}
+        list.forEach(function(row){
+          var tr=document.createElement('tr');
+          spec.columns.forEach(function(c){var v=row[c.key];cell(tr,v==null?c.missing:String(v),c.key+(c.monospace?' mono':''));});
+          if(spec.action){
+            var a=spec.action,td=document.createElement('td'),f=document.createElement('form'),btn=document.createElement('button');
+            f.method='post';f.action=a.path+encodeURIComponent(String(row[a.key]||'')).replace(/[.!'()*]/g,function(c){return '%'+c.charCodeAt(0).toString(16).toUpperCase();});
+            a.fields.forEach(function(p){var i=document.createElement('input');i.type='hidden';i.name=p[0];i.value=p[1];f.appendChild(i);});
+            btn.textContent=a.label;f.appendChild(btn);td.appendChild(f);tr.appendChild(td);
+          }
+          body.appendChild(tr);});
+      });
     }
     function figures(s){
       // Another chain (a reload, a switch: each makes a new generation): its boxes are drawn by the server.
@@ -203,7 +240,7 @@ enum StatusPage {
         var dd=document.querySelector('[data-box="'+i+'"] [data-figure="'+k+'"]');if(!dd)return;
         var v=box.figures[k];dd.textContent=v==null?'–':String(v);});});
       var h=document.getElementById('health');h.textContent=s.status==='ok'?'healthy':'degraded: '+(s.problems||[]).join('; ');h.className=s.status==='ok'?'ok':'bad';
-      blocks(s.blocks);
+      tables(s);
     }
     function poll(){fetch('/-/status',{headers:{Accept:'application/json'}}).then(function(r){return r.json();}).then(figures).catch(function(){});}
     setInterval(poll,2000);

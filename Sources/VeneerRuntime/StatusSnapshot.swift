@@ -5,7 +5,8 @@ import VeneerCore
 import VeneerServer
 
 /// What the status page shows, read once per page or `GET /-/status`: the environment, the
-/// chain with each entry's live figures, the learned blocks and the last requests.
+/// chain with each entry's live figures, the tables its handlers list (``StatusListing``:
+/// block_list's learned blocks) and the last requests.
 struct StatusSnapshot {
     /// One box of the chain.
     struct Box {
@@ -26,28 +27,32 @@ struct StatusSnapshot {
     let config: String
     let healthProblems: [String]
     let chain: [Box]
-    /// The learned blocks, as `GET /-/blocks` lists them (nil: the chain has no block_list).
-    let blocks: [JSONValue]?
+    /// The tables of the chain's handlers, one per name, in chain order.
+    let tables: [StatusTable]
     /// Oldest first.
     let requests: [RequestFeed.Item]
 
-    /// Reads the figures of every entry of `generation` (awaiting those that keep them in
-    /// an actor, such as auth_refresh's token manager) and the blocks through their admin route.
+    /// Reads the figures and tables of every entry of `generation` (awaiting those that keep
+    /// them in an actor, such as auth_refresh's token manager).
     static func read(_ generation: ChainGeneration, environments: [String], switchRefusal: String?, health: HealthBoard,
                      feed: RequestFeed?, uptimeSeconds: Int) async -> StatusSnapshot {
         var boxes: [Box] = []
+        var tables: [StatusTable] = []
         for (index, entry) in generation.entries.enumerated() {
             let figures = await (entry.handler as? any StatusReporting)?.statusFigures() ?? []
             boxes.append(Box(name: entry.name, role: index == generation.entries.count - 1 ? "origin" : "decorator", figures: figures))
-        }
-        var blocks: [JSONValue]?
-        if let route = generation.adminRoutes.route("blocks"), case .array(let listed)? = try? JSONValue.parse(await route(AdminRequest(method: .get, rest: "")).body) {
-            blocks = listed
+            for table in await (entry.handler as? any StatusListing)?.statusTables() ?? [] {
+                if let same = tables.firstIndex(where: { $0.name == table.name }) {
+                    tables[same].rows += table.rows
+                } else {
+                    tables.append(table)
+                }
+            }
         }
         return StatusSnapshot(
             environment: generation.spec.name, environments: environments, switchRefusal: switchRefusal, generation: generation.number,
             version: VeneerVersion.text, uptimeSeconds: uptimeSeconds, config: generation.spec.configFile, healthProblems: health.problems,
-            chain: boxes, blocks: blocks, requests: feed?.recent() ?? [])
+            chain: boxes, tables: tables, requests: feed?.recent() ?? [])
     }
 
     /// `GET /-/status`: the same as the page, for programs (and the page's own script).
@@ -63,7 +68,7 @@ struct StatusSnapshot {
         ]
         if let switchRefusal { members.append(("switch_refused", .string(switchRefusal))) }
         if !healthProblems.isEmpty { members.append(("problems", .array(healthProblems.map(JSONValue.string)))) }
-        if let blocks { members.append(("blocks", .array(blocks))) }
+        for table in tables { members.append((table.name, .array(table.rows))) }
         members.append(("requests", .array(requests.map(\.json))))
         return .object(members)
     }

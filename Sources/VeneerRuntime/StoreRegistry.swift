@@ -42,7 +42,7 @@ final class StoreRegistry: StoreProvider, Sendable {
                 let store = try await Self.open(spec, logger: logger) { problem in
                     if let problem { health.report("store \(name)", .degraded(problem)) } else { health.remove("store \(name)") }
                 }
-                if let sqlite = store as? SQLiteStore, let problem = sqlite.problem {
+                if let problem = store.memoryOnlyReason {
                     health.report("store \(name)", .degraded(problem))
                 }
                 let held: any HeldStore = carried.value(for: key) {

@@ -18,6 +18,8 @@ public struct ReadyInfo: Sendable {
     public let port: Int
     /// The port of the separate admin listener, if there is one.
     public let adminPort: Int?
+    /// The chain serving (a reload or a switch swaps its generation).
+    public let chain: ActiveChain
 }
 
 /// How to start an instance: where its configuration comes from and what it is given.
@@ -80,9 +82,9 @@ public struct InstanceConfiguration: Sendable {
     }
 }
 
-/// One running Veneer: its listeners, its active chain, reload and shutdown. A `Service`:
-/// run it in a `ServiceGroup` (the command line does, with SIGTERM/SIGINT as graceful
-/// shutdown signals), and it serves until graceful shutdown, draining in-flight requests.
+/// One running Veneer: its listeners, its chains (``ChainLifecycle``), reload and shutdown. A
+/// `Service`: run it in a `ServiceGroup` (the command line does, with SIGTERM/SIGINT as
+/// graceful shutdown signals), and it serves until graceful shutdown, draining in-flight requests.
 public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
     /// What it was started with.
     public let configuration: InstanceConfiguration
@@ -91,10 +93,13 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
     /// The Prometheus registry behind `/-/metrics`.
     public let metrics: PrometheusCollectorRegistry
     let transports: StandardTransportProvider
-    /// The background loops of carried state, and the release of what old chains used.
+    /// The background loops of carried state, the chains' background work, and the release of
+    /// what old chains used.
     let background: BackgroundRunner
     /// The stores with connections of their own (postgres), from the moment they open.
     let storeRunner: BackgroundRunner
+    /// The chains: built, adopted, released.
+    let chains: ChainLifecycle
     let reloadStatus = ReloadStatus()
     /// The sd_notify channel (silent without `NOTIFY_SOCKET`).
     public let notifier: SystemdNotifier
@@ -114,7 +119,6 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
     let reloadSuccessTime: Prometheus.Gauge
     /// When it was created, for the uptime `/-/health` reports.
     let startedAt: Date
-    private let active = Mutex<ActiveChain?>(nil)
     /// The environment names of the file as last read.
     let environmentNames: Mutex<[String]>
     /// Where the admin API listens, recorded in the serving environment's address file.
@@ -137,7 +141,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         adminAddress = AdminAddressRecord(stateDirectory: firstSpec.stateDirectory, environment: firstSpec.name)
         startedAt = configuration.clock.now()
         metrics = PrometheusCollectorRegistry()
-        let factory = DescribedMetricsFactory(registry: metrics)
+        let factory = DescribedMetricsFactory(registry: metrics, registered: configuration.registry)
         do throws(AccessLogError) {
             let dropped = Counter(label: "veneer_access_log_dropped_lines_total", factory: factory)
             // At debug level (--log-level, VENEER_LOG_LEVEL) each line says what every decorator did.
@@ -157,33 +161,28 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         reloadSuccessful = metrics.makeGauge(descriptor: DescribedMetricsFactory.descriptor("veneer_config_last_reload_successful"))
         reloadSuccessTime = metrics.makeGauge(descriptor: DescribedMetricsFactory.descriptor("veneer_config_last_reload_success_timestamp_seconds"))
         environmentInfo = Mutex(nil)
-        health = HealthBoard()
-        transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup, metrics: UpstreamMetrics(factory: factory))
+        let health = HealthBoard()
+        self.health = health
+        let transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup, metrics: UpstreamMetrics(factory: factory))
+        self.transports = transports
         background = BackgroundRunner(logger: configuration.logger)
-        storeRunner = BackgroundRunner(logger: configuration.logger, description: "the store connections (postgres), closed after the background loops")
+        let storeRunner = BackgroundRunner(logger: configuration.logger, description: "the store connections (postgres), closed after the background loops")
+        self.storeRunner = storeRunner
+        chains = ChainLifecycle(makeContext: { [configuration] spec, carried in
+            var context = BuildContext(
+                logger: configuration.logger, clock: configuration.clock, metrics: factory, transports: transports,
+                stateDirectory: spec.stateDirectory, resources: spec.resources,
+                limits: BuildLimits(responseBody: spec.limits.responseBody), carried: carried, health: health,
+                stores: StoreRegistry(specs: spec.stores, carried: carried, health: health, logger: configuration.logger, runner: storeRunner))
+            context.passedForwardingHeaders = ForwardingHeaders(passing: spec.passForwardingHeaders).passed
+            context.environment = spec.name
+            context.requestDirectives = configuration.registry.requestDirectives
+            return context
+        }, clock: configuration.clock, background: background, storeRunner: storeRunner, logger: configuration.logger)
     }
 
-    /// The chain, if ``run()`` has built it.
-    var activeChain: ActiveChain? { active.withLock { $0 } }
-
-    /// The chain serving new requests, from the moment ``run()`` has built the first one
-    /// (before it listens).
-    public var chain: ActiveChain {
-        guard let chain = active.withLock({ $0 }) else { preconditionFailure("the chain is built by run(), before it listens") }
-        return chain
-    }
-
-    func context(spec: EnvironmentSpec, carried: CarriedState) -> BuildContext {
-        let factory = DescribedMetricsFactory(registry: metrics)
-        var context = BuildContext(
-            logger: configuration.logger, clock: configuration.clock, metrics: factory, transports: transports,
-            stateDirectory: spec.stateDirectory, resources: spec.resources,
-            limits: BuildLimits(responseBody: spec.limits.responseBody), carried: carried, health: health,
-            stores: StoreRegistry(specs: spec.stores, carried: carried, health: health, logger: configuration.logger, runner: storeRunner))
-        context.passedForwardingHeaders = ForwardingHeaders(passing: spec.passForwardingHeaders).passed
-        context.environment = spec.name
-        return context
-    }
+    /// The chain serving new requests, once ``run()`` has built the first one (before it listens).
+    public var chain: ActiveChain? { chains.chain }
 
     /// What bounds the listeners' connections; fixed when they start (a reload warns of changes).
     static func connectionLimits(_ spec: EnvironmentSpec) -> ConnectionLimits {
@@ -204,83 +203,45 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
             "environment": .string(spec.name), "config": .string(spec.configFile), "listen": .string(spec.listen.description),
             "chain": .string(spec.chain.map(\.name).joined(separator: " -> ") + (spec.chain.isEmpty ? "" : " -> ") + spec.origin.name),
         ])
-        // What every chain needs, started first and shut down last, in reverse: the chain
-        // drains, background loops end (flushing caches), the stores close, the HTTP clients last.
+        // One static group. What every chain needs starts first and shuts down last, in
+        // reverse: the chain drains, background loops end (flushing caches), the stores close,
+        // the HTTP clients last. What serves starts once the first chain is built, and goes first.
         var groupConfiguration = ServiceGroupConfiguration(services: [
             AccessLogService(log: accessLog),
             WatchdogService(notifier: notifier, eventLoopGroup: configuration.eventLoopGroup, logger: logger),
             TransportShutdown(transports: transports), storeRunner, background, DrainOnShutdown(instance: self),
+            ServingGroup(prelude: { try await self.startServing(spec) }, logger: logger),
         ], logger: logger)
         groupConfiguration.maximumGracefulShutdownDuration = spec.drainTimeout
         groupConfiguration.maximumCancellationDuration = .seconds(5)
-        let group = ServiceGroup(configuration: groupConfiguration)
         // The file of the environment serving at exit (a switch moves it).
         defer { adminAddress.remove() }
         do {
-            try await serve(group, spec: spec)
+            try await ServiceGroup(configuration: groupConfiguration).run()
         } catch {
             await accessLog?.close()
             throw error
         }
         await accessLog?.close()
-        await releaseAll()
+        await chains.releaseAll()
         logger.info("veneer stopped", metadata: ["environment": .string(servingEnvironment)])
     }
 
-    /// Runs the service group, adding the services that serve once the first chain is built.
-    private func serve(_ group: ServiceGroup, spec: EnvironmentSpec) async throws {
-        // Tasks say whether they are the service group's run (true) or the adding of services.
-        try await withThrowingTaskGroup(of: Bool.self) { tasks in
-            tasks.addTask {
-                try await group.run()
-                return true
-            }
-            // The first chain: its stores' connections already run. One build at a time:
-            // a reload asked for meanwhile waits for it.
-            let chain: ActiveChain
-            switch await reloads.run({ await self.buildFirst(spec) }) {
-            case .success(let built):
-                chain = built
-            case .failure(let error):
-                tasks.cancelAll()
-                throw error
-            }
-            // Then what serves, shut down first: the listeners drain their connections, then
-            // reloads stop. Added from a task of its own: a listener that fails at once (its
-            // address taken) ends the group while later services are still being added, and
-            // adding to a group that no longer takes them waits until cancelled, which
-            // leaving this task group does.
-            let services = serving(chain, spec: spec)
-            tasks.addTask {
-                for service in services { await group.addServiceUnlessShutdown(service) }
-                return false
-            }
-            // Until the service group ends; an adding still waiting then is cancelled (an
-            // error of the group's leaves this task group, which cancels it too).
-            while let groupEnded = try await tasks.next() {
-                if groupEnded { tasks.cancelAll() }
+    /// The prelude of what serves: builds and adopts the first chain (its stores' connections
+    /// run already; a reload asked for meanwhile waits for it), then gives the services that
+    /// serve it. A problem found while building is thrown, and ends the group.
+    private func startServing(_ spec: EnvironmentSpec) async throws -> [any Service] {
+        let first = await reloads.run { () async -> Result<ActiveChain, ConfigError> in
+            do throws(ConfigError) {
+                let chain = try await chains.adopt(chains.build(spec)).active
+                noteLoad(succeeded: true)
+                noteServing(spec.name)
+                return .success(chain)
+            } catch {
+                return .failure(error)
             }
         }
-    }
-
-    /// The first chain, held by the instance from now on.
-    private func buildFirst(_ spec: EnvironmentSpec) async -> Result<ActiveChain, ConfigError> {
-        let carried = CarriedState()
-        let context = context(spec: spec, carried: carried)
-        do {
-            let built = try await ChainBuilder.build(spec, context: context)
-            let chain = ActiveChain(ChainGeneration(chain: built, spec: spec, loadedAt: configuration.clock.now(), number: 1, carried: carried,
-                                                    adminRoutes: context.admin))
-            adopt(carried)
-            active.withLock { $0 = chain }
-            await carried.commit()
-            noteLoad(succeeded: true)
-            noteServing(spec.name)
-            return .success(chain)
-        } catch {
-            await release(carried.fresh())
-            return .failure(error)
-        }
+        return serving(try first.get(), spec: spec)
     }
 
     /// The services that serve `chain`, in the order they start: SIGHUP, the listeners, and
@@ -293,7 +254,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         admin.switchEnvironment = { await self.switchEnvironment(to: $0) }
         admin.environments = { self.environments }
         admin.switchRefusal = switchRefusal
-        let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2) { [onReady, logger, notifier, chain, adminAddress] info in
+        let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2, chain: chain) { [onReady, logger, notifier, chain, adminAddress] info in
             // Where the admin API really listens (port 0 picks one): `veneer unblock` reads it.
             let host = spec.adminListen?.host ?? spec.listen.host
             do {
@@ -322,288 +283,5 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         }
         services.append(StoppingNotice(notifier: notifier))
         return services
-    }
-
-    /// Starts the loops of what a chain holds: stores in the store runner (shut down after
-    /// the loops that write to them), everything else in the background runner.
-    private func adopt(_ carried: CarriedState) {
-        let all = carried.all
-        storeRunner.adopt(all.filter { $0 is RunningStore })
-        background.adopt(all.filter { !($0 is RunningStore) })
-    }
-
-    /// Stops and closes objects no chain holds any more.
-    private func release(_ items: [any Sendable]) async {
-        for item in items {
-            if let store = item as? RunningStore {
-                storeRunner.release(store)
-            } else if let service = item as? any CarriedService {
-                background.release(service)
-            } else {
-                await (item as? any CarriedResource)?.close()
-            }
-        }
-    }
-
-    /// Re-reads the configuration and swaps the chain atomically. On any problem the old
-    /// chain keeps serving and the problems are returned (and logged). Reloads run one at a
-    /// time, in the order they were asked for. It re-reads the environment serving: after a
-    /// switch, the one switched to.
-    @discardableResult
-    public func reload() async -> Result<ChainGeneration, ConfigError> {
-        await reloads.run { await self.loadNow(switchingTo: nil).map(\.generation) }
-    }
-
-    /// What ``loadNow(switchingTo:)`` swapped in, and what it could not apply.
-    struct Loaded: Sendable {
-        let generation: ChainGeneration
-        /// What changes on restart only (listen addresses, limits), said in the log too.
-        let warnings: [String]
-    }
-
-    /// Builds a chain of the environment serving (a reload), or of environment `target` (a
-    /// switch), and swaps it in; the caller holds the turn of ``reloads``. A switch that
-    /// fails leaves the reload status (`/-/health`, the reload gauges) as it was: the file
-    /// of the environment serving was not what failed.
-    func loadNow(switchingTo target: String?) async -> Result<Loaded, ConfigError> {
-        guard let chain = active.withLock({ $0 }) else {
-            return .failure(ConfigError([ConfigDiagnostic(mark: nil, path: "", message: "not serving yet: nothing to reload")]))
-        }
-        let old = chain.generation
-        let environment = target ?? old.spec.name
-        notifier.reloading()
-        do throws(ConfigError) {
-            let (spec, warnings) = try Self.onListeners(
-                of: old.spec, try configuration.loadSpec(environment: environment) { names in environmentNames.withLock { $0 = names } },
-                action: target == nil ? "reload" : "a switch")
-            let carried = old.carried.next()
-            let context = context(spec: spec, carried: carried)
-            let built: BuiltChain
-            do {
-                built = try await ChainBuilder.build(spec, context: context)
-            } catch {
-                // What this build opened afresh (a store) nobody will hold.
-                await release(carried.fresh())
-                throw error
-            }
-            let next = ChainGeneration(chain: built, spec: spec, loadedAt: configuration.clock.now(), number: old.number + 1,
-                                       carried: carried, adminRoutes: context.admin)
-            adopt(carried)
-            _ = chain.swap(to: next)
-            // Only now may the build's changes to state the old chain shares take effect.
-            await carried.commit()
-            // No new request enters the old generation: it drains as its last ones finish.
-            old.serving.retire()
-            reloadStatus.set(nil)
-            noteLoad(succeeded: true)
-            if spec.name != old.spec.name { switched(from: old.spec, to: spec) }
-            notifier.ready(status: Self.statusLine(next))
-            for warning in warnings { logger.warning("\(warning)") }
-            var metadata: Logger.Metadata = [
-                "environment": .string(spec.name), "generation": .stringConvertible(next.number),
-                "carried_over": .string(carried.keys.map(\.description).joined(separator: ",")),
-            ]
-            if target != nil { metadata["previous"] = .string(old.spec.name) }
-            logger.info(target == nil ? "configuration reloaded" : "environment switched", metadata: metadata)
-            let released = carried.released()
-            if !released.isEmpty {
-                // Close what the new chain no longer uses once the old chain's last request
-                // has left it (its lease ended).
-                background.whenDrained(old.serving) { [self] in
-                    await release(released)
-                    logger.debug("released \(released.count) object(s) of chain generation \(old.number)")
-                }
-            }
-            return .success(Loaded(generation: next, warnings: warnings))
-        } catch {
-            let problems = "\(error.diagnostics.count) problem\(error.diagnostics.count == 1 ? "" : "s"): \(error.diagnostics.first.map(\.description) ?? "")"
-            for diagnostic in error.diagnostics { logger.error("\(diagnostic)") }
-            if let target {
-                logger.error("switch to environment \(target) failed; \(old.spec.name) keeps serving",
-                             metadata: ["problems": .stringConvertible(error.diagnostics.count)])
-                notifier.ready(status: "switch to \(target) failed (\(problems)); " + Self.statusLine(old))
-            } else {
-                reloadStatus.set("\(error.diagnostics.count) problem(s): " + error.diagnostics.map(\.description).joined(separator: "; "))
-                noteLoad(succeeded: false)
-                logger.error("reload failed; the previous configuration keeps serving", metadata: ["problems": .stringConvertible(error.diagnostics.count)])
-                notifier.ready(status: "reload failed (\(problems)); " + Self.statusLine(old))
-            }
-            return .failure(error)
-        }
-    }
-
-    /// `spec` as it serves on the listeners opened for `old`, and what it cannot change
-    /// (`action` says on what: "reload", "a switch"). The listeners stay where they are: the
-    /// chain checks Host and Origin, and says where it serves, by where they listen, which
-    /// must suit its `allowed_hosts` as at start.
-    static func onListeners(of old: EnvironmentSpec, _ loaded: EnvironmentSpec, action: String) throws(ConfigError) -> (EnvironmentSpec, [String]) {
-        var spec = loaded
-        var warnings: [String] = []
-        if spec.listen != old.listen || spec.adminListen != old.adminListen {
-            warnings.append("listen addresses cannot change on \(action) (still \(old.listen)); restart to move them")
-            (spec.listen, spec.adminListen) = (old.listen, old.adminListen)
-            let problems = spec.listenProblems
-            if !problems.isEmpty {
-                throw ConfigError(problems.map {
-                    ConfigDiagnostic(mark: nil, path: "environments.\(spec.name).allowed_hosts", message: "the listeners stay until a restart: " + $0)
-                })
-            }
-        }
-        let (limits, oldLimits) = (connectionLimits(spec), connectionLimits(old))
-        for (name, changed) in [
-            ("limits.request_headers", limits.requestHeaders != oldLimits.requestHeaders),
-            ("limits.header_timeout", limits.headerTimeout != oldLimits.headerTimeout),
-            ("limits.body_timeout", limits.bodyTimeout != oldLimits.bodyTimeout),
-            ("limits.output_buffer", limits.outputBuffer != oldLimits.outputBuffer),
-            ("limits.pipeline_depth", limits.pipelineDepth != oldLimits.pipelineDepth),
-            ("limits.connections", limits.connections != oldLimits.connections),
-            ("idle_timeout", limits.idleTimeout != oldLimits.idleTimeout),
-        ] where changed {
-            warnings.append("\(name) changes on restart only")
-        }
-        if spec.accessLog != old.accessLog {
-            warnings.append("access_log changes on restart only (still \(old.accessLog?.description ?? "off"))")
-        }
-        return (spec, warnings)
-    }
-
-    /// The reload gauges, as Prometheus names its own: whether the last load succeeded, and when one last did.
-    private func noteLoad(succeeded: Bool) {
-        reloadSuccessful.set(to: succeeded ? 1 : 0)
-        if succeeded { reloadSuccessTime.set(to: configuration.clock.now().timeIntervalSince1970) }
-    }
-
-    /// `serving production: latency_log -> cache -> upstream (generation 2)`.
-    static func statusLine(_ generation: ChainGeneration) -> String {
-        let names = generation.spec.chain.map(\.name) + [generation.spec.origin.name]
-        return "serving \(generation.spec.name) on \(generation.spec.listen): \(names.joined(separator: " -> ")) (generation \(generation.number))"
-    }
-
-    func releaseAll() async {
-        guard let generation = active.withLock({ $0?.generation }) else { return }
-        // Background services (and running stores) were closed by their runners; close the
-        // rest (stores last).
-        let resources = generation.carried.all.filter { !($0 is any CarriedService) }.compactMap { $0 as? any CarriedResource }
-        for resource in resources where !(resource is CarriedStore) { await resource.close() }
-        for resource in resources where resource is CarriedStore { await resource.close() }
-    }
-}
-
-/// Calls `onReady` once every listener is bound.
-actor Readiness {
-    let expected: Int
-    let onReady: @Sendable (ReadyInfo) async -> Void
-    var main: Int?
-    var admin: Int?
-
-    init(expected: Int, onReady: @escaping @Sendable (ReadyInfo) async -> Void) {
-        self.expected = expected
-        self.onReady = onReady
-    }
-
-    func bound(main port: Int) async {
-        main = port
-        await fireIfReady()
-    }
-
-    func bound(admin port: Int) async {
-        admin = port
-        await fireIfReady()
-    }
-
-    func fireIfReady() async {
-        guard let main, (expected == 1 || admin != nil) else { return }
-        await onReady(ReadyInfo(port: main, adminPort: admin))
-    }
-}
-
-/// Shuts the HTTP clients down after the listeners have drained.
-struct TransportShutdown: Service, CustomStringConvertible {
-    let transports: StandardTransportProvider
-    var description: String { "the HTTP clients to upstreams and token endpoints (shut down after the listeners)" }
-    func run() async throws {
-        try? await gracefulShutdown()
-        await transports.shutdown()
-    }
-}
-
-/// Graceful shutdown, once the listeners have closed their connections: waits for the
-/// requests still inside the chain (a client that left does not stop its request) before
-/// the background loops, the stores and the HTTP clients close under them. The group's
-/// `drain_timeout` bounds the wait.
-struct DrainOnShutdown: Service, CustomStringConvertible {
-    let instance: VeneerInstance
-    var description: String { "the wait for requests inside the chain at shutdown (at most drain_timeout)" }
-
-    func run() async throws {
-        guard (try? await gracefulShutdown()) != nil, let chain = instance.activeChain else { return }
-        let generation = chain.generation.serving
-        generation.retire()
-        if !generation.isDrained {
-            instance.logger.debug("waiting for \(generation.requestsInFlight) request(s) inside the chain")
-        }
-        await generation.drained()
-    }
-}
-
-/// Runs the access log's writer until shutdown. ``VeneerInstance/run()`` closes it (writing
-/// what is queued) once every service has ended: the listeners write their last lines while
-/// they drain, and when `drain_timeout` runs out (then every service is cancelled at once, and
-/// the requests cut are logged as their connections close).
-struct AccessLogService: Service, CustomStringConvertible {
-    let log: AccessLog?
-    var description: String {
-        switch log?.output {
-        case .file(let path)?: return "the access log writer (\(path))"
-        case .standardOutput?: return "the access log writer (stdout)"
-        case nil: return "the access log (off)"
-        }
-    }
-
-    func run() async throws {
-        // Runs until shutdown even without a log: a service that returns ends the group.
-        log?.start()
-        try? await gracefulShutdown()
-    }
-}
-
-/// SIGHUP: reload the configuration.
-struct ReloadOnHangup: Service, CustomStringConvertible {
-    let instance: VeneerInstance
-    var description: String { "SIGHUP: reload the configuration (and reopen the access log)" }
-    func run() async throws {
-        let signals = await UnixSignalsSequence(trapping: .sighup)
-        for await _ in signals.cancelOnGracefulShutdown() {
-            // Log rotation moved the file (logrotate's postrotate sends SIGHUP): whatever the
-            // reload makes of the configuration, the access log goes to a new file.
-            instance.accessLog?.reopen()
-            await instance.reload()
-        }
-    }
-}
-
-/// `STATE_DIR/run/ENV.admin`: the address the admin API of a running instance listens on.
-public struct AdminAddressFile: Sendable {
-    /// The file.
-    public let path: String
-
-    /// The file of `environment`.
-    public init(stateDirectory: String, environment: String) {
-        path = stateDirectory + "/run/" + environment + ".admin"
-    }
-
-    func write(_ address: ListenAddress) throws {
-        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try (address.description + "\n").write(toFile: path, atomically: true, encoding: .utf8)
-    }
-
-    func remove() {
-        try? FileManager.default.removeItem(atPath: path)
-    }
-
-    /// The recorded address, if an instance recorded one.
-    public func read() -> ListenAddress? {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
-        return ListenAddress(text.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }

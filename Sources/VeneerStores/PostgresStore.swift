@@ -489,32 +489,24 @@ public final class PostgresStore: KeyValueStore, Service {
 public enum PostgresConnectionURL {
     /// The client configuration of `url`; `password` (from `password_file`) wins over the URL's.
     public static func configuration(_ url: String, password: String?) throws -> PostgresClient.Configuration {
-        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
-              let host = components.host, !host.isEmpty else {
-            throw StoreError(store: "postgres", reason: "\(PostgresURL.redacting(url)) is not a postgres://user@host/database URL")
+        let parts: PostgresURL.Parts
+        switch PostgresURL.parts(url) {
+        case .success(let read): parts = read
+        case .failure(let error): throw StoreError(store: "postgres", reason: error.message)
         }
-        let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
         var tls: PostgresClient.Configuration.TLS
         var relaxed = TLSConfiguration.makeClientConfiguration()
         relaxed.certificateVerification = .none
-        switch query["sslmode"] ?? "prefer" {
+        switch parts.sslMode {
         case "disable": tls = .disable
-        case "allow", "prefer": tls = .prefer(relaxed)
         case "require": tls = .require(relaxed)
         case "verify-ca", "verify-full": tls = .require(.makeClientConfiguration())
-        case let other: throw StoreError(store: "postgres", reason: "unknown sslmode '\(other)'")
+        default: tls = .prefer(relaxed)  // allow, prefer
         }
-        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         var configuration = PostgresClient.Configuration(
-            host: host, port: components.port ?? 5432, username: components.user?.removingPercentEncoding ?? "postgres",
-            password: password ?? components.password?.removingPercentEncoding, database: database.isEmpty ? nil : database, tls: tls)
+            host: parts.host, port: parts.port, username: parts.user, password: password ?? parts.password, database: parts.database, tls: tls)
         configuration.options.connectTimeout = .seconds(2)
-        // One connection LISTENs for good, a token refresh holds one for its lock while it
-        // saves on another: fewer than 3 would starve.
-        guard let poolSize = Int(query["pool_size"] ?? "10"), poolSize >= 3 else {
-            throw StoreError(store: "postgres", reason: "pool_size must be a number of at least 3")
-        }
-        configuration.options.maximumConnections = poolSize
+        configuration.options.maximumConnections = parts.poolSize
         // The server ends what the client would give up on anyway.
         configuration.options.additionalStartupParameters = [("statement_timeout", "5s"), ("lock_timeout", "5s")]
         configuration.options.keepAliveBehavior = .init(frequency: .seconds(10))

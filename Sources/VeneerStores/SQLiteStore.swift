@@ -28,6 +28,8 @@ public final class SQLiteStore: KeyValueStore {
 
     /// Why the store keeps its data in memory instead of the file, when it has to.
     public var problem: String? { problemText.withLock { $0 } }
+    /// ``problem``: what a decorator that needs its writes to outlive the process asks.
+    public var memoryOnlyReason: String? { problem }
     /// What was done about a corrupt or unreadable file (moved aside, replaced), if anything.
     public var recovery: String? { recoveryText.withLock { $0 } }
 

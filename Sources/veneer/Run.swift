@@ -4,6 +4,7 @@ import Logging
 import ServiceLifecycle
 import UnixSignals
 import VeneerConfig
+import VeneerCore
 import VeneerRuntime
 
 struct Run: AsyncParsableCommand {
@@ -15,8 +16,22 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Listen on this address instead of the environment's (e.g. 127.0.0.1:9000; port 0 picks a free port).")
     var listen: String?
 
-    @Option(help: "Event-loop threads (else $VENEER_THREADS, else one per core).")
-    var threads: Int?
+    @Option(help: "Event-loop threads, 1 to 1024 (else $VENEER_THREADS, else one per core).")
+    var threads: String?
+
+    /// Event-loop threads: each is a thread with its own stack, and no machine Veneer serves
+    /// from has a use for more than 1024.
+    static let threadBounds = Bounded<Counts>(1...1024)
+
+    /// The event-loop threads asked for by `--threads` or `VENEER_THREADS`, if any.
+    func eventLoopThreads(variables: [String: String]) throws -> Int? {
+        let (source, text): (String, String?) = if let threads { ("--threads", threads) } else { ("VENEER_THREADS", variables["VENEER_THREADS"]) }
+        guard let text else { return nil }
+        guard let threads = Self.threadBounds.value(text) else {
+            throw ValidationError("\(source): '\(text)' is not a number of threads from 1 to 1024")
+        }
+        return threads
+    }
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (else $VENEER_LOG_LEVEL, else info).")
     var logLevel: String?

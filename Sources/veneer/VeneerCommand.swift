@@ -13,7 +13,9 @@ struct VeneerCommand: AsyncParsableCommand {
         discussion: "Veneer is free software, licensed under the Apache License, Version 2.0 (\(VeneerVersion.license)): see the LICENSE file, or /usr/share/doc/veneer/copyright where it was installed as a package.",
         // What `veneer version` prints too, in the same words: the version, then the license.
         version: VeneerVersion.banner,
-        subcommands: [Run.self, Check.self, Chain.self, Decorators.self, Purge.self, Reload.self, Switch.self, Unblock.self, Version.self],
+        // Those the decorators add (veneer purge, veneer unblock) in name order among the others.
+        subcommands: [Run.self, Check.self, Chain.self, Decorators.self]
+            + ([Reload.self, Switch.self] + OfferedCommands.types).sorted { $0._commandName < $1._commandName } + [Version.self],
         defaultSubcommand: nil
     )
 }

@@ -12,8 +12,14 @@ do {
 } catch {
     VeneerCommand.exit(withError: error)
 }
-if let threads = (command as? Run)?.threads ?? ProcessInfo.processInfo.environment["VENEER_THREADS"].flatMap(Int.init), threads > 0 {
-    NIOSingletons.groupLoopCountSuggestion = threads
+if let run = command as? Run {
+    do {
+        if let threads = try run.eventLoopThreads(variables: ProcessInfo.processInfo.environment) {
+            NIOSingletons.groupLoopCountSuggestion = threads
+        }
+    } catch {
+        VeneerCommand.exit(withError: error)
+    }
 }
 NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
 @concurrent func runAsync(_ command: inout some AsyncParsableCommand) async throws {

@@ -56,6 +56,28 @@ struct FaultProcessTests {
         #expect(lines.filter { $0.contains(#""status":502"#) && $0.contains(#""error":"upstream_unavailable""#) }.count == 2)
     }
 
+    @Test("Veneer-Fault with a delay past what nanoseconds hold answers 400, and the process serves on (it died of SIGILL)")
+    func overflowingDelay() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try """
+        environments:
+          development:
+            origin: { mock: { sample: true } }
+            chain:
+              - fault: { allow_header: true }
+        """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        for delay in ["9300000000s", "9300000000000ms", "155000000m", "2600000h", "9223372036854775808s", "1e400s", "61s", "-1s"] {
+            let answer = try await RawHTTP.request(port: port, "GET", "/posts/1", headers: [("Veneer-Fault", "delay=\(delay)")])
+            #expect(answer.status == 400 && answer.errorCode == "bad_request", "delay=\(delay)")
+            #expect(process.process.isRunning, "delay=\(delay) ended the process: \(process.stderr)")
+        }
+        #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+    }
+
     @Test("a cache outside a fault serves its stale copy under stale_if_error when Veneer-Fault asks for a 503 or a drop")
     func staleIfError() async throws {
         let directory = try temporaryDirectory()

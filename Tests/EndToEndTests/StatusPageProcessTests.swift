@@ -187,6 +187,13 @@ struct StatusPageProcessTests {
         #expect(unwatchedNames == ["cache", "mock"], "trace off, nobody watching: what the access log needs only")
 
         #expect(try await RawHTTP.request(port: port, "GET", "/-/events?environment=staging").status == 409, "another environment's instance")
+        // A position that is not an event id is a 400, however large (it goes through the bounds).
+        for after in ["abc", "-1", "9223372036854775808", "1e400", "1.5"] {
+            let answer = try await RawHTTP.request(port: port, "GET", "/-/events?after=\(after)")
+            #expect(answer.status == 400 && answer.errorCode == "bad_request", "?after=\(after)")
+        }
+        let badID = try await RawHTTP.request(port: port, "GET", "/-/events", headers: [("Last-Event-ID", "99999999999999999999")])
+        #expect(badID.status == 400 && process.process.isRunning)
         let stream = try await RawConnection.connect(port: port)
         defer { stream.close() }
         try await stream.send("GET /-/events HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nLast-Event-ID: 1\r\n\r\n")

@@ -101,8 +101,8 @@ struct ConfigErrorTests {
             """
         #expect(problems(yaml) == [
             #"veneer.yaml:5:23: environments.development.limits.header_timeout: "soon" is not a duration (use e.g. 30s, 5m, 1h)"#,
-            "veneer.yaml:6:21: environments.development.limits.body_timeout: must be longer than 0s",
-            "veneer.yaml:7:22: environments.development.limits.output_buffer: must be at least 4KB",
+            "veneer.yaml:6:21: environments.development.limits.body_timeout: 0s is out of range (1ms...1h)",
+            "veneer.yaml:7:22: environments.development.limits.output_buffer: 1KB is out of range (4KB...64MB)",
             "veneer.yaml:8:23: environments.development.limits.pipeline_depth: 0 is out of range (1...1024)",
             #"veneer.yaml:9:20: environments.development.limits.connections: "many" is not an integer"#,
             "veneer.yaml:10:7: environments.development.limits.header_timeuot: unknown key 'header_timeuot' (did you mean 'header_timeout'?)",

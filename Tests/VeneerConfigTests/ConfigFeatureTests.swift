@@ -142,8 +142,38 @@ struct ConfigFeatureTests {
         for level in 1...8 {
             yaml += "a\(level): &a\(level) [" + Array(repeating: "*a\(level - 1)", count: 10).joined(separator: ", ") + "]\n"
         }
-        yaml += "environments: {development: {origin: {mock: {}}}}\n"
-        #expect(problems(yaml).contains { $0.contains("more than 200000 nodes") })
+        yaml += "environments: {development: {origin: {mock: {}}}}\nstate_dir: /tmp\n"
+        let found = problems(yaml)
+        #expect(found.contains { $0.contains("more than 200000 nodes") })
+        // Refused with that one error: no "duplicate key ''" for each key read after it.
+        #expect(found.count == 1, "\(found)")
+        #expect(!found.contains { $0.contains("duplicate key") })
+    }
+
+    @Test("a recursive alias is refused with one error, however long its keys (found by fuzzing: an error per node past the depth limit, each with its whole path, took gigabytes)")
+    func recursiveAlias() {
+        let long = String(repeating: "k", count: 1000)  // libyaml takes simple keys up to 1024 characters
+        let yaml = "base: &b { <<: *b, \(long): *b, chain: *b }\nenvironments: {development: {origin: {mock: {}}}}\n"
+        let found = problems(yaml)
+        #expect(found.count == 1, "\(found.count) problems")
+        #expect(found.first?.contains("nesting deeper than 64 levels") == true || found.first?.contains("more than 200000 nodes") == true)
+    }
+
+    @Test("top-level keys that start with x- are the file's own: a place for anchors, ignored (as in Compose files)")
+    func extensionKeys() throws {
+        let yaml = """
+            x-defaults: &defaults
+              origin: { mock: {} }
+              chain: [{ cache: { ttl: 42s } }]
+            x-anything: [1, 2, { deep: true }]
+            environments:
+              development:
+                <<: *defaults
+                listen: 127.0.0.1:9000
+            """
+        let spec = try decode(yaml)
+        #expect(spec.chain.map(\.name) == ["cache"] && spec.listen.port == 9000)
+        #expect(problems("xdefaults: 1\n" + yaml).contains { $0.contains("unknown key 'xdefaults'") }, "only x- is the file's own")
     }
 
     @Test("durations and sizes", arguments: [("250ms", 0.25), ("30s", 30), ("5m", 300), ("1h", 3600), ("1h30m", 5400), ("0", 0), ("1.5s", 1.5)])

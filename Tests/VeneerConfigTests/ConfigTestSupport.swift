@@ -10,7 +10,7 @@ let testRegistry: Registry = {
         name: "mock", summary: "test mock", options: [OptionDoc("seed", "file", "seed"), OptionDoc("latency", "duration", "delay")],
         decode: { mapping in
             _ = mapping.filePath("seed")
-            return mapping.duration("latency", default: .zero)
+            return mapping.duration("latency", default: .zero, in: Units.anyDuration)
         },
         make: { _, _ in RecordingOrigin() }))
     registry.register(OriginFactory(
@@ -18,7 +18,7 @@ let testRegistry: Registry = {
         options: [OptionDoc("url", "URL", "url"), OptionDoc("timeout", "duration", "timeout")],
         decode: { mapping in
             let url = mapping.string("url", required: true)
-            _ = mapping.duration("timeout", default: .seconds(10))
+            _ = mapping.duration("timeout", default: .seconds(10), in: Units.anyDuration)
             return url
         },
         make: { _, _ in RecordingOrigin() }))
@@ -26,7 +26,7 @@ let testRegistry: Registry = {
         name: "latency_log", summary: "log",
         options: [OptionDoc("label", "text", "label"), OptionDoc("slow", "duration", "slow")],
         decode: { mapping, site in
-            (mapping.string("label", default: String(site.index)) ?? "", mapping.duration("slow"))
+            (mapping.string("label", default: String(site.index)) ?? "", mapping.duration("slow", in: Units.anyDuration))
         },
         make: { _, inner, _ in inner }))
     registry.register(DecoratorFactory(
@@ -34,7 +34,7 @@ let testRegistry: Registry = {
         options: [OptionDoc("ttl", "duration", "ttl"), OptionDoc("store", "store", "store"), OptionDoc("max_bytes", "size", "size"),
                   OptionDoc("max_entries", "integer", "entries")],
         decode: { mapping, _ in
-            (mapping.duration("ttl", default: .seconds(60)), mapping.storeReference(), mapping.size("max_bytes", default: 64 << 20),
+            (mapping.duration("ttl", default: .seconds(60), in: Units.anyDuration), mapping.storeReference(), mapping.size("max_bytes", default: 64 << 20, in: Units.anySize),
              mapping.int("max_entries", default: 10000, in: 1...1_000_000))
         },
         make: { _, inner, _ in inner }))

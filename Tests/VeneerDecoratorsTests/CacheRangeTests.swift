@@ -123,4 +123,18 @@ struct CacheRangeTests {
             #expect(try await rig.get("/posts/1").cacheStatus.hasPrefix("veneer; hit"))
         }
     }
+
+    @Test("RFC 9111 §3.1: a stored 200 keeps the Content-Range it came with on a hit (a stored part's is made per hit; a range of the 200 gets its own)")
+    func contentRangeOfAWhole() async throws {
+        try await withCache(reply: { _ in post(1, headers: [("Cache-Control", "max-age=600"), ("Content-Range", "bytes 0-1/2")]) }) { (rig: CacheRig) async throws in
+            #expect(try await rig.get("/posts/1").headers[values: .contentRange] == ["bytes 0-1/2"])
+            let hit = try await rig.get("/posts/1")
+            #expect(hit.cacheStatus.hasPrefix("veneer; hit"))
+            #expect(hit.headers[values: .contentRange] == ["bytes 0-1/2"])
+            let part = try await rig.get("/posts/1", headers: [.range: "bytes=0-1"])
+            #expect(part.status == .partialContent && part.headers[values: .contentRange].count == 1)
+            #expect(part.headers[.contentRange]?.hasPrefix("bytes 0-1/") == true && part.headers[.contentRange] != "bytes 0-1/2")
+            #expect(rig.upstream.count == 1)
+        }
+    }
 }

@@ -156,7 +156,15 @@ struct FaultTests {
         #expect(inner.requests.allSatisfy { $0.headers[.veneerFault] == nil })
     }
 
-    @Test("a malformed Veneer-Fault is a 400, not a quiet pass", arguments: ["status=200", "status=abc", "delay=soon", "boom", "", "status"])
+    @Test("a malformed or out-of-range Veneer-Fault is a 400, not a quiet pass nor a crash", arguments: [
+        "status=200", "status=abc", "delay=soon", "boom", "", "status",
+        // Each once ended the process: the delay overflowed its conversion to nanoseconds.
+        "delay=9300000000s", "delay=9300000000000ms", "delay=155000000m", "delay=2600000h",
+        // The header's bounds: 0s to 60s, 400 to 599; 2^63 seconds; negative, a huge exponent.
+        "delay=61s", "delay=60001ms", "delay=60000000001ns", "delay=9223372036854775808s", "delay=99999999999999999999999999999999999s",
+        "delay=-1s", "delay=1e400s", "delay=nan", "status=600", "status=399", "status=9223372036854775808", "status=-503", "status=5e2",
+        "status=503.5",
+    ])
     func malformedHeader(_ header: String) async throws {
         let decorator = try fault("{allow_header: true}")
         await #expect(throws: ProxyError.self) {
@@ -166,6 +174,16 @@ struct FaultTests {
             }
         }
         #expect(inner.count == 0)
+    }
+
+    @Test("Veneer-Fault at the edges of its bounds: 0s, 60s in any unit, fractions; 400 and 599")
+    func headerEdges() throws {
+        for (header, delay) in [("delay=0", Duration.zero), ("delay=0s", .zero), ("delay=60s", .seconds(60)), ("delay=1m", .seconds(60)),
+                                ("delay=60000ms", .seconds(60)), ("delay=1.5s", .milliseconds(1500)), ("delay=0.5m", .seconds(30))] {
+            #expect(try FaultPlan(header: header).delay == delay, "\(header)")
+        }
+        #expect(try FaultPlan(header: "status=400").abort == .status(400))
+        #expect(try FaultPlan(header: "status=599, delay=1s") == FaultPlan(delay: .seconds(1), abort: .status(599)))
     }
 
     @Test("options decode with their defaults")
@@ -181,10 +199,13 @@ struct FaultTests {
     @Test("bad options are configuration errors with line, column and key path")
     func validation() {
         #expect(faultProblems("{abort: {status: 200}}") == [
-            #"t.yaml:1:83: environments.development.chain[0].fault.abort.status: "200" is not a status from 400 to 599 or drop"#,
+            "t.yaml:1:83: environments.development.chain[0].fault.abort.status: 200 is out of range (400...599)",
+        ])
+        #expect(faultProblems("{abort: {status: soon}}") == [
+            #"t.yaml:1:83: environments.development.chain[0].fault.abort.status: "soon" is not a status from 400 to 599 or drop"#,
         ])
         #expect(faultProblems("{abort: {status: 503, percent: 150}}") == [
-            "t.yaml:1:97: environments.development.chain[0].fault.abort.percent: must be a number from 0 to 100",
+            "t.yaml:1:97: environments.development.chain[0].fault.abort.percent: 150 is out of range (0...100)",
         ])
         #expect(faultProblems("{delay: {duration: [2s, 1s]}}") == [
             "t.yaml:1:85: environments.development.chain[0].fault.delay.duration: the range must go from the shorter to the longer delay",

@@ -174,8 +174,8 @@ struct RecordTests {
     func options() throws {
         let defaults = try recordOptions("{file: staging.har}")
         #expect(defaults == RecordOptions(file: "/tmp/staging.har"))
-        let custom = try recordOptions("{file: /x/s.har, max_body: 1KB, max_file_size: 1MB, keep: 0, redact_headers: [X-Key]}")
-        #expect(custom == RecordOptions(file: "/x/s.har", maxBody: 1024, maxFileSize: 1 << 20, keep: 0, redactHeaders: ["x-key"]))
+        let custom = try recordOptions("{file: /tmp/x/s.har, max_body: 1KB, max_file_size: 1MB, keep: 0, redact_headers: [X-Key]}")
+        #expect(custom == RecordOptions(file: "/tmp/x/s.har", maxBody: 1024, maxFileSize: 1 << 20, keep: 0, redactHeaders: ["x-key"]))
         #expect(throws: ConfigError.self) { try recordOptions("{}") }
         #expect(throws: ConfigError.self) { try recordOptions("{file: out.json}") }
         #expect(throws: ConfigError.self) { try recordOptions("{file: s.har, max_body: lots}") }

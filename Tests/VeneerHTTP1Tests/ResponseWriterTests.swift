@@ -96,4 +96,36 @@ struct ResponseWriterTests {
         #expect(text.hasPrefix("HTTP/1.1 599 Odd\tOne\r\nContent-Length: 1\r\nDate: "))
         #expect(text.hasSuffix(" GMT\r\nConnection: close\r\n\r\nx"))
     }
+
+    /// IANA's HTTP Status Code Registry, 2026: what every status line says, whatever the reason given.
+    static let registry: [(Int, String)] = [
+        (100, "Continue"), (101, "Switching Protocols"), (102, "Processing"), (103, "Early Hints"), (200, "OK"), (201, "Created"),
+        (202, "Accepted"), (203, "Non-Authoritative Information"), (204, "No Content"), (205, "Reset Content"), (206, "Partial Content"),
+        (207, "Multi-Status"), (208, "Already Reported"), (226, "IM Used"), (300, "Multiple Choices"), (301, "Moved Permanently"),
+        (302, "Found"), (303, "See Other"), (304, "Not Modified"), (305, "Use Proxy"), (307, "Temporary Redirect"),
+        (308, "Permanent Redirect"), (400, "Bad Request"), (401, "Unauthorized"), (402, "Payment Required"), (403, "Forbidden"),
+        (404, "Not Found"), (405, "Method Not Allowed"), (406, "Not Acceptable"), (407, "Proxy Authentication Required"),
+        (408, "Request Timeout"), (409, "Conflict"), (410, "Gone"), (411, "Length Required"), (412, "Precondition Failed"),
+        (413, "Content Too Large"), (414, "URI Too Long"), (415, "Unsupported Media Type"), (416, "Range Not Satisfiable"),
+        (417, "Expectation Failed"), (421, "Misdirected Request"), (422, "Unprocessable Content"), (423, "Locked"),
+        (424, "Failed Dependency"), (425, "Too Early"), (426, "Upgrade Required"), (428, "Precondition Required"),
+        (429, "Too Many Requests"), (431, "Request Header Fields Too Large"), (451, "Unavailable For Legal Reasons"),
+        (500, "Internal Server Error"), (501, "Not Implemented"), (502, "Bad Gateway"), (503, "Service Unavailable"),
+        (504, "Gateway Timeout"), (505, "HTTP Version Not Supported"), (506, "Variant Also Negotiates"), (507, "Insufficient Storage"),
+        (508, "Loop Detected"), (510, "Not Extended"), (511, "Network Authentication Required"),
+    ]
+
+    @Test("every registered status is sent with its standard reason phrase, whether the answer had none (a stored or replayed one) or another")
+    func reasonPhrases() {
+        for (code, reason) in Self.registry {
+            for given in ["", "Whatever"] {
+                let line = wire(ProxyResponse(status: HTTPResponse.Status(code: code, reasonPhrase: given))).prefix { $0 != "\r\n" }
+                #expect(line == "HTTP/1.1 \(code) \(reason)", "\(code) given '\(given)'")
+            }
+        }
+        let registered = Set(Self.registry.map(\.0))
+        for code in 100...599 where !registered.contains(code) {
+            #expect(wire(ProxyResponse(status: HTTPResponse.Status(code: code))).hasPrefix("HTTP/1.1 \(code) \r\n"), "\(code) has no standard phrase")
+        }
+    }
 }

@@ -50,7 +50,7 @@ struct UpstreamPoolStateMachineTests {
 
     func counts(_ machine: Machine, port: Int = Self.port) -> String {
         let counts = machine.counts(host: Self.host, port: port)
-        return "open \(counts.open) idle \(counts.idle) waiting \(counts.waiting)"
+        return "open \(counts.open) idle \(counts.idle) waiting \(counts.waiting)" + (counts.backingOff > 0 ? " backingOff \(counts.backingOff)" : "")
     }
 
     @Test("a first request opens a connection and runs on it; answered, it idles and the next request reuses it")
@@ -150,16 +150,74 @@ struct UpstreamPoolStateMachineTests {
                 "an unsent attempt does not use up the retry")
     }
 
-    @Test("a failed connect fails its request (timeout or unreachable) and lets a waiting request try its own")
+    @Test("a failed connect fails its request (timeout or unreachable) and holds its room until its backoff ends; then a waiting request opens its own")
     func connectFailure() {
         var machine = Machine(limit: 1, idleTicksBeforeClose: 2)
         let (r1, r2) = (Request("r1"), Request("r2"))
         _ = execute(&machine, r1)
         _ = execute(&machine, r2)
-        #expect(machine.connectionFailed(id(0), timedOut: true).summary == "create #0.1 127.0.0.1:8080, fail r1 connectTimedOut unsent")
-        #expect(machine.connectionFailed(id(0, 1), timedOut: false).summary == "fail r2 unreachable unsent")
+        // Not straight to r2's connection: the upstream just failed one.
+        #expect(machine.connectionFailed(id(0), timedOut: true).summary == "backOff #0.0 100ms, fail r1 connectTimedOut unsent")
+        #expect(counts(machine) == "open 1 idle 0 waiting 1 backingOff 1")
+        #expect(machine.connectionFailed(id(0), timedOut: false).summary == "", "reported twice: nothing")
+        #expect(machine.backoffEnded(id(0)).summary == "create #0.1 127.0.0.1:8080")
+        #expect(machine.connectionFailed(id(0, 1), timedOut: false).summary == "backOff #0.1 125ms, fail r2 unreachable unsent")
+        #expect(machine.backoffEnded(id(0, 1)).summary == "", "nobody waits: the room is free")
         #expect(counts(machine) == "open 0 idle 0 waiting 0")
-        #expect(machine.connectionFailed(id(0, 1), timedOut: false).summary == "", "reported twice: nothing")
+        #expect(machine.backoffEnded(id(0, 1)).summary == "", "ended twice: nothing")
+    }
+
+    @Test("the backoff grows by a quarter for each failed connect in a row, at most 2 s; a connection that opens starts it again")
+    func backoffGrowth() {
+        #expect(Machine.backoff(afterFailures: 1) == .milliseconds(100))
+        #expect(Machine.backoff(afterFailures: 2) == .milliseconds(125))
+        #expect(Machine.backoff(afterFailures: 3) == .nanoseconds(156_250_000))
+        #expect(Machine.backoff(afterFailures: 14) < .seconds(2) && Machine.backoff(afterFailures: 15) == .seconds(2))
+        #expect(Machine.backoff(afterFailures: 1_000) == .seconds(2))
+
+        var machine = Machine(limit: 4, idleTicksBeforeClose: 2)
+        _ = execute(&machine, Request("a"))
+        #expect(machine.connectionFailed(id(0), timedOut: false).summary == "backOff #0.0 100ms, fail a unreachable unsent")
+        _ = execute(&machine, Request("b"))
+        #expect(machine.connectionFailed(id(1), timedOut: false).summary == "backOff #1.0 125ms, fail b unreachable unsent")
+        _ = execute(&machine, Request("c"))
+        #expect(machine.connectionEstablished(id(2), "c2").summary == "startIdleSweep, run c on c2")
+        _ = execute(&machine, Request("d"))
+        #expect(machine.connectionFailed(id(3), timedOut: true).summary == "backOff #3.0 100ms, fail d connectTimedOut unsent")
+    }
+
+    @Test("while every connection of a peer backs off, a request that would have to wait fails at once with the last connect failure; one with room left tries")
+    func backingOffPeer() {
+        var single = Machine(limit: 1, idleTicksBeforeClose: 2)
+        _ = execute(&single, Request("r1"))
+        _ = single.connectionFailed(id(0), timedOut: true)
+        #expect(execute(&single, Request("r2")) == "fail r2 connectTimedOut unsent")
+        #expect(counts(single) == "open 1 idle 0 waiting 0 backingOff 1")
+        #expect(single.backoffEnded(id(0)).summary == "")
+        #expect(execute(&single, Request("r3")) == "create #0.1 127.0.0.1:8080", "the backoff over, the next request tries")
+
+        var two = Machine(limit: 2, idleTicksBeforeClose: 2)
+        _ = execute(&two, Request("a"))
+        _ = two.connectionFailed(id(0), timedOut: false)
+        #expect(execute(&two, Request("b")) == "create #1.0 127.0.0.1:8080", "room left: it tries")
+        #expect(execute(&two, Request("c")) == "", "a connect under way: it waits for it")
+        #expect(two.connectionEstablished(id(1), "c1").summary == "startIdleSweep, run b on c1")
+        #expect(two.responseReceived(on: id(1), keepAlive: true).summary == "run c on c1, succeed b")
+    }
+
+    @Test("a backoff at shutdown ends in nothing; a connection cannot close, nor a backoff end, on a slot in another state")
+    func backoffImpossibleEvents() {
+        var machine = Machine(limit: 2, idleTicksBeforeClose: 2)
+        _ = execute(&machine, Request("a"))
+        _ = machine.connectionFailed(id(0), timedOut: false)
+        #expect(machine.connectionClosed(id(0)).summary == "", "no connection was established in it")
+        #expect(machine.shutdown().summary == "")
+        #expect(counts(machine) == "open 0 idle 0 waiting 0")
+        #expect(machine.backoffEnded(id(0)).summary == "", "its timer fired after shutdown")
+
+        var idle = withIdleConnection()
+        #expect(idle.backoffEnded(id(0)).summary == "", "an idle connection is not backing off")
+        #expect(counts(idle) == "open 1 idle 1 waiting 0")
     }
 
     @Test("the sweep fails requests past their deadline: waiting, being connected for, or running (its connection closes)")
@@ -191,7 +249,7 @@ struct UpstreamPoolStateMachineTests {
         let post = Request("post")
         _ = execute(&machine, post, retryable: false)
         #expect(machine.closedBeforeResponse(on: id(0), requestSent: false).summary == "create #1.0 127.0.0.1:8080")
-        #expect(machine.connectionFailed(id(1), timedOut: false).summary == "fail post unreachable unsent")
+        #expect(machine.connectionFailed(id(1), timedOut: false).summary == "backOff #1.0 100ms, fail post unreachable unsent")
 
         // Written once, then retried: its new connection fails to open, yet the first attempt may have arrived.
         var retried = withTwoIdleConnections()
@@ -199,7 +257,7 @@ struct UpstreamPoolStateMachineTests {
         _ = execute(&retried, get)
         #expect(retried.closedBeforeResponse(on: id(1), requestSent: true).summary == "run get on c0")
         #expect(retried.closedBeforeResponse(on: id(0), requestSent: false).summary == "create #2.0 127.0.0.1:8080")
-        #expect(retried.connectionFailed(id(2), timedOut: false).summary == "fail get unreachable")
+        #expect(retried.connectionFailed(id(2), timedOut: false).summary == "backOff #2.0 100ms, fail get unreachable")
 
         // Written once, then waiting for a connection for its retry until its deadline.
         var queued = withIdleConnection(limit: 1)
@@ -323,6 +381,7 @@ extension UpstreamPoolStateMachine.Action {
         case .run(let request, let connection): parts.append("run \(request) on \(connection)")
         case .create(let id, let host, let port, _): parts.append("create \(id) \(host):\(port)")
         case .close(let connection): parts.append("close \(connection)")
+        case .backOff(let id, let delay): parts.append("backOff \(id) \(delay.nanoseconds / 1_000_000)ms")
         }
         switch request {
         case .none: break

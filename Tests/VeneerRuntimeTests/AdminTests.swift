@@ -43,9 +43,9 @@ struct AdminTests {
     @Test("the admin API answers loopback clients only")
     func loopbackOnly() async throws {
         try await withVeneer(yaml: "environments: {development: {origin: {mock: {}}}}") { (veneer: RunningVeneer) async throws in
-            let admin = AdminAPI(chain: veneer.instance.chain, health: veneer.instance.health, metrics: veneer.instance.metrics,
+            let admin = AdminAPI(chain: veneer.chain, health: veneer.instance.health, metrics: veneer.instance.metrics,
                                  reloadStatus: ReloadStatus())
-            let edge = ProxyEdge(chain: veneer.instance.chain, admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true)
+            let edge = ProxyEdge(chain: veneer.chain, admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true)
             let request = HTTPRequest(method: .get, scheme: "http", authority: "x", path: "/-/health")
             let (remote, _) = await edge.respond(to: request, body: .complete(ByteBuffer()), client: ClientAddress("192.0.2.7"))
             #expect(remote.status == .notFound)
@@ -152,7 +152,7 @@ struct AdminTests {
             let reloaded = try await veneer.request("POST", "/-/reload")
             #expect(reloaded.status == 200, "\(reloaded.text)")
             #expect(reloaded.json?["status"] as? String == "reloaded" && reloaded.json?["chain_generation"] as? Int == 2)
-            #expect(veneer.instance.chain.generation.number == 2)
+            #expect(veneer.chain.generation.number == 2)
 
             box.set("environments:\n  development:\n    origin: { mock: {} }\n    chain: [caching, { latency_log: { slow: soon } }]\n")
             let refused = try await veneer.request("POST", "/-/reload")
@@ -162,7 +162,7 @@ struct AdminTests {
                 "test.yaml:4:13: error: environments.development.chain[0]: unknown decorator 'caching' (did you mean 'cache'?) (known: auth_refresh, block_list, cache, fault, latency_log, record)",
                 #"test.yaml:4:45: error: environments.development.chain[1].latency_log.slow: "soon" is not a duration (use e.g. 30s, 5m, 1h)"#,
             ])
-            #expect(veneer.instance.chain.generation.number == 2, "the previous chain keeps serving")
+            #expect(veneer.chain.generation.number == 2, "the previous chain keeps serving")
 
             let elsewhere = try await veneer.request("POST", "/-/reload?environment=production")
             #expect(elsewhere.status == 409 && elsewhere.json?["environment"] as? String == "development")

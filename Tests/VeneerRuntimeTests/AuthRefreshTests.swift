@@ -133,13 +133,15 @@ struct AuthRefreshTests {
             #expect(try await rig.veneer.request("GET", "/posts/1").status == 200)
             #expect(rig.tokens.forms.last?["scope"] == "before")
             options.set("scope: after\n          refresh_wait: 10m\n          refresh_before_expiry: 0s")
-            // Decodes, and fails only when built (its directory is a file), after auth_refresh was built.
-            before.set("- latency_log: {label: broken, file: \(rig.stateDirectory)/refresh-token/latency.log}")
+            // Decodes (check only warns of a secret file it cannot read), and fails only when
+            // built, after the first auth_refresh was.
+            before.set("- auth_refresh: {token_url: \"http://127.0.0.1:9/broken\", client_id: broken, "
+                + "client_secret_file: /nonexistent/veneer/secret, refresh_token: r}")
             guard case .failure(let error) = await rig.veneer.instance.reload() else {
                 Issue.record("the reload should fail")
                 return
             }
-            #expect(error.diagnostics.contains { $0.description.contains("latency_log") })
+            #expect(error.diagnostics.contains { $0.description.contains("/nonexistent/veneer/secret") })
             rig.clock.advance(by: .seconds(61))
             #expect(try await rig.veneer.request("GET", "/posts/1").status == 200)
             #expect(rig.tokens.refreshes == 2)

@@ -26,10 +26,10 @@ struct CacheThroughServerTests {
     func answeredAtOnce() async throws {
         let yaml = "environments: {development: {origin: {mock: {}}, chain: [latency_log, {cache: {ttl: 30s}}]}}"
         try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
-            let admin = AdminAPI(chain: veneer.instance.chain, health: veneer.instance.health, metrics: veneer.instance.metrics,
+            let admin = AdminAPI(chain: veneer.chain, health: veneer.instance.health, metrics: veneer.instance.metrics,
                                  reloadStatus: ReloadStatus())
             let observed = Mutex<[[RequestRecord.Entry]]>([])
-            let edge = ProxyEdge(chain: veneer.instance.chain, admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true,
+            let edge = ProxyEdge(chain: veneer.chain, admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true,
                                  observer: { request, response in
                                      #expect(response.headers[.xRequestID] == "req-7", "shown as it goes out")
                                      observed.withLock { $0.append(request.record.entries) }
@@ -40,10 +40,10 @@ struct CacheThroughServerTests {
                 Issue.record("a miss was answered at once")
                 return
             }
-            #expect(veneer.instance.chain.generation.requestsInFlight == 1)
+            #expect(veneer.chain.generation.requestsInFlight == 1)
             let (missed, _) = await edge.complete(pending)
             #expect(missed.headers[.cacheStatus]?.contains("fwd=uri-miss") == true && missed.headers[.xRequestID] == "req-7")
-            #expect(veneer.instance.chain.generation.requestsInFlight == 0)
+            #expect(veneer.chain.generation.requestsInFlight == 0)
 
             guard let (hit, close) = edge.begin(method: .get, target: "/posts", fields: fields, body: .complete(ByteBuffer()),
                                                                   client: ClientAddress("127.0.0.1")).answered else {
@@ -53,7 +53,7 @@ struct CacheThroughServerTests {
             #expect(!close && hit.status == .ok && String(buffer: hit.body) == String(buffer: missed.body))
             #expect(hit.headers[.cacheStatus]?.hasPrefix("veneer; hit") == true)
             #expect(hit.headers[values: .xRequestID] == ["req-7"])
-            #expect(veneer.instance.chain.generation.requestsInFlight == 0, "an answer at once leaves its generation")
+            #expect(veneer.chain.generation.requestsInFlight == 0, "an answer at once leaves its generation")
             let metrics = try await veneer.request("GET", "/-/metrics").text
             #expect(metrics.contains(#"veneer_request_duration_seconds_count{label="0",method="GET",route="/posts",status="200"} 2"#))
             let records = observed.withLock { $0 }

@@ -28,7 +28,7 @@ struct CarriedStateTests {
     func identicalCachesAreIndependent() async throws {
         try await withTestUpstream({ _ in post(1) }) { (upstream: TestUpstream) async throws in
             try await withVeneer(yaml: yaml(upstream, "{cache: {ttl: 1h}}, {cache: {ttl: 1h}}")) { (veneer: RunningVeneer) async throws in
-                let carried = veneer.instance.chain.generation.carried
+                let carried = veneer.chain.generation.carried
                 #expect(carried.keys.map(\.description) == ["cache#0", "cache#1"])
                 #expect(Set(objects(carried)).count == 2)
             }
@@ -41,7 +41,7 @@ struct CarriedStateTests {
             let box = YAMLBox(yaml(upstream, "{cache: {ttl: 1h}}, {cache: {ttl: 1h}}"))
             try await withVeneer(yaml: "", yamlProvider: { box.value }) { (veneer: RunningVeneer) async throws in
                 _ = try await veneer.request("GET", "/posts/1")
-                let before = objects(veneer.instance.chain.generation.carried)
+                let before = objects(veneer.chain.generation.carried)
                 box.set(yaml(upstream, "latency_log, {cache: {ttl: 1h}}, {block_list: {}}, {cache: {ttl: 1h}}"))
                 let next = try await veneer.instance.reload().get()
                 #expect(Set(before).isSubset(of: objects(next.carried)))
@@ -58,7 +58,7 @@ struct CarriedStateTests {
             let box = YAMLBox(yaml(upstream, "{cache: {ttl: 1h}}"))
             try await withVeneer(yaml: "", yamlProvider: { box.value }) { (veneer: RunningVeneer) async throws in
                 _ = try await veneer.request("GET", "/posts/1")
-                let before = objects(veneer.instance.chain.generation.carried)
+                let before = objects(veneer.chain.generation.carried)
                 box.set(yaml(upstream, "{cache: {ttl: 2h}}"))
                 let next = try await veneer.instance.reload().get()
                 #expect(Set(before).isDisjoint(with: objects(next.carried)))
@@ -89,7 +89,7 @@ struct CarriedStateTests {
                 """
             try await withVeneer(yaml: text) { (veneer: RunningVeneer) async throws in
                 _ = try await veneer.request("GET", "/posts/1")
-                let first = veneer.instance.chain.generation.carried
+                let first = veneer.chain.generation.carried
                 let next = try await veneer.instance.reload().get()
                 #expect(next.number == 2)
                 #expect(Set(next.carried.keys) == Set(first.keys))

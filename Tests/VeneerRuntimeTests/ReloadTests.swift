@@ -52,7 +52,7 @@ struct ReloadTests {
             let health = try await veneer.request("GET", "/-/health")
             #expect(health.status == 200)
             #expect((health.json?["last_reload_error"] as? String)?.contains("unknown decorator 'tga'") == true)
-            #expect(veneer.instance.chain.generation.number == 1)
+            #expect(veneer.chain.generation.number == 1)
         }
     }
 
@@ -63,7 +63,7 @@ struct ReloadTests {
         let clock = ManualClock()
         try await withVeneer(yaml: "", registry: extendedRegistry, clock: clock, yamlProvider: { box.value }) { (veneer: RunningVeneer) async throws in
             async let slow = veneer.request("GET", "/posts")
-            try await eventually("the slow request is in the chain") { veneer.instance.chain.generation.requestsInFlight > 0 }
+            try await eventually("the slow request is in the chain") { veneer.chain.generation.requestsInFlight > 0 }
             box.set(yaml(["new"]))
             _ = await veneer.instance.reload()
             let fresh = try await veneer.request("GET", "/posts")

@@ -108,7 +108,7 @@ struct SwitchTests {
         let clock = ManualClock()
         try await withVeneer(yaml: Self.yaml(latency: "500ms"), registry: extendedRegistry, clock: clock) { (veneer: RunningVeneer) async throws in
             async let slow = veneer.request("GET", "/posts")
-            try await eventually("the slow request is in the chain") { veneer.instance.chain.generation.requestsInFlight > 0 }
+            try await eventually("the slow request is in the chain") { veneer.chain.generation.requestsInFlight > 0 }
             _ = await veneer.instance.switchEnvironment(to: "staging")
             #expect(try await veneer.request("GET", "/posts").header("X-Trail") == "staging")
             clock.advance(by: .seconds(1))
@@ -168,7 +168,7 @@ struct SwitchTests {
                 return
             }
             #expect(error.diagnostics.count == 2)  // unknown decorator, a ttl that is no duration
-            #expect(veneer.instance.servingEnvironment == "development" && veneer.instance.chain.generation.number == 1)
+            #expect(veneer.instance.servingEnvironment == "development" && veneer.chain.generation.number == 1)
             #expect(try await veneer.request("GET", "/posts/1").header("X-Trail") == "dev")
             let health = try await veneer.request("GET", "/-/health")
             #expect(health.json?["last_reload_error"] == nil)
@@ -199,7 +199,7 @@ struct SwitchTests {
 
             let same = try await veneer.request("POST", "/-/environment", body: #"{"environment":"development"}"#)
             #expect(same.status == 200 && same.json?["status"] as? String == "unchanged")
-            #expect(veneer.instance.chain.generation.number == 1)
+            #expect(veneer.chain.generation.number == 1)
         }
     }
 
@@ -244,7 +244,7 @@ struct SwitchTests {
             #expect(answer.status == 409 && answer.errorCode == "managed_by_systemd")
             let listed = try await veneer.request("GET", "/-/environment")
             #expect(listed.json?["switchable"] as? Bool == false)
-            #expect(veneer.instance.chain.generation.number == 1)
+            #expect(veneer.chain.generation.number == 1)
         }
     }
 

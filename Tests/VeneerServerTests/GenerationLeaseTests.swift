@@ -141,7 +141,7 @@ struct GenerationLeaseTests {
             try await connection.send("GET /posts HTTP/1.1\r\nHost: \(veneer.host)\r\n\r\n")
             _ = await entered.next()
             connection.close()
-            let old = veneer.instance.chain.generation
+            let old = veneer.chain.generation
             _ = try await veneer.instance.reload().get()
             #expect(!old.serving.isDrained && old.requestsInFlight == 1)
             gate.open()

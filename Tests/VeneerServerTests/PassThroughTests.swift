@@ -14,7 +14,7 @@ struct PassThroughTests {
         try await withTestUpstream({ _ in .json(#"{"id":1}"#, headers: [("X-Request-Id", "theirs")]) }) { (upstream: TestUpstream) async throws in
             let yaml = "environments: {development: {origin: {upstream: {url: \"\(upstream.url)\"}}, chain: [latency_log]}}"
             try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
-                let chain = veneer.instance.chain
+                let chain = veneer.chain
                 let observed = Mutex<[[RequestRecord.Entry]]>([])
                 let edge = ProxyEdge(chain: chain, admin: NoAdmin(), logger: quietLogger(), adminOnly: false, servesAdmin: true,
                                      observer: { request, _ in observed.withLock { $0.append(request.record.entries) } })

@@ -15,6 +15,8 @@ public struct RunningVeneer: Sendable {
     public let port: Int
     /// Its admin port, when separate.
     public let adminPort: Int?
+    /// Its chain (a reload or a switch swaps the generation).
+    public let chain: ActiveChain
 
     /// What a request's `Host` says to reach it.
     public var host: String { "127.0.0.1:\(port)" }
@@ -66,7 +68,7 @@ public func withVeneer<T>(
         try await task.value
         throw HarnessError.stoppedBeforeReady
     }
-    let running = RunningVeneer(instance: instance, port: ready.port, adminPort: ready.adminPort)
+    let running = RunningVeneer(instance: instance, port: ready.port, adminPort: ready.adminPort, chain: ready.chain)
     do {
         let result = try await body(running)
         await group.triggerGracefulShutdown()

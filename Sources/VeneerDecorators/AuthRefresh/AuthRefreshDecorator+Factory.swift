@@ -9,6 +9,7 @@ extension AuthRefreshDecorator {
         name: "auth_refresh",
         summary: "holds the credentials: injects a Bearer token, refreshes it before expiry and after a 401 (one refresh at a time)",
         options: AuthRefreshOptions.docs,
+        metrics: AuthRefreshMetrics.descriptions,
         decode: AuthRefreshOptions.decode,
         make: { (options: AuthRefreshOptions, inner: any Handler, context: BuildContext) in
             let clientSecret: String?

@@ -24,7 +24,7 @@ extension TokenManager {
         var figures = [StatusFigure("refreshes", refreshCount), StatusFigure("state", .string(state))]
         if let expiresAt = machine.access?.expiresAt {
             figures.append(StatusFigure("token_expires_at", .string(Timestamp.iso8601(expiresAt))))
-            figures.append(StatusFigure("token_expires_in_seconds", max(0, Int(expiresAt.timeIntervalSince(now).rounded(.down)))))
+            figures.append(StatusFigure("token_expires_in_seconds", Int.clamping(expiresAt.timeIntervalSince(now), to: 0...Int.max)))
         } else {
             figures.append(StatusFigure("token_expires_at", machine.access == nil ? .null : .string("not given")))
         }

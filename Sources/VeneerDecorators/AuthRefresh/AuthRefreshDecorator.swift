@@ -62,6 +62,6 @@ public struct AuthRefreshDecorator: Handler {
     func describe(_ handout: TokenHandout) -> String {
         if handout.refreshed { return "refreshed" }
         guard let expiresAt = handout.token.expiresAt else { return "token, expiry unknown" }
-        return "token \(max(0, Int(expiresAt.timeIntervalSince(manager.clock.now()).rounded(.down))))s left"
+        return "token \(Int.clamping(expiresAt.timeIntervalSince(manager.clock.now()), to: 0...Int.max))s left"
     }
 }

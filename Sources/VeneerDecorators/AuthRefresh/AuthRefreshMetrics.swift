@@ -1,5 +1,6 @@
 import CoreMetrics
 import Foundation
+import VeneerConfig
 
 /// What a token manager reports, labelled by its token endpoint's authority: refreshes by
 /// the endpoint's answer, when the access token held expires, and whether refreshing has
@@ -11,6 +12,15 @@ struct AuthRefreshMetrics: Sendable {
     private let unknown: Counter
     private let expiry: Gauge
     private let stopped: Gauge
+
+    /// The families, as `/-/metrics` describes them.
+    static let descriptions = [
+        MetricDescription("veneer_auth_refresh_refreshes_total",
+                          "Refresh requests answered by the token endpoint, by endpoint and result (granted, rejected, failed, unknown)."),
+        MetricDescription("veneer_auth_refresh_token_expiry_timestamp_seconds",
+                          "When the access token held expires, in seconds since 1970 (0: none held, or no expiry given)."),
+        MetricDescription("veneer_auth_refresh_stopped", "1 while refreshing is stopped until an operator acts (token rejected, or outcome unknown), else 0."),
+    ]
 
     init(endpoint: String, factory: any MetricsFactory) {
         func refreshes(_ result: String) -> Counter {

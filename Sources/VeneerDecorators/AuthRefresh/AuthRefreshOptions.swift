@@ -67,13 +67,12 @@ public struct AuthRefreshOptions: Sendable, Hashable {
         let refreshToken = mapping.secret("refresh_token", required: true)
         let scope = mapping.string("scope")
         let clientAuth = mapping.choice("client_auth", ["basic", "body"], default: "basic")
-        let before = mapping.duration("refresh_before_expiry", default: .seconds(30)) ?? .seconds(30)
+        let before = mapping.duration("refresh_before_expiry", default: .seconds(30), in: .init(.zero ... .days(1))) ?? .seconds(30)
         let caller = mapping.choice("caller_authorization", ["replace", "pass"], default: "replace")
         let store = mapping.storeReference()
         if store == nil && !mapping.contains("store") { mapping.note("store", .string("file under state_dir")) }
-        let timeout = mapping.duration("timeout", default: .seconds(10)) ?? .seconds(10)
-        if timeout <= .zero { mapping.error("timeout", "must be more than 0s") }
-        let refreshWait = mapping.duration("refresh_wait", default: .seconds(300)) ?? .seconds(300)
+        let timeout = mapping.duration("timeout", default: .seconds(10), in: .init(.milliseconds(1) ... .seconds(600))) ?? .seconds(10)
+        let refreshWait = mapping.duration("refresh_wait", default: .seconds(300), in: .init(.milliseconds(1) ... .days(1))) ?? .seconds(300)
         if refreshWait < timeout {
             mapping.error("refresh_wait", "must be at least timeout (\(Units.format(timeout))): a refresh is awaited at least as long as its callers")
         }

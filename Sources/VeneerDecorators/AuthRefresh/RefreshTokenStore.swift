@@ -1,7 +1,6 @@
 import Crypto
 import Foundation
 import VeneerCore
-import VeneerStores
 
 #if canImport(Glibc)
 @preconcurrency import Glibc
@@ -98,9 +97,9 @@ struct RefreshTokenRecord: Sendable, Equatable {
             return Array(items.compactMap(\.stringValue).suffix(TokenFamily.memory))
         }
         self.init(refreshToken: token, origin: origin, accessToken: value["access_token"]?.stringValue,
-                  expiresAt: value["expires_at"]?.doubleValue.map(Date.init(timeIntervalSince1970:)),
+                  expiresAt: value["expires_at"]?.doubleValue.flatMap(Date.init(epochSeconds:)),
                   generation: value["generation"]?.intValue ?? 0,
-                  inFlightSince: value["in_flight_since"]?.doubleValue.map(Date.init(timeIntervalSince1970:)),
+                  inFlightSince: value["in_flight_since"]?.doubleValue.flatMap(Date.init(epochSeconds:)),
                   owners: strings("owners"), retired: strings("retired") ?? [])
     }
 
@@ -258,7 +257,7 @@ struct KeyValueRefreshTokenStore: RefreshTokenStore {
     }
 
     func probe() async -> TokenStoreProbe {
-        if let sqlite = store as? SQLiteStore, let problem = sqlite.problem {
+        if let problem = store.memoryOnlyReason {
             // Its writes go to memory: they would "succeed" and be lost at the next start.
             return .unwritable(reason: problem, permanent: true)
         }

@@ -21,6 +21,9 @@ enum TokenGrantResult: Sendable, Equatable {
 
 /// The OAuth 2.0 `refresh_token` grant (RFC 6749 §6) over the shared HTTP transport.
 struct TokenEndpoint: Sendable {
+    /// The longest `expires_in` taken as it is: ten years, in seconds.
+    static let longestExpiry = 10 * 365 * 86_400
+
     let options: AuthRefreshOptions
     let transport: any HTTPTransport
     let clientSecret: String?
@@ -66,7 +69,9 @@ struct TokenEndpoint: Sendable {
             if let type = json["token_type"]?.stringValue, type.lowercased() != "bearer" {
                 return .rejected(reason: "the token endpoint issued a '\(type)' token; only Bearer tokens are supported")
             }
-            let expiresIn = json["expires_in"]?.intValue ?? json["expires_in"]?.stringValue.flatMap { Int($0) }
+            // A number from the endpoint: past ten years it is taken as ten years (no date or
+            // timer then overflows); one that is not a whole number of seconds is unknown.
+            let expiresIn = (json["expires_in"]?.intValue ?? json["expires_in"]?.stringValue.flatMap { Int($0) }).map { min(max($0, 0), Self.longestExpiry) }
             return .granted(accessToken: accessToken, expiresIn: expiresIn, refreshToken: json["refresh_token"]?.stringValue)
         case 400, 401, 403:
             let code = json?["error"]?.stringValue ?? "HTTP \(response.status.code)"

@@ -337,7 +337,8 @@ actor TokenManager: CarriedService {
             var pause = Self.fileCheckInterval
             let now = clock.now()
             if let wake = machine.nextWake(now: now) {
-                pause = min(pause, .milliseconds(max(1, Int64((wake.timeIntervalSince(now) * 1000).rounded(.up)))))
+                // A wake far off (an expiry from the endpoint or the store) is past the pause anyway.
+                pause = min(pause, .clamping(seconds: wake.timeIntervalSince(now), to: .milliseconds(1) ... pause))
             }
             await wakeup.wait(atMost: pause, clock: clock)
         }

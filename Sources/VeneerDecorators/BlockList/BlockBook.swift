@@ -38,9 +38,10 @@ public struct Block: Sendable, Equatable {
 
     init?(account: String, bytes: [UInt8]) {
         guard let value = try? JSONValue.parse(bytes), let reason = value["reason"]?.stringValue,
-              let at = value["blocked_at_epoch"]?.doubleValue else { return nil }
-        let until = value["until_epoch"]?.doubleValue.map(Date.init(timeIntervalSince1970:))
-        self.init(account: account, blockedAt: Date(timeIntervalSince1970: at), until: until, reason: reason,
+              let at = value["blocked_at_epoch"]?.doubleValue.flatMap(Date.init(epochSeconds:)) else { return nil }
+        let until = value["until_epoch"]?.doubleValue.map(Date.init(epochSeconds:))
+        if until == .some(nil) { return nil }
+        self.init(account: account, blockedAt: at, until: until ?? nil, reason: reason,
                   isCredential: value["credential"] == .bool(true))
     }
 

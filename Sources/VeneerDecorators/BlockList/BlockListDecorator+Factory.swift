@@ -11,6 +11,8 @@ extension BlockListDecorator {
         name: "block_list",
         summary: "refuses requests by client, header, method or route, and accounts the upstream says are blocked, without a network call",
         options: BlockListOptions.docs,
+        metrics: [MetricDescription("veneer_block_list_denied_total", "Requests denied by block_list, by reason.")],
+        commands: [unblockCommand],
         decode: BlockListOptions.decode,
         make: { (options: BlockListOptions, inner: any Handler, context: BuildContext) in
             let store = try await context.stores.store(named: options.store ?? "memory")

@@ -45,7 +45,11 @@ public struct BlockListOptions: Sendable, Hashable {
                 options.deny.merge(deny)
                 options.allow.merge(allow)
             } catch {
-                value.context.sink.append(contentsOf: error.diagnostics)
+                // Problems inside the file are at its own lines; one with the file as a whole
+                // (missing, unreadable) is at the key that names it.
+                for diagnostic in error.diagnostics {
+                    if diagnostic.mark == nil { value.error(diagnostic.message) } else { value.context.sink.append(contentsOf: [diagnostic]) }
+                }
             }
         }
         if let learn = mapping.mapping("learn", allowedKeys: ["status", "json", "header", "account_header", "block_for"]) {
@@ -62,7 +66,7 @@ public struct BlockListOptions: Sendable, Hashable {
             }
             signal.accountHeader = learn.string("account_header")?.lowercased()
             if signal.accountHeader == nil { learn.note("account_header", .string("(Veneer's own credentials: account '\(credentialsAccount)')")) }
-            signal.blockFor = learn.duration("block_for")
+            signal.blockFor = learn.duration("block_for", in: .init(.zero ... .days(365)))
             if signal.blockFor == nil { learn.note("block_for", .string("until unblocked")) }
             options.learn = signal
             mapping.note("learn", .object(learn.summary))

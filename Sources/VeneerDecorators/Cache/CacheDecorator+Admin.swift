@@ -76,7 +76,7 @@ extension CacheDecorator {
         let rule = RequestRedaction.shown
         var members: [(String, JSONValue)] = [
             ("key", .string(shownKey(key))), ("tier", .string(tier)), ("status", .int(Int(entry.code))),
-            ("age", .int(Int(entry.age(at: now)))), ("ttl", .int(Int(entry.ttl(at: now).rounded(.down)))),
+            ("age", .int(Int.clamping(entry.age(at: now), to: .min ... .max))), ("ttl", .int(Int.clamping(entry.ttl(at: now), to: .min ... .max))),
             ("fresh", .bool(entry.isFresh(at: now))), ("stored_at", .string(Timestamp.iso8601(entry.responseTime))),
             ("size", .int(entry.size)), ("credentials", .bool(key.contains("#"))),
             ("headers", .object(entry.headers.map { ($0.name.rawName, .string(rule.header($0.name.rawName, $0.value))) })),

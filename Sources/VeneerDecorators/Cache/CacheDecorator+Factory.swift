@@ -11,6 +11,8 @@ extension CacheDecorator {
         summary: "shared HTTP cache: read-through GETs, write-through creates and updates, coalesced misses, stale-if-error",
         options: CacheOptions.docs,
         answersWithoutInner: true,
+        metrics: CacheMetrics.descriptions,
+        commands: [purgeCommand],
         decode: CacheOptions.decode,
         make: { options, inner, context in
             var persistent: (any KeyValueStore)?
@@ -31,7 +33,8 @@ extension CacheDecorator {
             context.admin.register("cache", endpoints: adminEndpoints) { request in
                 await admin(request, storage: storage, resources: resources, clock: clock)
             }
-            return CacheDecorator(inner: inner, options: options, storage: storage, keyedHeaders: context.passedForwardingHeaders)
+            return CacheDecorator(inner: inner, options: options, storage: storage, keyedHeaders: context.passedForwardingHeaders,
+                                  directives: context.requestDirectives, backgroundWork: context.backgroundWork)
         }
     )
 

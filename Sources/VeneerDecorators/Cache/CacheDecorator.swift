@@ -19,13 +19,22 @@ public struct CacheDecorator: ImmediateAnswering {
     /// Request headers a caller may set that the edge passes on (`pass_forwarding_headers`):
     /// an origin may reflect them, so they are part of the key.
     let keyedHeaders: [HTTPField.Name]
+    /// Request fields that address a decorator rather than the upstream (``BuildContext/requestDirectives``,
+    /// such as a fault decorator's): a request carrying one gets an answer of its own.
+    let directives: [HTTPField.Name]
+    /// Where a stale entry's refresh runs once its caller has the stale answer (the runtime's
+    /// drain waits for it).
+    let backgroundWork: any BackgroundWork
 
-    init(inner: any Handler, options: CacheOptions, storage: CacheStorage, keyedHeaders: [HTTPField.Name] = []) {
+    init(inner: any Handler, options: CacheOptions, storage: CacheStorage, keyedHeaders: [HTTPField.Name] = [],
+         directives: [HTTPField.Name] = [], backgroundWork: any BackgroundWork = DetachedWork()) {
         self.inner = inner
         self.options = options
         self.storage = storage
         self.clock = storage.clock
         self.keyedHeaders = keyedHeaders
+        self.directives = directives
+        self.backgroundWork = backgroundWork
     }
 
     /// A cache answers fresh hits by itself.
@@ -71,12 +80,12 @@ public struct CacheDecorator: ImmediateAnswering {
                 reason = "request"
             } else if entry.isFresh(at: now) {
                 storage.metrics.count("hit")
-                return .answer(hit(entry, request, range: range, now: now, status: "hit; ttl=\(Int(ttl.rounded(.down)))"))
+                return .answer(hit(entry, request, range: range, now: now, status: "hit; ttl=\(Int.clamping(ttl, to: .min ... .max))"))
             } else if !entry.noCache, !entry.mustRevalidate, entry.staleWhileRevalidate > 0, -ttl <= entry.staleWhileRevalidate {
                 storage.metrics.count("stale")
                 refreshInBackground(request, key: key, entry: entry)
                 return .answer(hit(entry, request, range: range, now: now,
-                                   status: "hit; ttl=\(Int(ttl.rounded(.down))); detail=stale-while-revalidate"))
+                                   status: "hit; ttl=\(Int.clamping(ttl, to: .min ... .max)); detail=stale-while-revalidate"))
             } else {
                 reason = "stale"
             }
@@ -95,9 +104,9 @@ public struct CacheDecorator: ImmediateAnswering {
         if request.method == .get, request.headers.contains(.range), stale?.isComplete != true {
             return try await forward(request, key: key, stale: stale, reason: reason).response
         }
-        // A request that asks for a fault (Veneer-Fault, for a fault decorator inside) goes on
-        // alone: others must not wait for its delay or share its failure.
-        if request.headers.contains(.veneerFault) {
+        // A request with a directive for a decorator inside (a fault asked for) goes on alone:
+        // others must not wait for what it asked for, or share its answer.
+        if directives.contains(where: { request.headers.contains($0) }) {
             return try await forward(request, key: key, stale: stale, reason: reason).response
         }
         for _ in 0..<3 {
@@ -124,7 +133,7 @@ public struct CacheDecorator: ImmediateAnswering {
                 let now = clock.now()
                 if let found = storage.memoryLookup(key, request: request.headers, range: range)?.entry, found.isComplete, found.isFresh(at: now) {
                     storage.metrics.count("hit")
-                    return hit(found, request, range: range, now: now, status: "hit; ttl=\(Int(found.ttl(at: now).rounded(.down)))")
+                    return hit(found, request, range: range, now: now, status: "hit; ttl=\(Int.clamping(found.ttl(at: now), to: .min ... .max))")
                 }
             case .notShared:
                 return try await forward(request, key: key, stale: stale, reason: reason).response
@@ -213,11 +222,13 @@ public struct CacheDecorator: ImmediateAnswering {
         let decorator = self
         let (flight, leader) = storage.join(key)
         guard leader else { return }
-        var request = request
-        request.record = RequestRecord()
+        var refresh = request
+        refresh.record = RequestRecord()
+        let request = refresh
         // The caller already has its (stale) answer; this refresh belongs to nobody, so it
-        // cannot be a child task of the request.
-        Task {
+        // cannot be a child task of the request: the chain's background work, which its
+        // generation's drain waits for.
+        backgroundWork.start {
             do {
                 let (_, stored) = try await decorator.forward(request, key: key, stale: entry, reason: "stale")
                 decorator.storage.finish(key, flight, stored.map { .shared($0) } ?? .notShared)
@@ -237,7 +248,7 @@ public struct CacheDecorator: ImmediateAnswering {
         guard !entry.mustRevalidate, !entry.noCache, entry.staleIfError > 0, -entry.ttl(at: now) <= entry.staleIfError else { return nil }
         storage.metrics.count("stale")
         return hit(entry, request, range: Self.range(of: request), now: now,
-                   status: "fwd=stale; fwd-status=\(status); ttl=\(Int(entry.ttl(at: now).rounded(.down))); detail=stale-if-error")
+                   status: "fwd=stale; fwd-status=\(status); ttl=\(Int.clamping(entry.ttl(at: now), to: .min ... .max)); detail=stale-if-error")
     }
 
     /// A response from a stored entry: `Age`, `Cache-Status`, 304 when the client's
@@ -247,7 +258,7 @@ public struct CacheDecorator: ImmediateAnswering {
         // after the stored fields, which stay shared with the entry.
         var response = ProxyResponse(status: entry.status, headers: entry.headers, body: entry.body)
         let cacheStatus = "veneer; " + status
-        response.headers.append(HTTPField(name: .age, value: String(Int(entry.age(at: now).rounded(.down)))))
+        response.headers.append(HTTPField(name: .age, value: String(Int.clamping(entry.age(at: now), to: .min ... .max))))
         response.headers.append(HTTPField(name: .cacheStatus, value: cacheStatus))
         request.record.noteCacheStatus(cacheStatus)
         if CachePolicy.clientValidatorsMatch(request.headers, entry) {
@@ -266,7 +277,13 @@ public struct CacheDecorator: ImmediateAnswering {
                let slice = entry.body.getSlice(at: entry.body.readerIndex + bytes.lowerBound - offset, length: bytes.count) {
                 response.status = .partialContent
                 response.body = slice
-                response.headers.append(HTTPField(name: .contentRange, value: "bytes \(bytes.lowerBound)-\(bytes.upperBound)/\(complete)"))
+                let contentRange = "bytes \(bytes.lowerBound)-\(bytes.upperBound)/\(complete)"
+                // Replaces any the stored 200 came with: this answer holds these bytes.
+                if response.headers.contains(.contentRange) {
+                    response.headers[.contentRange] = contentRange
+                } else {
+                    response.headers.append(HTTPField(name: .contentRange, value: contentRange))
+                }
             }
         }
         return response

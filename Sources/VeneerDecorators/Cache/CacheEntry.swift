@@ -201,7 +201,11 @@ extension CacheEntry {
               let flags = buffer.readInteger(as: UInt8.self).map(Flags.init(rawValue:)),
               let partFirst = buffer.readInteger(as: UInt64.self), let partComplete = buffer.readInteger(as: UInt64.self),
               partFirst < 1 << 40, partComplete < 1 << 40,
-              let headerCount = buffer.readInteger(as: UInt32.self), headerCount < 10_000 else { return nil }
+              let headerCount = buffer.readInteger(as: UInt32.self), headerCount < 10_000,
+              // A store may be shared, or damaged: times and ages that no date or sum can hold are refused.
+              [responseTime, initialAge, lifetime, staleIfError, staleWhileRevalidate].allSatisfy({ $0.isFinite && abs($0) < 1e12 }) else {
+            return nil
+        }
         var fields = HTTPFields()
         var headerBytes = 0
         for _ in 0..<headerCount {

@@ -59,6 +59,11 @@ public struct CacheOptions: Sendable, Hashable {
         OptionDoc("stale_while_revalidate", "duration", default: "0s", "serve a stale copy this long while refreshing it in the background"),
     ]
 
+    /// The longest freshness or staleness an option gives: a year, the `max-age` of
+    /// "immutable" answers on the web (31536000).
+    static let longest = Duration.days(365)
+    static let freshness = Bounded<Durations>(.zero ... longest)
+
     static func decode(_ mapping: ConfigMapping, site: ChainSite) -> CacheOptions? {
         var options = CacheOptions()
         let store = mapping.storeReference()
@@ -67,15 +72,14 @@ public struct CacheOptions: Sendable, Hashable {
         if let ttl = mapping["ttl"], case .scalar = ttl.node, ttl.scalarText() == "heuristic" {
             options.ttl = .heuristic
             mapping.note("ttl", .string("heuristic"))
-            options.heuristicMax = mapping.duration("heuristic_max", default: options.heuristicMax) ?? options.heuristicMax
-            if options.heuristicMax <= .zero { mapping.error("heuristic_max", "must be positive") }
+            options.heuristicMax = mapping.duration("heuristic_max", default: options.heuristicMax, in: .init(.seconds(1) ... Self.longest))
+                ?? options.heuristicMax
         } else {
-            let seconds = mapping.duration("ttl", default: .seconds(60)) ?? .seconds(60)
+            let seconds = mapping.duration("ttl", default: .seconds(60), in: Self.freshness) ?? .seconds(60)
             options.ttl = .duration(seconds)
-            if seconds < .zero { mapping.error("ttl", "must not be negative") }
             if mapping.contains("heuristic_max") { mapping.error("heuristic_max", "applies only with ttl: heuristic") }
         }
-        options.ttlOverride = mapping.duration("ttl_override")
+        options.ttlOverride = mapping.duration("ttl_override", in: Self.freshness)
         if mapping.contains("targeted_fields") {
             options.targetedFields = []
             for (index, value) in (mapping["targeted_fields"]?.list() ?? []).enumerated() {
@@ -95,15 +99,17 @@ public struct CacheOptions: Sendable, Hashable {
         }
         mapping.note("targeted_fields", .array(options.targetedFields.map { .string($0.rawName) }))
         options.maxEntries = mapping.int("max_entries", default: options.maxEntries, in: 1...100_000_000) ?? options.maxEntries
-        options.maxBytes = mapping.size("max_bytes", default: options.maxBytes) ?? options.maxBytes
-        options.maxEntrySize = mapping.size("max_entry_size", default: options.maxEntrySize) ?? options.maxEntrySize
-        options.minFree = mapping.size("min_free", default: options.minFree) ?? options.minFree
-        options.staleIfError = mapping.duration("stale_if_error", default: .zero) ?? .zero
-        options.staleWhileRevalidate = mapping.duration("stale_while_revalidate", default: .zero) ?? .zero
+        // A sqlite or postgres store holds more than memory could; an entry is held whole in
+        // memory as it is stored, and its length is kept in 32 bits.
+        options.maxBytes = mapping.size("max_bytes", default: options.maxBytes, in: .init(0...(1 << 40))) ?? options.maxBytes
+        options.maxEntrySize = mapping.size("max_entry_size", default: options.maxEntrySize, in: .init(0...(1 << 30))) ?? options.maxEntrySize
+        // A floor of free space on a disk: as large as a disk.
+        options.minFree = mapping.size("min_free", default: options.minFree, in: .init(0...(1 << 40))) ?? options.minFree
+        options.staleIfError = mapping.duration("stale_if_error", default: .zero, in: Self.freshness) ?? .zero
+        options.staleWhileRevalidate = mapping.duration("stale_while_revalidate", default: .zero, in: Self.freshness) ?? .zero
         if options.maxEntrySize > options.maxBytes {
             mapping.error("max_entry_size", "is larger than max_bytes (\(Units.format(bytes: options.maxBytes)))")
         }
-        if (options.ttlOverride ?? .zero) < .zero { mapping.error("ttl_override", "must not be negative") }
         return options
     }
 }

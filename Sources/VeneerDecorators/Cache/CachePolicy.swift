@@ -17,9 +17,11 @@ enum CachePolicy {
 
     /// Fields never stored: each answer gets its own (Age, Cache-Status, the X-Request-Id and
     /// the upstream's Server-Timing of the exchange that filled it), hop-by-hop ones, and
-    /// Veneer's own targeted field.
-    static let unstoredFields: [HTTPField.Name] = [.age, .cacheStatus, .connection, .xRequestID, .serverTiming, .veneerCacheControl,
-                                                   .contentRange]
+    /// Veneer's own targeted field. A stored part (206) keeps its range apart, not its
+    /// `Content-Range` (each hit says which bytes it answers); any other status keeps the
+    /// field as it came (RFC 9111 §3.1: a cache stores the header fields it received).
+    static let unstoredFields: [HTTPField.Name] = [.age, .cacheStatus, .connection, .xRequestID, .serverTiming, .veneerCacheControl]
+    static let unstoredFieldsOfParts = unstoredFields + [.contentRange]
 
     /// The entry to store for a response, or nil when it must not be stored.
     static func entry(status: HTTPResponse.Status, headers: ProxyHeaders, body: ByteBuffer, request: ProxyRequest,
@@ -79,7 +81,7 @@ enum CachePolicy {
         let apparentAge = max(0, responseTime.timeIntervalSince(date ?? responseTime))
         let ageValue = Double(CacheControl.age(headers[values: .age]) ?? 0)
         let correctedAge = ageValue + max(0, responseTime.timeIntervalSince(requestTime))
-        let stored = headers.sharedCopy(removing: unstoredFields)
+        let stored = headers.sharedCopy(removing: code == 206 ? unstoredFieldsOfParts : unstoredFields)
         let headerBytes = stored.textSize
         return CacheEntry(
             code: code, headers: stored, body: compact(body), responseTime: responseTime,

@@ -575,6 +575,14 @@ struct CacheMetrics: Sendable {
 
     static let results = ["hit", "miss", "stale", "revalidated", "bypass", "collapsed"]
 
+    /// The families, as `/-/metrics` describes them.
+    static let descriptions = [
+        MetricDescription("veneer_cache_requests_total", "Cache lookups, by cache and result."),
+        MetricDescription("veneer_cache_evictions_total", "Cache entries evicted, by cache and reason."),
+        MetricDescription("veneer_cache_entries", "Entries held by a cache."),
+        MetricDescription("veneer_cache_bytes", "Bytes held by a cache."),
+    ]
+
     init(label: String, factory: any MetricsFactory) {
         var results: [String: Counter] = [:]
         for result in Self.results {

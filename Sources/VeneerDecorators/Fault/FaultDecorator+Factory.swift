@@ -7,6 +7,7 @@ extension FaultDecorator {
         name: "fault",
         summary: "breaks requests on purpose: aborts (a status or a dropped connection) and delays, by percentage, route and method",
         options: FaultOptions.docs,
+        requestDirectives: [.veneerFault],
         decode: FaultOptions.decode,
         make: { options, inner, context in
             FaultDecorator(inner: inner, options: options, random: FaultRandom(seed: options.seed), clock: context.clock)

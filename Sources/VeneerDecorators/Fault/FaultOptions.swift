@@ -100,6 +100,9 @@ public struct FaultOptions: Sendable, Hashable {
     ]
 
     static let methodNames = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+    /// A configured delay holds a request (and its connection) that long: at most an hour.
+    static let delayBounds = Bounded<Durations>(.zero ... .seconds(3600))
+
 
     static func decode(_ mapping: ConfigMapping, site: ChainSite) -> FaultOptions? {
         var options = FaultOptions()
@@ -107,11 +110,9 @@ public struct FaultOptions: Sendable, Hashable {
             let status = abort.required("status").flatMap { value -> Abort? in
                 guard let text = value.scalarText("a status or drop") else { return nil }
                 if text == "drop" { return .drop }
-                guard let code = Int(text), (400...599).contains(code) else {
-                    value.error("\"\(text)\" is not a status from 400 to 599 or drop")
-                    return nil
-                }
-                return .status(code)
+                guard case .malformed = Counts.read(text.trimmingSpaces) else { return value.int(in: 400...599).map(Abort.status) }
+                value.error("\"\(text)\" is not a status from 400 to 599 or drop")
+                return nil
             }
             let scope = decodeScope(abort)
             if let status {
@@ -125,12 +126,12 @@ public struct FaultOptions: Sendable, Hashable {
             if let value = delay.required("duration") {
                 if case .sequence = value.node {
                     let items = value.list() ?? []
-                    if items.count == 2, let low = items[0].duration(), let high = items[1].duration() {
+                    if items.count == 2, let low = items[0].duration(in: Self.delayBounds), let high = items[1].duration(in: Self.delayBounds) {
                         if low <= high { bounds = (low, high) } else { value.error("the range must go from the shorter to the longer delay") }
                     } else if items.count != 2 {
                         value.error("a range is two durations, e.g. [100ms, 2s]")
                     }
-                } else if let fixed = value.duration() {
+                } else if let fixed = value.duration(in: Self.delayBounds) {
                     bounds = (fixed, fixed)
                 }
             }
@@ -161,17 +162,8 @@ public struct FaultOptions: Sendable, Hashable {
 
     static func decodeScope(_ mapping: ConfigMapping) -> Scope {
         var scope = Scope()
-        if let value = mapping["percent"] {
-            if var text = value.scalarText("a percentage")?.trimmingSpaces {
-                if text.hasSuffix("%") { text.removeLast() }
-                if let percent = Double(text), (0...100).contains(percent) {
-                    scope.percent = percent
-                } else {
-                    value.error("must be a number from 0 to 100")
-                }
-            }
-        }
-        mapping.note("percent", .number(scope.percent == scope.percent.rounded() ? String(Int(scope.percent)) : String(scope.percent)))
+        if let percent = mapping["percent"]?.percentage(in: .init(0...100)) { scope.percent = percent }
+        mapping.note("percent", .number(Percentages.format(scope.percent)))
         for item in mapping["methods"]?.list() ?? [] {
             guard let method = item.string()?.uppercased() else { continue }
             if methodNames.contains(method) { scope.methods.insert(method) } else {

@@ -34,12 +34,12 @@ public struct FaultPlan: Sendable, Equatable {
             let value = String(pair[1].trimmingSpaces)
             switch pair[0].trimmingSpaces {
             case "status":
-                guard let code = Int(value), (400...599).contains(code) else { throw Self.malformed(header) }
+                guard let code = Self.statusBounds.value(value) else { throw Self.malformed(header) }
                 abort = .status(code)
             case "delay":
                 // Bounded: any local caller may send the header, and a delay holds a request
                 // (and its connection) that long.
-                guard let duration = Units.duration(value), duration <= Self.maxHeaderDelay else { throw Self.malformed(header) }
+                guard let duration = Self.delayBounds.value(value) else { throw Self.malformed(header) }
                 delay = duration
             default:
                 throw Self.malformed(header)
@@ -48,8 +48,10 @@ public struct FaultPlan: Sendable, Equatable {
         if delay == nil, abort == nil { throw Self.malformed(header) }
     }
 
-    /// The longest delay a `Veneer-Fault` header may ask for.
-    public static let maxHeaderDelay = Duration.seconds(60)
+    /// The delays a `Veneer-Fault` header may ask for: at most a minute.
+    public static let delayBounds = Bounded<Durations>(.zero ... .seconds(60))
+    /// The statuses a `Veneer-Fault` header may ask for.
+    public static let statusBounds = Bounded<Counts>(400...599)
 
     static func malformed(_ header: String) -> ProxyError {
         .badRequest("Veneer-Fault takes status=400..599, delay=DURATION (at most 60s) and drop, separated by commas.")

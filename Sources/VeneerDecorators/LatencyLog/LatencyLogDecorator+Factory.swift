@@ -7,6 +7,7 @@ extension LatencyLogDecorator {
         name: "latency_log",
         summary: "times everything inside it; one JSON line per request, a histogram, a slow flag",
         options: LatencyLogOptions.docs,
+        metrics: [MetricDescription("veneer_request_duration_seconds", "Time spent inside a latency_log decorator, by label, method, route and status.")],
         decode: LatencyLogOptions.decode,
         make: { options, inner, context in
             let sink: any LogLineSink

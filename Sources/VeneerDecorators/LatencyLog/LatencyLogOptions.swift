@@ -27,13 +27,14 @@ public struct LatencyLogOptions: Sendable, Hashable {
         let label = mapping.string("label", default: String(site.index)) ?? String(site.index)
         var slow: Duration?
         if let value = mapping["slow"], value.scalarText() != "off" {
-            slow = mapping.duration("slow")
-            if let slow, slow <= .zero { mapping.error("slow", "must be more than 0s (or off)") }
+            slow = mapping.duration("slow", in: .init(.milliseconds(1) ... .seconds(3600)))
         } else {
             mapping.note("slow", .string("off"))
         }
         let file = mapping.filePath("file")
         if file == nil { mapping.note("file", .string("stdout")) }
+        // What the chain's build would refuse (veneer run exits 78), told by veneer check too.
+        if let file, let problem = FileCheck.openProblem(file, folders: .all) { mapping.error("file", "cannot open \(file): \(problem)") }
         return LatencyLogOptions(label: label, slow: slow, file: file)
     }
 }

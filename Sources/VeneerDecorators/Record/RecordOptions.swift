@@ -34,13 +34,16 @@ public struct RecordOptions: Sendable, Hashable {
 
     static func decode(_ mapping: ConfigMapping, site: ChainSite) -> RecordOptions? {
         let file = mapping.filePath("file", required: true)
-        let maxBody = mapping.size("max_body", default: 64 << 10) ?? 64 << 10
-        let maxFileSize = mapping.size("max_file_size", default: 50 << 20) ?? 50 << 20
+        // No body over 1GB passes (limits.request_body, limits.response_body); a file past 1GB
+        // is more than devtools, or replay, which reads a file whole, would load.
+        let maxBody = mapping.size("max_body", default: 64 << 10, in: .init(0...(1 << 30))) ?? 64 << 10
+        let maxFileSize = mapping.size("max_file_size", default: 50 << 20, in: .init((64 << 10)...(1 << 30))) ?? 50 << 20
         let keep = mapping.int("keep", default: 5, in: 0...1000) ?? 5
         let redact = mapping.stringList("redact_headers")
-        if maxFileSize < 64 << 10 { mapping.error("max_file_size", "must be at least 64KB") }
         if let file, !file.hasSuffix(".har") { mapping.error("file", "must end in .har (what devtools, Charles and Proxyman import)") }
         guard let file else { return nil }
+        // What the chain's build would refuse (veneer run exits 78), told by veneer check too.
+        if let problem = FileCheck.openProblem(file, folders: .all, reading: true) { mapping.error("file", "cannot open \(file): \(problem)") }
         return RecordOptions(file: file, maxBody: maxBody, maxFileSize: maxFileSize, keep: keep, redactHeaders: Set(redact.map { $0.lowercased() }))
     }
 }

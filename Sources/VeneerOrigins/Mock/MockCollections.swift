@@ -22,7 +22,8 @@ final class MockCollections: Sendable {
                 if collection.items[id] == nil { collection.order.append(id) }
                 collection.items[id] = item
                 collection.versions[id] = 1
-                if let number = Int(id), number >= collection.nextID { collection.nextID = number + 1 }
+                // A seeded id as large as an Int holds leaves no next one: creating then conflicts.
+                if let number = Int(id), number >= collection.nextID { collection.nextID = number == .max ? .max : number + 1 }
             }
             collections[name] = collection
         }
@@ -63,10 +64,13 @@ final class MockCollections: Sendable {
                 id = given
                 idValue = .string(given)
             } else {
-                while collection.items[String(collection.nextID)] != nil { collection.nextID += 1 }
+                while collection.items[String(collection.nextID)] != nil {
+                    guard collection.nextID < .max else { return nil }
+                    collection.nextID += 1
+                }
                 id = String(collection.nextID)
                 idValue = resource.hasIntegerIDs ? .int(collection.nextID) : .string(id)
-                collection.nextID += 1
+                if collection.nextID < .max { collection.nextID += 1 }
             }
             guard collection.items[id] == nil else { return nil }
             let stored = MockCollections.withID(item, idValue)

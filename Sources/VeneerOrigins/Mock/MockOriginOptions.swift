@@ -40,7 +40,7 @@ public struct MockOriginOptions: Sendable {
     /// reports a broken seed with the line of the `seed` key.
     static func decode(_ mapping: ConfigMapping) -> MockOriginOptions? {
         var options = MockOriginOptions()
-        options.latency = mapping.duration("latency", default: .zero) ?? .zero
+        options.latency = mapping.duration("latency", default: .zero, in: .init(.zero ... .seconds(3600))) ?? .zero
         options.sample = mapping.bool("sample", default: false)
         if options.sample {
             if mapping["seed"] != nil { mapping.error("sample", "give either 'seed' or 'sample', not both") }

@@ -15,15 +15,20 @@ public struct UpstreamOrigin: CallbackAnswering {
     let clock: any VeneerClock
     /// Where the time each request took goes (`veneer_upstream_request_duration_seconds`).
     let durations: CoreMetrics.Timer?
+    /// Request fields addressed to decorators (``BuildContext/requestDirectives``): never the
+    /// upstream's business, whether or not the chain has the decorator to take them off.
+    let directives: [HTTPField.Name]
 
-    /// Creates an upstream origin that sends through `transport`.
+    /// Creates an upstream origin that sends through `transport`; `directives` are the
+    /// request fields it never passes on (``BuildContext/requestDirectives``).
     public init(options: UpstreamOriginOptions, transport: any HTTPTransport, maxResponseBodySize: Int = 16 << 20,
-                clock: any VeneerClock = SystemClock(), durations: CoreMetrics.Timer? = nil) {
+                clock: any VeneerClock = SystemClock(), durations: CoreMetrics.Timer? = nil, directives: [HTTPField.Name] = []) {
         self.options = options
         self.transport = transport
         self.maxResponseBodySize = maxResponseBodySize
         self.clock = clock
         self.durations = durations
+        self.directives = directives
     }
 
     /// Forwards the request; the time it took goes into the request's record.
@@ -58,9 +63,7 @@ public struct UpstreamOrigin: CallbackAnswering {
     /// The request as it goes to the upstream.
     func outbound(_ request: ProxyRequest) -> OutboundRequest {
         var headers = request.headers
-        // Veneer's own request header, for a fault decorator: never the upstream's business,
-        // whether or not the chain has a fault decorator to take it off.
-        headers[Self.veneerFault] = nil
+        for directive in directives { headers[directive] = nil }
         if let client = request.client {
             let address = client.unmapped.description
             if let existing = headers[.xForwardedFor], !existing.isEmpty {
@@ -78,8 +81,6 @@ public struct UpstreamOrigin: CallbackAnswering {
             timeout: options.timeout,
             maxResponseBodySize: maxResponseBodySize)
     }
-
-    static let veneerFault = HTTPField.Name("Veneer-Fault")!
 
     /// Prefix, path and query, built in one string.
     static func target(_ basePath: String, _ request: ProxyRequest) -> String {

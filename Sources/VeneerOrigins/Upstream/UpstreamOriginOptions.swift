@@ -28,8 +28,8 @@ public struct UpstreamOriginOptions: Sendable {
     static func decode(_ mapping: ConfigMapping) -> UpstreamOriginOptions? {
         let urlValue = mapping.required("url")
         let url = mapping.string("url")
-        let timeout = mapping.duration("timeout", default: .seconds(10)) ?? .seconds(10)
-        let connectTimeout = mapping.duration("connect_timeout", default: .seconds(2)) ?? .seconds(2)
+        let timeout = mapping.duration("timeout", default: .seconds(10), in: .init(.milliseconds(1) ... .seconds(3600))) ?? .seconds(10)
+        let connectTimeout = mapping.duration("connect_timeout", default: .seconds(2), in: .init(.milliseconds(1) ... .seconds(600))) ?? .seconds(2)
         var connections: Int?
         if mapping["connections"]?.scalarText() == "auto" {
             mapping.note("connections", .string("auto"))
@@ -37,8 +37,6 @@ public struct UpstreamOriginOptions: Sendable {
             connections = mapping.int("connections", in: 1...4096)
             if connections == nil { mapping.note("connections", .string("auto")) }
         }
-        if timeout <= .zero { mapping.error("timeout", "must be more than 0s") }
-        if connectTimeout <= .zero { mapping.error("connect_timeout", "must be more than 0s") }
         guard let url else { return nil }
         guard let endpoint = Endpoint(url: url) else {
             urlValue?.error("\"\(url)\" is not an upstream URL (use http(s)://host[:port][/prefix], without query or credentials)")
@@ -55,11 +53,13 @@ extension UpstreamOrigin {
         name: "upstream",
         summary: "forwards to the real API over HTTP(S) with a shared connection pool",
         options: UpstreamOriginOptions.docs,
+        metrics: [MetricDescription("veneer_upstream_request_duration_seconds", "Time the upstream origin took to answer, retries included.")],
         decode: UpstreamOriginOptions.decode,
         make: { options, context in
             UpstreamOrigin(options: options, transport: context.transports.transport(options.transport),
                            maxResponseBodySize: context.limits.responseBody, clock: context.clock,
-                           durations: CoreMetrics.Timer(label: "veneer_upstream_request_duration_seconds", factory: context.metrics))
+                           durations: CoreMetrics.Timer(label: "veneer_upstream_request_duration_seconds", factory: context.metrics),
+                           directives: context.requestDirectives)
         }
     )
 }

@@ -25,6 +25,8 @@ final class UpstreamLoopPool {
     private var state: StateMachine
     private var deadlineSweep: Scheduled<Void>?
     private var idleSweep: Scheduled<Void>?
+    /// The backoff timers of failed connects, by the slot whose room they hold.
+    private var backoffs: [StateMachine.ConnectionID: Scheduled<Void>] = [:]
 
     /// `limit` connections per peer; idle ones close after about `idleTimeout` (rounded up to
     /// the idle sweep's interval).
@@ -61,6 +63,8 @@ final class UpstreamLoopPool {
         deadlineSweep = nil
         idleSweep?.cancel()
         idleSweep = nil
+        for timer in backoffs.values { timer.cancel() }
+        backoffs.removeAll()
         let sweep = state.shutdown()
         var closing: [EventLoopFuture<Void>] = []
         for connection in sweep.close {
@@ -105,6 +109,8 @@ final class UpstreamLoopPool {
             connect(id, host: host, port: port, deadline: deadline)
         case .close(let connection):
             connection.close()
+        case .backOff(let id, let delay):
+            scheduleBackoff(id, delay)
         }
         switch action.request {
         case .none:
@@ -150,6 +156,17 @@ final class UpstreamLoopPool {
             if case ChannelError.connectTimeout? = error as? ChannelError { timedOut = true }
             (timedOut ? metrics.connectTimedOut : metrics.connectRefused).increment()
             perform(state.connectionFailed(id, timedOut: timedOut))
+        }
+    }
+
+    /// Ends slot `id`'s backoff after `delay`, give or take 3% (AsyncHTTPClient's jitter: the
+    /// loops' pools that failed together do not all try again at the same instant).
+    private func scheduleBackoff(_ id: StateMachine.ConnectionID, _ delay: TimeAmount) {
+        let jitter = delay.nanoseconds / 100 * 3
+        let jittered = delay + .nanoseconds(Int64.random(in: -jitter...jitter))
+        backoffs[id] = eventLoop.assumeIsolated().scheduleTask(in: jittered) {
+            self.backoffs[id] = nil
+            self.perform(self.state.backoffEnded(id))
         }
     }
 

@@ -21,6 +21,15 @@ import NIOCore
 ///
 /// A connection is named by a ``ConnectionID``: its slot and the slot's generation, so an
 /// event about a connection long closed never reaches the one that reuses its slot.
+///
+/// A connect that fails backs off, as AsyncHTTPClient's pool does: its request fails (at once,
+/// as before), and the room it took stays taken for ``backoff(afterFailures:)`` (100 ms,
+/// a quarter more for each failure in a row, at most 2 s) before a waiting request may open
+/// a connection in it, so that an upstream that refuses or times out is not asked again by
+/// every waiting request in turn. A connection that opens ends the run of failures. While
+/// every connection of a peer is backing off, a request that would have to wait fails at
+/// once with the last connect failure (never sent), as nginx answers when no upstream is
+/// live: it would only wait for a connect to an upstream that just failed one.
 struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
     /// A connection's slot in the pool and which use of that slot it is.
     struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
@@ -58,6 +67,8 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         case create(ConnectionID, host: String, port: Int, deadline: NIODeadline)
         /// Close it (the pool gave up on it).
         case close(Connection)
+        /// Slot `ConnectionID`'s connect failed: report ``backoffEnded(_:)`` after `delay`.
+        case backOff(ConnectionID, delay: TimeAmount)
     }
 
     /// Which sweep to start ticking.
@@ -101,6 +112,8 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         case busy(Connection, Entry, reused: Bool)
         /// Being closed: it still counts against the limit until its close is reported.
         case closing
+        /// Its connect failed: it still counts against the limit until its backoff ends.
+        case backingOff
     }
 
     private struct Slot {
@@ -115,8 +128,13 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         /// Slots of idle connections; the most recently used last (reused first, so that the
         /// others can age out).
         var idle: [Int] = []
-        /// Connections opening, idle, busy or closing.
+        /// Connections opening, idle, busy, closing or backing off.
         var open = 0
+        /// Of those, the ones backing off after a failed connect.
+        var backingOff = 0
+        /// Connects that failed in a row (a connection that opens resets it), and how the last one failed.
+        var connectFailures = 0
+        var lastConnectFailure = UpstreamFailure.unreachable
         var waiting = Deque<Entry>()
     }
 
@@ -156,8 +174,8 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         guard case .running = lifecycle else {
             return Action(request: .fail(request, .shuttingDown, neverSent: true))
         }
-        var action = Action(connection: dispatch(Entry(request: request, deadline: deadline, mayRetry: retryable), peer: peer(host, port)))
-        if case .stopped = deadlineSweep {
+        var action = dispatch(Entry(request: request, deadline: deadline, mayRetry: retryable), peer: peer(host, port))
+        if case .none = action.request, case .stopped = deadlineSweep {
             deadlineSweep = .ticking
             action.timer = .startDeadlineSweep
         }
@@ -167,6 +185,7 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
     /// The connection of slot `id` is open.
     mutating func connectionEstablished(_ id: ConnectionID, _ connection: Connection) -> Action {
         guard isCurrent(id), case .connecting(let entry) = slots[id.index].state else { return Action(connection: .close(connection)) }
+        peers[slots[id.index].peer].connectFailures = 0
         guard case .running = lifecycle else {
             slots[id.index].state = .closing
             return Action(request: entry.map { .fail($0.request, .shuttingDown, neverSent: !$0.mayHaveBeenSent) } ?? .none,
@@ -186,14 +205,43 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         return action
     }
 
-    /// The connection of slot `id` could not be opened.
+    /// The connection of slot `id` could not be opened: its request fails, and its room stays
+    /// taken until the backoff ends (``backoffEnded(_:)``).
     mutating func connectionFailed(_ id: ConnectionID, timedOut: Bool) -> Action {
         guard isCurrent(id), case .connecting(let entry) = slots[id.index].state else { return Action() }
         let peer = slots[id.index].peer
-        freeSlot(id.index)
-        var action = Action(connection: serveWaiting(peer))
-        if let entry { action.request = .fail(entry.request, timedOut ? .connectTimedOut : .unreachable, neverSent: !entry.mayHaveBeenSent) }
+        let failure: UpstreamFailure = timedOut ? .connectTimedOut : .unreachable
+        var action = Action()
+        if let entry { action.request = .fail(entry.request, failure, neverSent: !entry.mayHaveBeenSent) }
+        guard case .running = lifecycle else {
+            freeSlot(id.index)
+            return action
+        }
+        peers[peer].connectFailures += 1
+        peers[peer].lastConnectFailure = failure
+        peers[peer].backingOff += 1
+        slots[id.index].state = .backingOff
+        action.connection = .backOff(id, delay: Self.backoff(afterFailures: peers[peer].connectFailures))
         return action
+    }
+
+    /// The backoff of slot `id` ended: its room goes to the first waiting request's own
+    /// connection, or is free.
+    mutating func backoffEnded(_ id: ConnectionID) -> Action {
+        guard isCurrent(id), case .backingOff = slots[id.index].state else { return Action() }
+        let peer = slots[id.index].peer
+        freeSlot(id.index)
+        return Action(connection: serveWaiting(peer))
+    }
+
+    /// How long the room of a failed connect stays taken, after `failures` failed in a row:
+    /// 100 ms × 1.25^(failures − 1), at most 2 s (AsyncHTTPClient's curve, whose 60 s cap
+    /// would leave a local upstream that came back unused for a minute).
+    static func backoff(afterFailures failures: Int) -> TimeAmount {
+        let cap = 2_000_000_000.0
+        var nanoseconds = 100_000_000.0
+        for _ in 1..<max(1, failures) where nanoseconds < cap { nanoseconds *= 1.25 }
+        return .nanoseconds(Int64(min(nanoseconds, cap)))
     }
 
     /// A whole response arrived on connection `id`; `keepAlive` when the connection may carry
@@ -235,8 +283,8 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
             return Action(request: .fail(entry.request, .closedWithoutAnswer, neverSent: !entry.mayHaveBeenSent))
         }
         if requestSent { entry.mayRetry = false }
-        var action = Action(connection: dispatch(entry, peer: peer))
-        action.retried = true
+        var action = dispatch(entry, peer: peer)
+        if case .none = action.request { action.retried = true }
         return action
     }
 
@@ -247,7 +295,7 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         let peer = slots[id.index].peer
         var action = Action()
         switch slots[id.index].state {
-        case .free, .connecting:
+        case .free, .connecting, .backingOff:
             // Reported only for connections that were established.
             return action
         case .idle:
@@ -323,7 +371,7 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
                 } else {
                     holding = true
                 }
-            case .free, .connecting(nil), .idle, .closing:
+            case .free, .connecting(nil), .idle, .closing, .backingOff:
                 continue
             }
         }
@@ -352,7 +400,7 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
                 sweep.close.append(connection)
             case .idle, .busy:
                 watching = true
-            case .free, .connecting, .closing:
+            case .free, .connecting, .closing, .backingOff:
                 continue
             }
         }
@@ -389,6 +437,9 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
                 slots[index].state = .closing
                 sweep.failed.append((entry.request, .shuttingDown, neverSent: false))
                 sweep.close.append(connection)
+            case .backingOff:
+                // Its timer finds the slot free (a new generation): nothing.
+                freeSlot(index)
             case .free, .connecting(nil), .closing:
                 continue
             }
@@ -398,10 +449,11 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
 
     // MARK: - Inspection (tests, and metrics later)
 
-    /// Connections per peer (opening, idle, busy or closing), idle ones, and waiting requests.
-    func counts(host: String, port: Int) -> (open: Int, idle: Int, waiting: Int) {
-        guard let peer = peers.firstIndex(where: { $0.port == port && $0.host == host }) else { return (0, 0, 0) }
-        return (peers[peer].open, peers[peer].idle.count, peers[peer].waiting.count)
+    /// Connections per peer (opening, idle, busy, closing or backing off), idle ones, those
+    /// backing off, and waiting requests.
+    func counts(host: String, port: Int) -> (open: Int, idle: Int, backingOff: Int, waiting: Int) {
+        guard let peer = peers.firstIndex(where: { $0.port == port && $0.host == host }) else { return (0, 0, 0, 0) }
+        return (peers[peer].open, peers[peer].idle.count, peers[peer].backingOff, peers[peer].waiting.count)
     }
 
     // MARK: - Helpers
@@ -416,18 +468,23 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         id.index < slots.count && slots[id.index].generation == id.generation
     }
 
-    /// An idle connection, else a new one, else the queue.
-    private mutating func dispatch(_ entry: Entry, peer: Int) -> ConnectionAction {
+    /// An idle connection, else a new one, else the queue; or, while every connection of the
+    /// peer backs off, the failure of the last connect.
+    private mutating func dispatch(_ entry: Entry, peer: Int) -> Action {
         if let index = peers[peer].idle.popLast() {
             guard case .idle(let connection, _) = slots[index].state else {
                 preconditionFailure("An upstream connection listed as idle is \(slots[index].state).")
             }
             slots[index].state = .busy(connection, entry, reused: true)
-            return .run(entry.request, on: connection)
+            return Action(connection: .run(entry.request, on: connection))
         }
-        if peers[peer].open < limit { return create(for: entry, peer: peer) }
+        if peers[peer].open < limit { return Action(connection: create(for: entry, peer: peer)) }
+        if peers[peer].backingOff == peers[peer].open {
+            // No connection could take it before a backoff ends: the upstream just failed a connect.
+            return Action(request: .fail(entry.request, peers[peer].lastConnectFailure, neverSent: !entry.mayHaveBeenSent))
+        }
         peers[peer].waiting.append(entry)
-        return .none
+        return Action()
     }
 
     /// Slot `index`'s connection is free: the next waiting request gets it, or it idles.
@@ -464,6 +521,7 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
     }
 
     private mutating func freeSlot(_ index: Int) {
+        if case .backingOff = slots[index].state { peers[slots[index].peer].backingOff -= 1 }
         peers[slots[index].peer].open -= 1
         slots[index].state = .free
         slots[index].generation &+= 1

@@ -1,0 +1,7 @@
+import VeneerFuzzing
+
+// libFuzzer's entry; its main() runs the fuzzing loop (make fuzz, README "Fuzzing").
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOneInput(_ start: UnsafeRawPointer?, _ count: Int) -> Int32 {
+    FuzzTarget.quantities.fuzz(start, count)
+}
