@@ -43,8 +43,9 @@ struct DaemonTests {
         #expect(try await RawHTTP.request(port: port, "GET", "/posts").status == 200)
 
         process.signal(SIGTERM)
-        #expect(await process.wait() == 0)
-        #expect(socket.messages.contains { $0.hasPrefix("STOPPING=1") })
+        let status = await process.wait()
+        #expect(status == 0, "\(process.stderr.suffix(4000))")
+        #expect(socket.messages.contains { $0.hasPrefix("STOPPING=1") }, "\(socket.messages.suffix(10))")
     }
 
     @Test("without NOTIFY_SOCKET nothing is sent and nothing fails")
