@@ -87,7 +87,7 @@ struct GenerationLeaseTests {
         let entered = Signals<Void>()
         let slow = FixedChain([RecordingHandler { _ in
             entered.send(())
-            try await Task.sleep(for: .seconds(600))
+            try await Task.sleep(for: .seconds(600))  // a request that never ends: its task is cancelled below
             return .json(.ok, ByteBuffer(string: "{}"))
         }])
         let edge = ProxyEdge.serving(slow)
