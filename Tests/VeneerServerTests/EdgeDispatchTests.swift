@@ -96,7 +96,7 @@ struct EdgeDispatchTests {
         #expect(dispatch(.head, "events") == "streamed head, 0 lease, r-a")
         #expect(dispatch(.get, "health") == "waiting r-a, 1 lease")
         #expect(dispatch(.post, "events") == "waiting r-a, 1 lease")
-        try await AdminStreamTests.eventually("the streams were stopped") { edge.streams.count == 0 }
+        try await eventually("the streams were stopped") { edge.streams.count == 0 }
         for _ in 0..<edge.streams.limit { #expect(edge.streams.take()) }
         #expect(dispatch(.get, "events") == "answered 503")
         #expect(chain.current.requestsInFlight == 0)

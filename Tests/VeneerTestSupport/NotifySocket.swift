@@ -18,14 +18,15 @@ public final class NotifySocket: Sendable {
     /// Binds a new socket under `directory`.
     public init(directory: String) throws {
         path = directory + "/notify.sock"
-        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EIO) }
+        let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw POSIXError(.EIO) }
+        fd = descriptor
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
         withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
         let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         guard result == 0 else {
             close(fd)
@@ -35,17 +36,17 @@ public final class NotifySocket: Sendable {
         // waits on is no way to stop it).
         var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let (fd, inbox) = (fd, inbox)
+        let inbox = inbox
         Thread.detachNewThread {
             var buffer = [UInt8](repeating: 0, count: 4096)
             while inbox.state.withLock({ $0.reading }) {
-                let count = recv(fd, &buffer, buffer.count, 0)
+                let count = recv(descriptor, &buffer, buffer.count, 0)
                 if count > 0 {
                     let text = String(decoding: buffer[0..<count], as: UTF8.self)
                     inbox.state.withLock { $0.messages.append(text) }
                 }
             }
-            close(fd)
+            close(descriptor)
         }
     }
 
