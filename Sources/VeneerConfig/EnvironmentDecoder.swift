@@ -231,12 +231,12 @@ extension ConfigDocument {
 
     /// `allowed_hosts` (`name`, `name:port`, `[v6]:port`) and `allowed_origins`
     /// (`scheme://host[:port]`, no path): what the edge answers for besides its own names.
-    func decodeAccess(_ environment: ConfigMapping) -> ([EdgeAccess.HostPattern], [String]) {
-        var hosts: [EdgeAccess.HostPattern] = []
+    func decodeAccess(_ environment: ConfigMapping) -> ([String], [String]) {
+        var hosts: [String] = []
         for item in environment["allowed_hosts"]?.list() ?? [] {
             guard let text = item.string() else { continue }
-            if let pattern = EdgeAccess.HostPattern(text), !["0.0.0.0", "[::]"].contains(pattern.host) {
-                hosts.append(pattern)
+            if let (host, port) = AuthoritySyntax.hostPattern(text), !["0.0.0.0", "[::]"].contains(host) {
+                hosts.append(port.map { "\(host):\($0)" } ?? host)
             } else {
                 item.error("\(quoted(text)) is not a host name (use e.g. veneer.example.lan or veneer.example.lan:8080; no wildcards)")
             }
@@ -244,7 +244,7 @@ extension ConfigDocument {
         var origins: [String] = []
         for item in environment["allowed_origins"]?.list() ?? [] {
             guard let text = item.string() else { continue }
-            if EdgeAccess.isOrigin(text) {
+            if AuthoritySyntax.normalizedOrigin(text) != nil {
                 origins.append(text)
             } else {
                 item.error("\(quoted(text)) is not an origin (use e.g. http://localhost:3000: scheme, host and port, no path; no wildcards)")

@@ -190,8 +190,9 @@ public struct EnvironmentSpec: Sendable {
     public let origin: OriginSpec
     /// The decorators, outermost first.
     public let chain: [DecoratorSpec]
-    /// `allowed_hosts`: Host names answered for besides the listener's own.
-    public var allowedHosts: [EdgeAccess.HostPattern] = []
+    /// `allowed_hosts`: Host names answered for besides the listener's own (`name`,
+    /// `name:port`, `[v6]:port`, in lower case).
+    public var allowedHosts: [String] = []
     /// `allowed_origins`: web origins whose pages may call the posts API (with CORS).
     public var allowedOrigins: [String] = []
     /// `pass_forwarding_headers`: forwarding headers passed on from callers (and keyed by the cache).
@@ -200,11 +201,6 @@ public struct EnvironmentSpec: Sendable {
     /// per decorator that acted and the origin (off by default: it tells callers about the chain).
     public var trace = false
 
-    /// What the edge checks of Host and Origin.
-    public var access: EdgeAccess {
-        EdgeAccess(listenHost: listen.host, adminListenHost: adminListen?.host, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins)
-    }
-
     /// Why the listen addresses cannot serve as they are (see ``listenProblem(_:allowedHosts:)``).
     public var listenProblems: [String] {
         [listen, adminListen].compactMap { $0 }.compactMap { Self.listenProblem($0, allowedHosts: allowedHosts) }
@@ -212,10 +208,18 @@ public struct EnvironmentSpec: Sendable {
 
     /// Why `address` cannot serve without `allowed_hosts`: a wildcard or a non-loopback address
     /// is reached by names only the operator knows, and a Host Veneer does not know gets 421.
-    public static func listenProblem(_ address: ListenAddress, allowedHosts: [EdgeAccess.HostPattern]) -> String? {
-        guard allowedHosts.isEmpty, EdgeAccess.needsAllowedHosts(address.host) else { return nil }
+    public static func listenProblem(_ address: ListenAddress, allowedHosts: [String]) -> String? {
+        guard allowedHosts.isEmpty, needsAllowedHosts(address.host) else { return nil }
         return "\(address) is reached by names Veneer cannot know (a wildcard or a non-loopback address): list them in "
             + "allowed_hosts (e.g. allowed_hosts: [veneer.example.lan]); requests naming any other Host get 421"
+    }
+
+    /// Whether a `listen` host needs `allowed_hosts` (a wildcard, or not loopback): the
+    /// names such a listener is reached by are the operator's to list.
+    public static func needsAllowedHosts(_ host: String) -> Bool {
+        if host.lowercased() == "localhost" { return false }
+        guard let address = ClientAddress(host) else { return true }
+        return !address.isLoopback
     }
 
     /// The resolved environment as JSON (secrets redacted): what `veneer chain --json` prints.
@@ -236,7 +240,7 @@ public struct EnvironmentSpec: Sendable {
                 ("pipeline_depth", .int(limits.pipelineDepth)),
                 ("connections", .int(limits.connections)),
             ])),
-            ("allowed_hosts", .array(allowedHosts.map { .string($0.description) })),
+            ("allowed_hosts", .array(allowedHosts.map(JSONValue.string))),
             ("allowed_origins", .array(allowedOrigins.map { .string($0) })),
             ("pass_forwarding_headers", .array(passForwardingHeaders.map { .string($0) })),
             ("drain_timeout", .string(Units.format(drainTimeout))),

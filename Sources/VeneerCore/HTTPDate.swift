@@ -31,8 +31,13 @@ enum CivilDate {
     }
 }
 
-/// HTTP dates (RFC 9110 §5.6.7): IMF-fixdate out; IMF-fixdate, RFC 850 and asctime in.
-public enum HTTPDate {
+/// HTTP dates (RFC 9110 §5.6.7): IMF-fixdate out (the server's `Date`); IMF-fixdate, RFC 850
+/// and asctime in (the cache's `Date`, `Expires`, `Last-Modified`, `If-Modified-Since`).
+///
+/// Package-level: its two users, the server and the cache, have no module in common below
+/// them but this one, and both directions of the grammar stay together (the `cache-headers`
+/// fuzz target checks that they agree). It is no part of the contract a decorator sees.
+package enum HTTPDate {
     static let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
     static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 

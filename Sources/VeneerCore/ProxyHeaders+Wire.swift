@@ -1,39 +1,40 @@
 import HTTPTypes
 import Synchronization
 
-// The wire side of ProxyHeaders, for the HTTP/1.1 module only (`@_spi(Wire) import
-// VeneerCore`): decorators read and change fields, and never see how they travel.
+// The wire side of ProxyHeaders, for the HTTP/1.1 module only: package-level, so that it is
+// no part of VeneerCore's interface (a decorator reads and changes fields, and never sees how
+// they travel). It stays here because it is ProxyHeaders' own storage: moving it to the wire
+// module would put an existential into every ProxyHeaders and a box into every answer read.
 
 /// Header fields as HTTP/1.1 field lines (`Name: value\r\n`), ready to be copied onto the
 /// wire: hop-by-hop fields and `Content-Length` left out, with what the writer needs to know
 /// about those left out. The lines are plain data; ``reader`` (of the HTTP/1.1 module)
 /// knows how to read fields back out of them.
-@_spi(Wire)
-public struct FieldLines: Sendable {
+package struct FieldLines: Sendable {
     // Stored compactly (53 bytes), with the small facts behind computed properties: every
     // cached entry's header storage holds one, and a storage of 88 bytes or less takes one
     // size class of the allocator less.
     /// The lines.
-    public let bytes: [UInt8]
+    package let bytes: [UInt8]
     /// A summary of the lines' names that ``reader`` uses to answer most lookups without a scan.
-    public let nameBits: UInt64
+    package let nameBits: UInt64
     /// Reads fields out of the lines.
-    public let reader: any FieldLineReader.Type
+    package let reader: any FieldLineReader.Type
     /// The value of a `Content-Length` field they stand for but left out.
-    public let declaredLength: String?
+    package let declaredLength: String?
     private let storedCount: UInt32
     private let flags: UInt8
 
     /// How many fields they stand for (a `Content-Length` left out included).
-    public var count: Int { Int(storedCount) }
+    package var count: Int { Int(storedCount) }
     /// Whether one of them is `Date`.
-    public var hasDate: Bool { flags & 1 != 0 }
+    package var hasDate: Bool { flags & 1 != 0 }
     /// Whether the fields had a `Connection` field: the fields it names must go too, which
     /// the lines do not know, so they cannot be used.
-    public var sawConnection: Bool { flags & 2 != 0 }
+    package var sawConnection: Bool { flags & 2 != 0 }
 
     /// Lines and what is known of them.
-    public init(bytes: [UInt8], count: Int, hasDate: Bool, declaredLength: String?, sawConnection: Bool, nameBits: UInt64,
+    package init(bytes: [UInt8], count: Int, hasDate: Bool, declaredLength: String?, sawConnection: Bool, nameBits: UInt64,
                 reader: any FieldLineReader.Type) {
         self.bytes = bytes
         storedCount = UInt32(clamping: count)
@@ -57,8 +58,7 @@ public struct FieldLines: Sendable {
 
 /// Reads fields out of ``FieldLines`` (implemented by the HTTP/1.1 module, which wrote them).
 /// Each answer must be what the fields of ``fields(of:)`` would give.
-@_spi(Wire)
-public protocol FieldLineReader: Sendable {
+package protocol FieldLineReader: Sendable {
     /// Every field, in order (a `Content-Length` left out last).
     static func fields(of lines: FieldLines) -> HTTPFields
     /// Whether a field is named `name`.
@@ -74,10 +74,9 @@ public protocol FieldLineReader: Sendable {
 /// Storage made for a cache (``ProxyHeaders/sharedCopy(removing:)``) is compact: it keeps one
 /// form only, the lines once they exist, and makes fields anew whenever they are asked for, so
 /// that an entry held for hours does not carry both forms.
-@_spi(Wire)
-public final class HeaderStorage: Sendable {
+package final class HeaderStorage: Sendable {
     /// What the storage holds.
-    public enum Source: Sendable {
+    package enum Source: Sendable {
         /// Fields.
         case fields(HTTPFields)
         /// Lines off the wire (or made from fields).
@@ -114,7 +113,7 @@ public final class HeaderStorage: Sendable {
     }
 
     /// What it holds: the lines when it has them, else the fields.
-    public var source: Source {
+    package var source: Source {
         held.withLock { held in
             switch held {
             case .lines(_, let lines), .fields(_, madeLines: let lines?): return .lines(lines)
@@ -192,7 +191,7 @@ public final class HeaderStorage: Sendable {
     /// The fields as lines: those it was made from, or those `make` makes of its fields the
     /// first time (kept for every later answer that carries them; compact storage then lets
     /// go of the fields).
-    public func lines(orMake make: (HTTPFields) -> FieldLines) -> FieldLines {
+    package func lines(orMake make: (HTTPFields) -> FieldLines) -> FieldLines {
         held.withLock { held in
             switch held {
             case .lines(_, let lines), .fields(_, madeLines: let lines?):
@@ -208,8 +207,7 @@ public final class HeaderStorage: Sendable {
 
 extension ProxyHeaders {
     /// How the fields are held, as the writer sees them.
-    @_spi(Wire)
-    public enum Wire {
+    package enum Wire {
         /// A list of the response's own.
         case fields(HTTPFields)
         /// Shared storage, then fields appended after it.
@@ -217,8 +215,7 @@ extension ProxyHeaders {
     }
 
     /// How the fields are held.
-    @_spi(Wire)
-    public var wire: Wire {
+    package var wire: Wire {
         switch base {
         case .owned(let fields): return .fields(fields)
         case .shared(let storage): return .shared(storage, appended: appended)
@@ -227,14 +224,12 @@ extension ProxyHeaders {
 
     /// Fields read off a connection as lines: reading them by name needs no `HTTPField`s,
     /// anything else makes them once.
-    @_spi(Wire)
-    public init(lines: FieldLines) {
+    package init(lines: FieldLines) {
         self.init(base: .shared(HeaderStorage(lines)))
     }
 
     /// Fields whose lines were read with them, which must be exactly these fields.
-    @_spi(Wire)
-    public init(fields: HTTPFields, lines: FieldLines) {
+    package init(fields: HTTPFields, lines: FieldLines) {
         self.init(base: .shared(HeaderStorage(fields, lines: lines)))
     }
 }

@@ -1,6 +1,6 @@
 import HTTPTypes
 import NIOCore
-@_spi(Wire) import VeneerCore
+import VeneerCore
 
 /// Reads HTTP/1.1 responses off an upstream connection, straight into a ``ProxyResponse``
 /// with the hop-by-hop fields (and those `Connection` names) already gone.

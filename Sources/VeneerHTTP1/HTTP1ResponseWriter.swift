@@ -1,6 +1,6 @@
 import HTTPTypes
 import NIOCore
-@_spi(Wire) import VeneerCore
+import VeneerCore
 
 /// Writes a ``ProxyResponse`` as it goes on the wire, head and body in one buffer, so that a
 /// response is one write on the socket and no HTTP part passes through further handlers.

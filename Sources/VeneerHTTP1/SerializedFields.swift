@@ -1,6 +1,6 @@
 import HTTPTypes
 import NIOCore
-@_spi(Wire) import VeneerCore
+import VeneerCore
 
 /// Header fields as HTTP/1.1 field lines (``FieldLines``): made from the lines a parser
 /// kept, or from fields (the writer does it once for a cached entry's fields, so that
@@ -37,7 +37,7 @@ enum SerializedFields: FieldLineReader {
 
     /// The fields the lines stand for, made anew at each call (``ProxyHeaders`` keeps what
     /// it makes). A `Content-Length` left out of the lines comes last.
-    public static func fields(of lines: FieldLines) -> HTTPFields {
+    package static func fields(of lines: FieldLines) -> HTTPFields {
         var fields = HTTPFields()
         fields.reserveCapacity(lines.count)
         forEachLine(lines) { name, value in
@@ -53,7 +53,7 @@ enum SerializedFields: FieldLineReader {
     /// Whether a field named `name` is among the lines (or is the `Content-Length` left out).
     /// For lines made from fields, the hop-by-hop fields they left out are not found: only
     /// lines read off a connection (which left out only what never passes a hop) are asked.
-    public static func contains(_ name: HTTPField.Name, in lines: FieldLines) -> Bool {
+    package static func contains(_ name: HTTPField.Name, in lines: FieldLines) -> Bool {
         if name == .contentLength, lines.declaredLength != nil { return true }
         var wanted = name.canonicalName
         return wanted.withUTF8 { wanted in
@@ -69,7 +69,7 @@ enum SerializedFields: FieldLineReader {
     }
 
     /// The values of the fields named `name`, as ``fields(of:)`` would give them.
-    public static func values(_ name: HTTPField.Name, in lines: FieldLines) -> [String] {
+    package static func values(_ name: HTTPField.Name, in lines: FieldLines) -> [String] {
         if name == .contentLength { return lines.declaredLength.map { [$0] } ?? [] }
         var wanted = name.canonicalName
         return wanted.withUTF8 { wanted in

@@ -1,4 +1,3 @@
-import CoreMetrics
 import HTTPTypes
 import Logging
 import NIOCore
@@ -10,7 +9,8 @@ import VeneerHTTP1
 ///
 /// What the connection does when is decided by ``ServerConnectionStateMachine`` (pipelining,
 /// the limits, timeouts, quiescing, lingering close); this handler feeds it the channel's
-/// events and performs its actions:
+/// events and performs its actions, and tells its ``AnswerObserver`` what it answered (the
+/// metrics, the status page's feed and the access log are the observer's):
 /// - The chain's plan (``ChainPlan``) says how a request is answered: an answer the chain has
 ///   at once (a fresh cache hit) is written at once; one it starts without a task (the
 ///   upstream origin on the pooled transport) is written from its callback on this loop. Any
@@ -29,14 +29,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    /// The streamed answer being written, with what its access log line needs.
-    ///
-    /// The line is written (and the request counted) once the stream ends, with every byte
-    /// written by then and the stream's whole life as its duration: its status and head are
-    /// known at the start, but what it cost is only known at the end. The in-flight gauge
-    /// lets it go when its head is written: a status page left open is not a request waiting.
+    /// The streamed answer being written (its line is the observer's, once it ends).
     struct ActiveStream {
-        let exchange: Exchange?
         let head: ProxyResponse
         var bytesOut: Int
         /// Chunks dropped because the client had not read what was written before.
@@ -50,16 +44,6 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         let body: IncomingBody
         /// When it was read whole (or refused for its size).
         let received: NIODeadline
-    }
-
-    /// The request being answered (one at a time), kept for the access log and the metrics.
-    struct Exchange {
-        let work: Work
-        let record: RequestRecord
-        /// The id the edge gave it (nil for a request the edge never had).
-        var requestID: String?
-        /// For a request refused while its body arrived: the bytes of the body read by then.
-        var bodyBytesRead: Int?
     }
 
     /// Sent by ``ProxyConnection`` when graceful shutdown's wait is over (`drain_timeout`):
@@ -84,10 +68,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var parser: HTTP1RequestParser
     private var timer: Scheduled<Void>?
     private var outputBuffer: ByteBuffer?
-    /// The request whose answer is written next, when there is an access log or metrics.
-    private var exchange: Exchange?
-    /// The counter of this connection's last answer, with what it counts (see ``EdgeMetrics/counter(route:method:status:)``).
-    private var lastCounter: (route: String?, method: HTTPRequest.Method?, status: Int, counter: Counter)?
+    /// The bookkeeping of what this connection answers.
+    private var observer: AnswerObserver
     /// The streamed answer being written, if any.
     private var stream: ActiveStream?
 
@@ -118,6 +100,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         self.client = client
         self.localPort = localPort
         self.logger = logger
+        observer = AnswerObserver(edge.sinks, client: client, logger: logger)
     }
 
     // MARK: Channel events
@@ -208,7 +191,9 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 parsed(Work(head: head, body: .complete(body), received: now), keepAlive: head.keepAlive, bodyBytes: body.readableBytes, now: now,
                        context: context)
             case .tooLarge(let head):
-                // The parser has stopped: the rest of the body is still on the wire.
+                // The parser has stopped: the rest of the body is still on the wire, so this
+                // request is the connection's last, whatever answers it (the edge's 413, or any
+                // refusal that comes first). The one rule for closing after a refusal.
                 parsed(Work(head: head, body: .tooLarge, received: now), keepAlive: false, bodyBytes: 0, now: now, context: context)
             }
         }
@@ -300,18 +285,12 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 case .malformed(let reason): ProxyError.badRequest(reason)
                 case .timedOut: ProxyError(.requestTimeout, "The request did not arrive in time.")
                 }
-                // A request refused once its head was read whole (its body too slow, a bad
-                // chunk) is logged with its method, route and path, as any other.
-                let refused = parser.interrupted.map { interrupted in
-                    Exchange(work: Work(head: interrupted.head, body: .complete(ByteBuffer()), received: .now()),
-                             record: RequestRecord(), bodyBytesRead: interrupted.bodyBytes)
-                }
-                if let refused, let route = edge.routeTemplate(refused.work.head.target) { refused.record.noteRoute(route) }
-                let requestID = refused.map { ProxyEdge.requestID($0.work.head.fields) } ?? RequestID.generate()
+                // A request refused once its head was read whole keeps the id it came with.
+                let interrupted = parser.interrupted
+                let requestID = interrupted.map { ProxyEdge.requestID($0.head.fields) } ?? RequestID.generate()
                 let response = ProxyEdge.stamped(error.response, requestID)
-                let bytes = write(response, method: refused?.work.head.method ?? .get, close: true, context: context)
-                // Never counted in flight: the edge never had it.
-                observe(refused, response, bytesOut: bytes, gauge: false)
+                let bytes = write(response, method: interrupted?.head.method ?? .get, close: true, context: context)
+                observer.refused(interrupted, route: edge.routeTemplate, response, bytesOut: bytes, now: .now())
                 action = .none
             case .end:
                 sendLast(context.channel.allocator.buffer(capacity: 0), context: context)
@@ -334,25 +313,12 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     /// Hands one request to the edge; what next if it was answered at once.
     private func start(_ work: Work, context: ChannelHandlerContext) -> Machine.Action {
-        var record: RequestRecord?
-        var requestID: String?
-        if edge.accessLog != nil || edge.metrics != nil || edge.feed != nil {
-            assert(exchange == nil, "two requests answered at once")
-            var tracing: RequestRecord.Tracing = edge.accessLog?.writesTrace == true ? .log : []
-            // While the status page is open, its rows say what each decorator did, trace or not.
-            if let feed = edge.feed, feed.watches > 0 { tracing.insert(.watched) }
-            let observed = RequestRecord(tracing: tracing)
-            // Known here too: a request cut at shutdown is logged by the id the chain knows it by.
-            requestID = ProxyEdge.requestID(work.head.fields)
-            exchange = Exchange(work: work, record: observed, requestID: requestID)
-            record = observed
-            edge.metrics?.started()
-        }
+        let observed = observer.started(work)
         switch edge.begin(method: work.head.method, target: work.head.target, fields: work.head.fields, body: work.body, client: client,
-                          authority: work.head.authority, localPort: localPort, record: record, requestID: requestID) {
-        case .answered(let response, let refused):
+                          authority: work.head.authority, localPort: localPort, record: observed?.record, requestID: observed?.requestID) {
+        case .answered(let response):
             // Refused by the edge or answered at once by the chain: no task needed.
-            return written(response, method: work.head.method, closeConnection: refused, context: context)
+            return written(response, method: work.head.method, context: context)
         case .waiting(let pending):
             answerLater(pending, method: work.head.method, context: context)
             return .none
@@ -367,17 +333,16 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// gets the head alone, as any answer (its connection goes on).
     private func streamed(_ answer: StreamedAnswer, method: HTTPRequest.Method, context: ChannelHandlerContext) -> Machine.Action {
         guard answer.chunks != nil else {
-            return written(answer.head, method: method, closeConnection: false, streamed: true, context: context)
+            return written(answer.head, method: method, streamed: true, context: context)
         }
         let now = NIODeadline.now()
-        let exchange = self.exchange
-        self.exchange = nil
+        let exchange = observer.takeAnswering()
         switch machine.streamReady(now: now) {
         case .start:
             var buffer = context.channel.allocator.buffer(capacity: 512 + answer.head.body.readableBytes)
             HTTP1ResponseWriter.write(answer.head, method: .get, close: true, streamed: true, date: dates.now(), into: &buffer)
-            stream = ActiveStream(exchange: exchange, head: answer.head, bytesOut: buffer.readableBytes)
-            if exchange != nil { edge.metrics?.finished() }
+            stream = ActiveStream(head: answer.head, bytesOut: buffer.readableBytes)
+            observer.streamStarted(exchange)
             context.write(wrapOutboundOut(buffer), promise: nil)
             flusher.flushSoon(context.channel)
             // Read (and discard) on, even if reading was paused: the client's close ends the stream.
@@ -395,11 +360,11 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             // The connection is ending: the head alone, as its last answer.
             answer.stop()
             let bytes = write(answer.head, method: .get, close: true, streamed: true, context: context)
-            observe(exchange, answer.head, bytesOut: bytes, now: now)
+            observer.written(exchange, answer.head, bytesOut: bytes, now: now)
             return machine.answerWritten(now: now)
         case .discard:
             answer.stop()
-            if let exchange { observe(exchange, answer.head, bytesOut: 0, now: now) }
+            observer.discarded(exchange, answer.head, now: now)
             return .none
         }
     }
@@ -439,7 +404,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 "request_id": .string(ended.head.headers[.xRequestID] ?? ""), "dropped_chunks": .stringConvertible(ended.dropped),
             ])
         }
-        observe(ended.exchange, ended.head, bytesOut: ended.bytesOut, gauge: false)
+        observer.streamEnded(ended.head, bytesOut: ended.bytesOut)
         perform(machine.streamFinished(now: .now()), context: context)
     }
 
@@ -450,12 +415,12 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         let eventLoop: any EventLoop
         let method: HTTPRequest.Method
 
-        func deliver(_ response: ProxyResponse, closeConnection: Bool) {
+        func deliver(_ response: ProxyResponse) {
             if eventLoop.inEventLoop {
-                loopBound.value.handler.finish(response, method: method, closeConnection: closeConnection, context: loopBound.value.context)
+                loopBound.value.handler.finish(response, method: method, context: loopBound.value.context)
             } else {
                 eventLoop.execute { [loopBound, method] in
-                    loopBound.value.handler.finish(response, method: method, closeConnection: closeConnection, context: loopBound.value.context)
+                    loopBound.value.handler.finish(response, method: method, context: loopBound.value.context)
                 }
             }
         }
@@ -472,78 +437,30 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         let edge = edge, handed = pending.handOver()
         // The task runs once and ends the request's lease as it completes it.
         Task.immediate(executorPreference: executor) {
-            let (response, refused) = await edge.complete(handed)
-            delivery.deliver(response, closeConnection: refused)
+            delivery.deliver(await edge.complete(handed))
         }
     }
 
     /// An answer that came later: written, then what the machine says.
-    private func finish(_ response: ProxyResponse, method: HTTPRequest.Method, closeConnection: Bool, context: ChannelHandlerContext) {
-        perform(written(response, method: method, closeConnection: closeConnection, context: context), context: context)
+    private func finish(_ response: ProxyResponse, method: HTTPRequest.Method, context: ChannelHandlerContext) {
+        perform(written(response, method: method, context: context), context: context)
     }
 
-    /// Writes the answer the chain gave (unless the connection is gone); what next.
-    private func written(_ response: ProxyResponse, method: HTTPRequest.Method, closeConnection: Bool, streamed: Bool = false,
+    /// Writes the answer the edge gave (unless the connection is gone); what next.
+    private func written(_ response: ProxyResponse, method: HTTPRequest.Method, streamed: Bool = false,
                          context: ChannelHandlerContext) -> Machine.Action {
         let now = NIODeadline.now()
-        let exchange = self.exchange
-        self.exchange = nil
-        switch machine.answerReady(closeConnection: closeConnection, now: now) {
+        let exchange = observer.takeAnswering()
+        switch machine.answerReady(now: now) {
         case .write(let close):
             let bytes = write(response, method: method, close: close, streamed: streamed, context: context)
-            observe(exchange, response, bytesOut: bytes, now: now)
+            observer.written(exchange, response, bytesOut: bytes, now: now)
             return machine.answerWritten(now: now)
         case .discard:
-            // The client left: logged with nothing sent. (None when it was logged already: cut at shutdown.)
-            if let exchange { observe(exchange, response, bytesOut: 0, now: now) }
+            // The client left: logged with nothing sent.
+            observer.discarded(exchange, response, now: now)
             return .none
         }
-    }
-
-    /// Counts an answer and queues its access log line: `exchange` is nil for a refusal of
-    /// what could not be read as a request. `gauge`: it leaves the in-flight gauge now.
-    private func observe(_ exchange: Exchange?, _ response: ProxyResponse, bytesOut: Int, now: @autoclosure () -> NIODeadline = .now(),
-                         gauge: Bool = true) {
-        let route = exchange?.record.route
-        if let metrics = edge.metrics {
-            if exchange != nil, gauge { metrics.finished() }
-            let method = exchange?.work.head.method, status = Int(response.status.code)
-            if let last = lastCounter, last.status == status, last.route == route, last.method == method {
-                last.counter.increment()
-            } else {
-                let counter = metrics.counter(route: route, method: method, status: status)
-                lastCounter = (route, method, status, counter)
-                counter.increment()
-            }
-        }
-        if let feed = edge.feed, let exchange, route != "/-/" {
-            let answered = now()
-            feed.add(answered: answered, method: exchange.work.head.method, target: exchange.work.head.target, status: Int(response.status.code),
-                     duration: .nanoseconds((answered - exchange.work.received).nanoseconds), headers: response.headers, record: exchange.record)
-        }
-        guard let accessLog = edge.accessLog else { return }
-        var entry = AccessLogEntry(
-            time: AccessLogEntry.now(), requestID: response.headers[.xRequestID], client: client, method: nil, route: nil, target: nil,
-            protocolVersion: nil, status: Int(response.status.code), bytesIn: 0, bytesOut: bytesOut, duration: .zero, record: nil,
-            userAgent: nil)
-        if let exchange {
-            let head = exchange.work.head
-            entry.method = head.method
-            entry.route = route
-            entry.target = head.target
-            entry.protocolVersion = head.minorVersion == 0 ? "1.0" : "1.1"
-            if let read = exchange.bodyBytesRead {
-                entry.bytesIn = head.size + read
-            } else if case .complete(let body) = exchange.work.body {
-                entry.bytesIn = head.size + body.readableBytes
-            } else {
-                entry.bytesIn = head.size
-            }
-            entry.duration = .nanoseconds((now() - exchange.work.received).nanoseconds)
-            entry.record = exchange.record
-            entry.userAgent = head.fields[.userAgent]
-        }
-        accessLog.append(entry)
     }
 
     /// Writes one answer, or the last one and then the end of the connection; how many bytes.
@@ -598,25 +515,19 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// `shutting_down` (logged, in the daemon log and the access log), the requests read behind
     /// it are logged as never answered, and the connection closes.
     private func cut(context: ChannelHandlerContext) {
-        let cut = exchange
-        exchange = nil
-        let close = { context.flush(); context.close(promise: nil) }
+        let cut = observer.takeAnswering()
         switch machine.drainEnded() {
         case .none:
             return
         case .close(let unanswered):
-            logUnanswered(unanswered)
-            close()
+            observer.cut(cut, answeredWith: nil, bytesOut: 0, unanswered: unanswered)
+            context.flush()
+            context.close(promise: nil)
         case .refuse(let unanswered):
-            let requestID = cut?.requestID ?? RequestID.generate()
-            logger.warning("drain_timeout ran out before the request was answered: answered 503 shutting_down, connection closed",
-                           metadata: Self.describe(cut?.work.head, requestID: requestID))
-            logUnanswered(unanswered)
-            let response = ProxyEdge.stamped(Self.shuttingDown, requestID)
+            let response = ProxyEdge.stamped(Self.shuttingDown, cut?.requestID ?? RequestID.generate())
             var buffer = context.channel.allocator.buffer(capacity: 512)
             HTTP1ResponseWriter.write(response, method: cut?.work.head.method ?? .get, close: true, date: dates.now(), into: &buffer)
-            let bytes = buffer.readableBytes
-            if let cut { observe(cut, response, bytesOut: bytes) }
+            observer.cut(cut, answeredWith: response, bytesOut: buffer.readableBytes, unanswered: unanswered)
             let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
             context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { _ in loopBound.value.close(promise: nil) }
         }
@@ -628,26 +539,6 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         ByteBuffer(string: #"{"error":"shutting_down","message":"Veneer stopped before this request was answered (drain_timeout); "#
             + #"it may have reached the upstream."}"# + "\n"),
         headers: [.cacheControl: "no-store"])
-
-    private func logUnanswered(_ requests: [Work]) {
-        for work in requests {
-            // Never handed to the edge: only the caller's own id, if it sent a reasonable one.
-            let requestID = work.head.fields[.xRequestID].flatMap { RequestID.isAcceptable($0) ? $0 : nil }
-            logger.warning("drain_timeout ran out before the request was answered: no answer, connection closed",
-                           metadata: Self.describe(work.head, requestID: requestID))
-        }
-    }
-
-    /// A request in the daemon log: its method and path (never the query), and its id.
-    static func describe(_ head: HTTP1RequestParser.Head?, requestID: String?) -> Logger.Metadata {
-        var metadata: Logger.Metadata = [:]
-        if let requestID { metadata["request_id"] = .string(requestID) }
-        guard let head else { return metadata }
-        metadata["method"] = .string(head.method.rawValue)
-        let path = head.target.firstIndex(of: "?").map { String(head.target[..<$0]) } ?? head.target
-        metadata["path"] = .string(String(path.prefix(512)))
-        return metadata
-    }
 
     // MARK: Timer and reading
 

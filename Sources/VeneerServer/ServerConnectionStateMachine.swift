@@ -108,7 +108,7 @@ struct ServerConnectionStateMachine<Request> {
     enum Action {
         /// Nothing.
         case none
-        /// Hand this request to the chain; its answer comes back through ``answerReady(closeConnection:now:)``.
+        /// Hand this request to the chain; its answer comes back through ``answerReady(now:)``.
         case answer(Request)
         /// Write this refusal with `Connection: close`, then ``outputShut(now:)`` once it is sent.
         case refuse(Refusal)
@@ -340,19 +340,20 @@ struct ServerConnectionStateMachine<Request> {
         return .sendContinue
     }
 
-    /// The chain answered the request it was given. `closeConnection`: the answer ends the
-    /// connection (the request's body was not read whole).
-    mutating func answerReady(closeConnection: Bool, now: NIODeadline) -> AnswerAction {
+    /// The edge answered the request it was given. Whether the connection goes on after it was
+    /// settled when the request was read (``requestParsed(_:keepAlive:bodyBytes:now:)``): a
+    /// request whose body was not read whole is reported as not keeping it alive.
+    mutating func answerReady(now: NIODeadline) -> AnswerAction {
         switch state {
         case .open(let input, .answering(let keepAlive, let writable)), .quiescing(let input, .answering(let keepAlive, let writable)):
-            if closeConnection || !keepAlive {
+            if !keepAlive {
                 finishClosing(now: now, inputEnded: false)
                 return .write(close: true)
             }
             setReading(input, writable ? .idle(since: now) : .blocked(since: now), quiescing: reading?.quiescing == true)
             return .write(close: false)
         case .closing(.answering(_, let writable), let final, let inputEnded):
-            if closeConnection || (queue.isEmpty && final == nil) {
+            if queue.isEmpty && final == nil {
                 finishClosing(now: now, inputEnded: inputEnded)
                 return .write(close: true)
             }

@@ -26,8 +26,9 @@ public final class ServingChain: Sendable {
     private let retired = Atomic<Bool>(false)
     private let drain = Latch()
 
-    /// A chain to serve.
-    public init(plan: ChainPlan, resources: [Resource], requestBodyLimit: Int, access: EdgeAccess = .unchecked,
+    /// A chain to serve, behind the Host and Origin checks of `access` (there is no edge
+    /// without them).
+    public init(plan: ChainPlan, resources: [Resource], requestBodyLimit: Int, access: EdgeAccess,
                 forwarding: ForwardingHeaders = ForwardingHeaders(), trace: Bool = false) {
         self.plan = plan
         self.resources = resources

@@ -13,15 +13,6 @@ struct AccessLogProcessTests {
         lines((try? String(contentsOfFile: path, encoding: .utf8)) ?? "")
     }
 
-    /// Waits until `path` has `count` lines (the writer is a thread of its own).
-    func waitForLines(_ path: String, count: Int) async throws -> [[String: Any]] {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline, fileLines(path).count < count {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return fileLines(path)
-    }
-
     /// 29 answers and 15 refusals by Veneer itself (400, 404, 405, 413): the 44 requests of the issue.
     func sendMix(port: Int) async throws -> [Int] {
         var statuses: [Int] = []
@@ -53,20 +44,20 @@ struct AccessLogProcessTests {
         let statuses = try await sendMix(port: port)
         #expect(statuses.count == 44)
         #expect(statuses.filter { [400, 404, 405, 413].contains($0) }.count == 15)
-        let logged = try await waitForLines(path, count: 44)
+        // The writer is a thread of its own.
+        try await eventually("44 lines are written (\(fileLines(path).count) so far)") { fileLines(path).count >= 44 }
+        let logged = fileLines(path)
         #expect(logged.count == 44)
         #expect(logged.compactMap { $0["http.response.status_code"] as? Int }.sorted() == statuses.sorted())
 
         try FileManager.default.moveItem(atPath: path, toPath: path + ".1")
         process.signal(SIGHUP)
-        // The reopen happens before the reload, both after the signal: wait for a line in the new file.
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline, fileLines(path).isEmpty {
+        // The reopen happens before the reload, both after the signal: a request at each look
+        // until one is logged in the new file.
+        try await eventually("a line in the new file") {
             _ = try await RawHTTP.request(port: port, "GET", "/posts")
-            try await Task.sleep(for: .milliseconds(50))
+            return !fileLines(path).isEmpty
         }
-        let fresh = fileLines(path)
-        #expect(!fresh.isEmpty)
         let rotated = fileLines(path + ".1").count
         process.signal(SIGTERM)
         #expect(await process.wait() == 0)
@@ -102,7 +93,8 @@ struct AccessLogProcessTests {
         try await slowHead.send("GET /posts/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         #expect(try await slowHead.responses(1).first?.status == 408)
 
-        let logged = try await waitForLines(directory + "/access.log", count: 2)
+        try await eventually("both 408s are logged") { fileLines(directory + "/access.log").count >= 2 }
+        let logged = fileLines(directory + "/access.log")
         let line = try #require(logged.first { $0["request_id"] as? String == "slow-body-1" })
         #expect(line["http.response.status_code"] as? Int == 408)
         #expect(line["http.request.method"] as? String == "PUT")

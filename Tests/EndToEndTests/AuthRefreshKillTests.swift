@@ -12,7 +12,7 @@ final class OneUseTokens: Sendable {
 
 @Suite("auth_refresh under kill -9 (the real binary)", .serialized)
 struct AuthRefreshKillTests {
-    @Test("kill -9 100 times during back-to-back rotations: every revocation is inside the documented window (the saved token was in flight), and no temporary file stays")
+    @Test("kill -9 at least 100 times during back-to-back rotations: every revocation is inside the documented window (the saved token was in flight), and no temporary file stays")
     func killNine() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -49,7 +49,11 @@ struct AuthRefreshKillTests {
             var savedAfter: [Int] = []
             var family = 0
             var markedBeforeStart = false
-            for round in 0..<100 {
+            // A hundred kills, and more while rotations are too few to show anything (a loaded
+            // machine makes fewer in the same moments).
+            var round = 0
+            while round < 100 || (tokens.refreshes <= 200 && round < 300) {
+                defer { round += 1 }
                 let reusesBefore = tokens.reuses
                 let presentedBefore = tokens.presented.count
                 let veneer = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
@@ -60,6 +64,7 @@ struct AuthRefreshKillTests {
                         while !Task.isCancelled { _ = try? await RawHTTP.request(port: port, "GET", "/posts/1") }
                     }
                 }
+                // Deliberate: the kill falls at a random moment of the refreshes.
                 try await Task.sleep(for: .milliseconds(Int.random(in: 40...200)))
                 veneer.signal(SIGKILL)
                 let killedAt = ContinuousClock.now
@@ -95,14 +100,22 @@ struct AuthRefreshKillTests {
             let last = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
             let port = try await last.waitUntilReady()
             let reusesBefore = tokens.reuses
-            var served = try await within(.seconds(5)) { (try? await RawHTTP.request(port: port, "GET", "/posts/1").status) == 200 }
+            var served = false
+            // Served, or refused because the token it presented first had been revoked (below).
+            try await eventually("the last start serves, or its first refresh revoked the family") {
+                served = (try? await RawHTTP.request(port: port, "GET", "/posts/1").status) == 200
+                return served || tokens.reuses > reusesBefore
+            }
             if !served, markedBeforeStart, tokens.reuses == reusesBefore + 1 {
                 // The last kill fell in the window too: its revocation is the documented one.
                 // The operator's new refresh token (the file, taken within a second) resumes.
                 family += 1
                 try "rt-family-\(family)\n".write(toFile: directory + "/refresh-token", atomically: true, encoding: .utf8)
                 tokens.issueNewFamily("rt-family-\(family)")
-                served = try await within(.seconds(5)) { (try? await RawHTTP.request(port: port, "GET", "/posts/1").status) == 200 }
+                try await eventually("the new family serves") {
+                    served = (try? await RawHTTP.request(port: port, "GET", "/posts/1").status) == 200
+                    return served
+                }
             }
             #expect(served, "the last start did not serve: \(last.stderr.suffix(3000))")
             last.signal(SIGTERM)
@@ -116,7 +129,7 @@ struct AuthRefreshKillTests {
             windows.sort()
             let percentile = { (values: [Int], p: Double) in values.isEmpty ? 0 : values[min(values.count - 1, Int(Double(values.count) * p))] }
             print("""
-                kill -9 x100: \(tokens.refreshes) rotations, \(revocations) revocations (\(outsideWindow.count) outside the window), \
+                kill -9 x\(round): \(tokens.refreshes) rotations, \(revocations) revocations (\(outsideWindow.count) outside the window), \
                 kills inside the window: \(windows.count) (largest \(windows.last.map { "\($0)" } ?? "-")); \
                 answer-to-durable-save: p50 \(percentile(savedAfter, 0.5)) us, p99 \(percentile(savedAfter, 0.99)) us, max \(savedAfter.last ?? 0) us over \(savedAfter.count) saves
                 """)

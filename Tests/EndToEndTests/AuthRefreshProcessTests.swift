@@ -10,11 +10,16 @@ struct AuthRefreshProcessTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try "rt-0\n".write(toFile: directory + "/refresh-token", atomically: true, encoding: .utf8)
         try "s3cret".write(toFile: directory + "/client-secret", atomically: true, encoding: .utf8)
-        var settings = TestTokenServer.Settings()
-        settings.expiresIn = 2
-        let tokens = try await TestTokenServer.start(settings: settings)
+        let tokens = try await TestTokenServer.start()
         defer { Task { await tokens.stop() } }
-        try await withTestUpstream({ request in tokens.protectedReply(request) }) { (upstream: TestUpstream) async throws in
+        // Access tokens the upstream refuses whatever their expiry: the restarted process must refresh.
+        let refused = RefusedTokens()
+        try await withTestUpstream({ request in
+            if let header = request.header("authorization"), refused.contains(String(header.dropFirst(7))) {
+                return .json(#"{"error":"invalid_token"}"#, status: 401)
+            }
+            return tokens.protectedReply(request)
+        }) { (upstream: TestUpstream) async throws in
             try """
                 state_dir: \(directory)/state
                 environments:
@@ -27,7 +32,6 @@ struct AuthRefreshProcessTests {
                           client_id: veneer
                           client_secret_file: \(directory)/client-secret
                           refresh_token_file: \(directory)/refresh-token
-                          refresh_before_expiry: 1s
                   inline:
                     extends: development
                     chain:
@@ -45,8 +49,8 @@ struct AuthRefreshProcessTests {
             _ = await first.wait()
             logs += first.stdout + first.stderr
 
-            // Let the saved access token expire, so that the restarted process must refresh.
-            try await Task.sleep(for: .milliseconds(2100))
+            // The saved access token is refused from now on: the restarted process must refresh.
+            refused.insert("at-1")
             let second = try VeneerProcess(arguments, directory: directory)
             defer { second.terminate() }
             let secondPort = try await second.waitUntilReady()

@@ -156,25 +156,17 @@ struct BlockListProcessTests {
 
             try "deny route /posts/{id}\n".write(toFile: directory + "/rules.txt", atomically: true, encoding: .utf8)
             process.signal(SIGHUP)
-            try await eventually { (try? await RawHTTP.request(port: port, "GET", "/posts/1").status) == 403 }
+            try await eventually("the new rules refuse /posts/1") { (try? await RawHTTP.request(port: port, "GET", "/posts/1").status) == 403 }
             #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").errorCode == "client_blocked")
             #expect(try await RawHTTP.request(port: port, "GET", "/posts").status == 200)
 
             try "deny rout /posts\n".write(toFile: directory + "/rules.txt", atomically: true, encoding: .utf8)
             process.signal(SIGHUP)
-            try await eventually { process.stderr.contains("reload failed") }
+            try await eventually("the reload failed") { process.stderr.contains("reload failed") }
             #expect(process.stderr.contains("rules.txt:1:6: unknown rule kind 'rout' (did you mean 'route'?)"))
             #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").errorCode == "client_blocked", "the old rules keep serving")
             #expect(try await RawHTTP.request(port: port, "GET", "/posts").status == 200)
         }
-    }
-}
-
-/// Waits (real time, up to 10 s) for `condition`.
-func eventually(_ condition: () async -> Bool) async throws {
-    for _ in 0..<500 {
-        if await condition() { return }
-        try await Task.sleep(for: .milliseconds(20))
     }
 }
 

@@ -39,7 +39,10 @@ struct CachePersistenceTests {
             #expect(afterRestart.header("Cache-Status")?.hasPrefix("veneer; hit") == true)
             #expect(afterRestart.json?["id"] as? Int == 1)
             _ = try await RawHTTP.request(port: port, "GET", "/posts/2")
-            try await Task.sleep(for: .milliseconds(300))  // the write to the store is asynchronous
+            // The write to the store is asynchronous, in the cache's queue of store operations;
+            // the admin API's look at the store runs behind it in that queue, so once it answers
+            // the write is done.
+            #expect(try await RawHTTP.request(port: port, "GET", "/-/cache?path=/posts/2").status == 200)
             process.signal(SIGKILL)
             _ = await process.wait()
 

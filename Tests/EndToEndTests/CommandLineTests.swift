@@ -173,7 +173,7 @@ struct CommandLineTests {
         #expect(reloaded.status == 0, "\(reloaded.stderr)")
         #expect(reloaded.stdout.contains("reloaded environment development (chain generation 2)"))
         _ = try await RawHTTP.request(port: port, "GET", "/posts")
-        try await eventually { process.stdout.contains(#""route":"/posts""#) }
+        try await eventually("the reloaded chain's latency_log line") { process.stdout.contains(#""route":"/posts""#) }
 
         // Valid to read, refused by the instance when it builds the chain.
         try write(#"[{ auth_refresh: { token_url: "http://127.0.0.1:9/t", client_id: x, client_secret_file: missing, refresh_token: r } }]"#)

@@ -15,18 +15,20 @@ struct DaemonTests {
                                         environment: ["NOTIFY_SOCKET": socket.path, "WATCHDOG_USEC": "400000"])
         defer { process.terminate() }
         let port = try await process.waitUntilReady()
-        #expect(try await socket.waitFor { $0.contains("READY=1") })
+        try await eventually("READY=1 is sent") { socket.messages.contains { $0.contains("READY=1") } }
         let ready = try #require(socket.messages.first { $0.contains("READY=1") })
         #expect(ready.contains("STATUS=serving development"))
         #expect(ready.contains("latency_log -> mock (generation 1)"))
         // The listener accepted connections before READY was sent.
         #expect(try await RawHTTP.request(port: port, "GET", "/-/health").status == 200)
-        #expect(try await socket.waitFor { $0 == "WATCHDOG=1" })
-        try await Task.sleep(for: .milliseconds(700))
-        #expect(socket.messages.filter { $0 == "WATCHDOG=1" }.count >= 3, "pings every 200 ms")
+        try await eventually("a WATCHDOG=1 ping") { socket.messages.contains("WATCHDOG=1") }
+        let firstPing = ContinuousClock.now
+        try await eventually("two more pings") { socket.messages.filter { $0 == "WATCHDOG=1" }.count >= 3 }
+        // Every 200 ms (half of WATCHDOG_USEC): 400 ms for two more; the bound leaves a loaded machine slack.
+        #expect(ContinuousClock.now - firstPing < .seconds(2), "pings every 200 ms")
 
         process.signal(SIGHUP)
-        #expect(try await socket.waitFor { $0.contains("generation 2") })
+        try await eventually("the reload is announced") { socket.messages.contains { $0.contains("generation 2") } }
         let messages = socket.messages
         let reloading = try #require(messages.firstIndex { $0.hasPrefix("RELOADING=1") })
         #expect(messages[reloading].contains("MONOTONIC_USEC="))
@@ -35,12 +37,15 @@ struct DaemonTests {
 
         try "environments: {development: {origin: {mock: {}}, chain: [latncy_log]}}".write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
         process.signal(SIGHUP)
-        #expect(try await socket.waitFor { $0.contains("STATUS=reload failed (1 problem") && $0.contains("unknown decorator 'latncy_log'") })
+        try await eventually("the failed reload is announced") {
+            socket.messages.contains { $0.contains("STATUS=reload failed (1 problem") && $0.contains("unknown decorator 'latncy_log'") }
+        }
         #expect(try await RawHTTP.request(port: port, "GET", "/posts").status == 200)
 
         process.signal(SIGTERM)
-        #expect(await process.wait() == 0)
-        #expect(socket.messages.contains { $0.hasPrefix("STOPPING=1") })
+        let status = await process.wait()
+        #expect(status == 0, "\(process.stderr.suffix(4000))")
+        #expect(socket.messages.contains { $0.hasPrefix("STOPPING=1") }, "\(socket.messages.suffix(10))")
     }
 
     @Test("without NOTIFY_SOCKET nothing is sent and nothing fails")
@@ -83,16 +88,14 @@ struct DaemonTests {
                 // At least 300 ms between reloads, and longer until requests have been answered
                 // since the last one (a busy test run can take a while to get 64 clients going).
                 let before = load.totals.0
-                let deadline = ContinuousClock.now + .seconds(5)
-                try await Task.sleep(for: .milliseconds(300))
-                while load.totals.0 == before && ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(20))
-                }
+                try await Task.sleep(for: .milliseconds(300))  // deliberate: reloads at least 300 ms apart
+                try await eventually("requests are answered since the last reload") { load.totals.0 > before }
                 answeredPerRound.append(load.totals.0 - before)
                 try configs[round % 2 == 0 ? 1 : 0].write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
                 process.signal(SIGHUP)
             }
-            try await Task.sleep(for: .milliseconds(300))
+            let afterLast = load.totals.0
+            try await eventually("requests are answered after the last reload") { load.totals.0 > afterLast + 64 }
             load.stop()
             try await group.waitForAll()
             // Requests were being answered between every pair of reloads, not only before or after.
@@ -106,22 +109,27 @@ struct DaemonTests {
 
     @Test("SIGTERM stops accepting, lets the request in flight finish, and exits 0")
     func drain() async throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        try "environments: {development: {origin: {mock: {latency: 2500ms}}}}".write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
-        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
-        defer { process.terminate() }
-        let port = try await process.waitUntilReady()
-        async let slow = RawHTTP.request(port: port, "GET", "/posts")
-        // Give the request time to be read (under a busy test run, connecting can take a while).
-        try await Task.sleep(for: .milliseconds(900))
-        process.signal(SIGTERM)
-        try await Task.sleep(for: .milliseconds(200))
-        await #expect(throws: (any Error).self, "no new connections once draining") {
-            _ = try await RawHTTP.request(port: port, "GET", "/posts")
+        // The upstream holds the request until the test lets it go: in flight for as long as it takes.
+        let release = Signals<Void>()
+        try await withTestUpstream({ _ in
+            _ = await release.next()
+            return .json(#"{"id":1,"title":"t","body":"b"}"#)
+        }) { (upstream: TestUpstream) async throws in
+            let directory = try temporaryDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            try "environments: {development: {origin: {upstream: {url: \"\(upstream.url)\"}}}}".write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+            let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+            defer { process.terminate() }
+            let port = try await process.waitUntilReady()
+            async let slow = RawHTTP.request(port: port, "GET", "/posts/1")
+            try await eventually("the request is in flight") { upstream.count == 1 }
+            process.signal(SIGTERM)
+            try await eventually("no new connections once draining") { (try? await RawHTTP.request(port: port, "GET", "/-/health")) == nil }
+            #expect(process.process.isRunning, "the listener closed while the request in flight still ran")
+            release.send(())
+            #expect(try await slow.status == 200)
+            #expect(await process.wait() == 0)
         }
-        #expect(try await slow.status == 200)
-        #expect(await process.wait() == 0)
     }
 
     @Test("drain_timeout bounds how long shutdown waits for a request in flight")
@@ -133,7 +141,9 @@ struct DaemonTests {
         defer { process.terminate() }
         let port = try await process.waitUntilReady()
         let slow = Task { try? await RawHTTP.request(port: port, "GET", "/posts") }
-        try await Task.sleep(for: .milliseconds(200))
+        try await eventually("the slow request is in flight") {
+            ((try? await RawHTTP.request(port: port, "GET", "/-/metrics").text) ?? "").contains("veneer_http_requests_in_flight 2")
+        }
         let start = ContinuousClock.now
         process.signal(SIGTERM)
         let status = await process.wait(timeout: .seconds(15))
@@ -164,10 +174,8 @@ extension DaemonTests {
         try await connection.send("GET /posts/1?page=2 HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-Request-Id: cut-1\r\n\r\n"
             + "DELETE /posts/2 HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-Request-Id: cut-2\r\n\r\n")
         // The first is in the chain: the in-flight gauge counts it (and the scrape itself).
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline,
-              !((try? await RawHTTP.request(port: port, "GET", "/-/metrics").text) ?? "").contains("veneer_http_requests_in_flight 2") {
-            try await Task.sleep(for: .milliseconds(20))
+        try await eventually("the first request is in the chain") {
+            ((try? await RawHTTP.request(port: port, "GET", "/-/metrics").text) ?? "").contains("veneer_http_requests_in_flight 2")
         }
         process.signal(SIGTERM)
         let answer = try #require(try await connection.responses(1, timeout: .seconds(10)).first)

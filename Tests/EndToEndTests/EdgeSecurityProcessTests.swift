@@ -359,7 +359,7 @@ extension EdgeSecurityProcessTests {
                     #expect(answer.status == 502 && answer.errorCode == "upstream_unavailable")
                     #expect(answer.json?["request_id"] as? String == "quiet-1", "\(answer.text)")
                     for leak in internals { #expect(!answer.text.lowercased().contains(leak.lowercased()), "\(leak) in \(answer.text)") }
-                    try await ProcessProbe.waitUntil { process.stderr.contains("quiet-1") }
+                    try await eventually("the quiet request is logged") { process.stderr.contains("quiet-1") }
                     let logged = process.stderr.split(separator: "\n").first { $0.contains("quiet-1") } ?? ""
                     #expect(logged.contains(internals[0]), "the log has the detail: \(logged)")
                 }

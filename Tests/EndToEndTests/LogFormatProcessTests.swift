@@ -15,20 +15,16 @@ struct LogFormatProcessTests {
             process.stderr.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         }
         var port: Int?
-        let deadline = ContinuousClock.now + .seconds(20)
-        while port == nil, ContinuousClock.now < deadline, process.process.isRunning {
+        try await eventually("the JSON line saying ready") {
             port = objects().first { $0["message"] as? String == "veneer ready" }.flatMap { ($0["port"] as? String).flatMap(Int.init) }
-            if port == nil { try await Task.sleep(for: .milliseconds(20)) }
+            return port != nil || !process.process.isRunning
         }
         let ready = try #require(port, "\(process.stderr)")
         #expect(try await RawHTTP.request(port: ready, "GET", "/posts").status == 200)
 
         try "environments: {development: {origin: {mock: {}}, chain: [nonsense]}}".write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
         process.signal(SIGHUP)
-        let reloadDeadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < reloadDeadline, !objects().contains(where: { ($0["message"] as? String)?.hasPrefix("reload failed") == true }) {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await eventually("the reload failed") { objects().contains { ($0["message"] as? String)?.hasPrefix("reload failed") == true } }
         process.signal(SIGTERM)
         #expect(await process.wait() == 0)
         let lines = process.stderr.split(separator: "\n")
@@ -56,19 +52,13 @@ struct LogFormatProcessTests {
             let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
             var status = stat()
             #expect(fstat(handle.fileDescriptor, &status) == 0)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: VeneerProcess.binary)
-            process.arguments = ["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"]
-            process.currentDirectoryURL = URL(fileURLWithPath: directory)
             var variables = ProcessInfo.processInfo.environment
             variables["JOURNAL_STREAM"] = journal ? "\(status.st_dev):\(status.st_ino)" : nil
-            process.environment = variables
-            process.standardError = handle
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
+            let process = try ChildProcess(VeneerProcess.binary, ["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"],
+                                           directory: directory, environment: variables, error: .descriptor(handle.fileDescriptor))
+            let exit = await process.waitUntilExit()
             try handle.close()
-            #expect(process.terminationStatus == 78, "a configuration error")
+            #expect(exit == 78, "a configuration error")
             let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
             #expect(!lines.isEmpty)
             if journal {

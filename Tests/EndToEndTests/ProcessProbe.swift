@@ -1,4 +1,5 @@
 import Foundation
+import VeneerTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -37,26 +38,12 @@ enum ProcessProbe {
 
     /// `prlimit --pid`: lowers a running process's descriptor limit (the descriptors it holds stay).
     static func lowerDescriptorLimit(of pid: Int32, to limit: Int) throws {
-        let prlimit = Process()
-        prlimit.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
-        prlimit.arguments = ["--pid", "\(pid)", "--nofile=\(limit):\(limit)"]
-        try prlimit.run()
-        prlimit.waitUntilExit()
-        guard prlimit.terminationStatus == 0 else { throw ProbeError.unreadable("prlimit exited with \(prlimit.terminationStatus)") }
-    }
-
-    /// Waits (real time) until `condition` holds; throws after `timeout`.
-    static func waitUntil(timeout: Duration = .seconds(10), _ condition: () async -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !(await condition()) {
-            guard ContinuousClock.now < deadline else { throw ProbeError.timedOut }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        let status = try ChildProcess("/usr/bin/prlimit", ["--pid", "\(pid)", "--nofile=\(limit):\(limit)"]).waitBlocking()
+        guard status == 0 else { throw ProbeError.unreadable("prlimit exited with \(status)") }
     }
 
     enum ProbeError: Error {
         case unreadable(String)
-        case timedOut
     }
 }
 

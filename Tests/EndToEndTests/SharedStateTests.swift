@@ -72,8 +72,8 @@ func withSharedVeneers<T>(tokenSettings: TestTokenServer.Settings = TestTokenSer
             let portA = try await a.waitUntilReady()
             let portB = try await b.waitUntilReady()
             // Both connected to the database and listening for its notifications.
-            try await eventually { (try? await RawHTTP.request(port: portA, "GET", "/-/health").status) == 200 }
-            try await eventually { (try? await RawHTTP.request(port: portB, "GET", "/-/health").status) == 200 }
+            try await eventually("A is healthy") { (try? await RawHTTP.request(port: portA, "GET", "/-/health").status) == 200 }
+            try await eventually("B is healthy") { (try? await RawHTTP.request(port: portB, "GET", "/-/health").status) == 200 }
             return try await body(SharedRig(postgres: postgres, tokens: tokens, upstream: upstream, posts: posts, directory: directory,
                                             a: a, b: b, portA: portA, portB: portB))
         }
@@ -94,7 +94,9 @@ struct SharedStateTests {
         try await withSharedVeneers { (rig: SharedRig) async throws in
             let first = try await rig.get(rig.portA, "/posts/1")
             #expect(first.status == 200 && first.json?["title"] as? String == "original 1")
-            try await Task.sleep(for: .milliseconds(300))  // A writes its entry to the database asynchronously
+            // A writes its entry to the database asynchronously; asking B's admin API reads the
+            // store without storing anything on B.
+            try await eventually("A's entry is in the shared store") { (try? await rig.get(rig.portB, "/-/cache?path=/posts/1").status) == 200 }
             let onB = try await rig.get(rig.portB, "/posts/1")
             #expect(onB.header("Cache-Status")?.hasPrefix("veneer; hit") == true)
             #expect(rig.upstream.requests.filter { $0.method == "GET" }.count == 1)
@@ -102,12 +104,8 @@ struct SharedStateTests {
             let put = try await RawHTTP.request(port: rig.portA, "PUT", "/posts/1", body: #"{"title":"updated","body":"b"}"#)
             #expect(put.status == 200)
             let start = ContinuousClock.now
-            var seen = try await rig.get(rig.portB, "/posts/1")
-            while seen.json?["title"] as? String != "updated", ContinuousClock.now - start < .seconds(1) {
-                try await Task.sleep(for: .milliseconds(20))
-                seen = try await rig.get(rig.portB, "/posts/1")
-            }
-            #expect(seen.json?["title"] as? String == "updated", "B served the new post within a second")
+            try await eventually("B serves the new post") { (try await rig.get(rig.portB, "/posts/1")).json?["title"] as? String == "updated" }
+            #expect(ContinuousClock.now - start < .seconds(1), "B served the new post within a second (README)")
         }
     }
 
@@ -120,6 +118,7 @@ struct SharedStateTests {
             #expect(try await rig.get(rig.portB, "/posts/3").status == 200)
             let before = rig.tokens.refreshes
             #expect(before == 1, "the second instance adopted the first one's token")
+            // Deliberate: the shared token (3 s) expires.
             try await Task.sleep(for: .milliseconds(3300))
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for index in 0..<50 {
@@ -140,7 +139,7 @@ struct SharedStateTests {
             #expect(try await rig.get(rig.portA, "/posts/5", headers: blocked).status == 403)
             let upstreamCalls = rig.upstream.count
             // B learns of the block from the database (without asking the upstream)...
-            try await eventually { (try? await rig.get(rig.portB, "/-/blocks").text.contains("acct-13")) == true }
+            try await eventually("B lists the block") { (try? await rig.get(rig.portB, "/-/blocks").text.contains("acct-13")) == true }
             // ...and answers it locally.
             #expect(try await rig.get(rig.portB, "/posts/7", headers: blocked).errorCode == "account_blocked")
             #expect(rig.upstream.count == upstreamCalls)
@@ -148,7 +147,7 @@ struct SharedStateTests {
             let unblock = try await VeneerProcess.run(["unblock", "acct-13", "--config", "veneer.yaml"], directory: rig.directory,
                                                       environment: ["VENEER_STATE": rig.directory + "/a"])
             #expect(unblock.status == 0, "\(unblock.stderr)")
-            try await eventually {
+            try await eventually("B forwards acct-13 again (the upstream's 403)") {
                 let status = try? await rig.get(rig.portB, "/posts/8", headers: blocked).status
                 return status == 403 && rig.upstream.count > upstreamCalls
             }
@@ -161,7 +160,7 @@ struct SharedStateTests {
         try await withSharedVeneers { (rig: SharedRig) async throws in
             let blocked = [("X-Account-Id", "acct-13")]
             #expect(try await rig.get(rig.portA, "/posts/5", headers: blocked).status == 403)
-            try await eventually { (try? await rig.get(rig.portA, "/-/blocks").text.contains("acct-13")) == true }
+            try await eventually("A lists the block") { (try? await rig.get(rig.portA, "/-/blocks").text.contains("acct-13")) == true }
             for process in [rig.a, rig.b] { process.signal(SIGTERM) }
             #expect(await rig.a.wait() == 0)
             #expect(await rig.b.wait() == 0)
@@ -191,13 +190,13 @@ struct SharedStateTests {
                 #expect(response.status == 200, "served from memory or passed through while the database is down: \(response.text)")
             }
             #expect(ContinuousClock.now - start < .seconds(15), "nothing waited for the database beyond its timeout")
-            try await eventually { (try? await rig.get(rig.portA, "/-/health").status) == 503 }
+            try await eventually("A's health says the store is down") { (try? await rig.get(rig.portA, "/-/health").status) == 503 }
             let health = try await rig.get(rig.portA, "/-/health")
             #expect(health.status == 503)
             #expect((health.json?["problems"] as? [String])?.contains { $0.contains("store shared") } == true)
 
             try await rig.postgres.restart()
-            try await eventually {
+            try await eventually("both are healthy again") {
                 let a = try? await rig.get(rig.portA, "/-/health").status
                 let b = try? await rig.get(rig.portB, "/-/health").status
                 return a == 200 && b == 200

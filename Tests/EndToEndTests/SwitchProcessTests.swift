@@ -135,21 +135,21 @@ struct SwitchProcessTests {
                                             environment: ["NOTIFY_SOCKET": socket.path])
             defer { process.terminate() }
             let port = try await process.waitUntilReady()
-            #expect(try await socket.waitFor { $0.contains("READY=1") && $0.contains("STATUS=serving development") })
+            try await eventually("READY=1 names development") { socket.messages.contains { $0.contains("READY=1") && $0.contains("STATUS=serving development") } }
 
             let switched = try await RawHTTP.request(port: port, "POST", "/-/environment", headers: [("Content-Type", "application/json")],
                                                      body: #"{"environment":"staging"}"#)
             #expect(switched.status == 200, "\(switched.text)")
-            #expect(try await socket.waitFor { $0.contains("STATUS=serving staging on 127.0.0.1:0: latency_log -> cache -> mock (generation 2)") })
+            try await eventually("the switch to staging is announced") { socket.messages.contains { $0.contains("STATUS=serving staging on 127.0.0.1:0: latency_log -> cache -> mock (generation 2)") } }
 
             // A reload reads the environment serving now, not the one the process started with.
             process.signal(SIGHUP)
-            #expect(try await socket.waitFor { $0.contains("STATUS=serving staging") && $0.contains("(generation 3)") })
+            try await eventually("the reload of staging is announced") { socket.messages.contains { $0.contains("STATUS=serving staging") && $0.contains("(generation 3)") } }
             #expect(try await RawHTTP.request(port: port, "GET", "/-/health").json?["environment"] as? String == "staging")
 
             let failed = try await RawHTTP.request(port: port, "POST", "/-/environment", body: #"{"environment":"broken"}"#)
             #expect(failed.status == 422)
-            #expect(try await socket.waitFor { $0.contains("STATUS=switch to broken failed (1 problem: ") && $0.contains("serving staging") })
+            try await eventually("the failed switch is announced") { socket.messages.contains { $0.contains("STATUS=switch to broken failed (1 problem: ") && $0.contains("serving staging") } }
             process.signal(SIGTERM)
             #expect(await process.wait() == 0)
         }

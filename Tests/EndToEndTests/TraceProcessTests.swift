@@ -94,7 +94,7 @@ struct TraceProcessTests {
 
         try yaml(true).write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
         process.signal(SIGHUP)
-        try await eventually { (try? await RawHTTP.request(port: port, "GET", "/posts/99").header("server-timing")) != nil }
+        try await eventually("the reload turned trace on") { (try? await RawHTTP.request(port: port, "GET", "/posts/99").header("server-timing")) != nil }
         let on = try await RawHTTP.request(port: port, "GET", "/posts")
         #expect(matches(on.header("server-timing"), #"cache;desc="hit""#), "\(on.headers("server-timing"))")
         let created = try await RawHTTP.request(port: port, "POST", "/posts", body: #"{"title":"t","body":"b"}"#)
@@ -103,7 +103,7 @@ struct TraceProcessTests {
 
         try yaml(false).write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
         process.signal(SIGHUP)
-        try await eventually { (try? await RawHTTP.request(port: port, "GET", "/posts/99").header("server-timing")) == nil }
+        try await eventually("the reload turned trace off") { (try? await RawHTTP.request(port: port, "GET", "/posts/99").header("server-timing")) == nil }
         #expect(try await RawHTTP.request(port: port, "GET", "/posts").header("server-timing") == nil)
 
         process.signal(SIGTERM)

@@ -1,6 +1,6 @@
 import HTTPTypes
 import Testing
-@_spi(Wire) import VeneerCore
+import VeneerCore
 
 /// ProxyHeaders reads and changes like one HTTPFields, whichever way its fields are held.
 @Suite("Response headers")

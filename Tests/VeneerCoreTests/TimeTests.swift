@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VeneerCore
+import VeneerTestSupport
 
 @Suite("HTTP dates and timestamps")
 struct TimeTests {

@@ -22,7 +22,7 @@ struct CacheFreshnessOptionsTests {
           arguments: [(5 * 86_400, 86_400, 43_200), (100 * 86_400, 3600, 3600), (3600, 86_400, 360)])
     func heuristicLifetime(_ sinceModified: Int, _ max: Int, _ fresh: Int) async throws {
         let date = Date()
-        try await withCache(Self.heuristic(max: .seconds(max)), reply: { _ in
+        try await withCache(Self.heuristic(max: .seconds(max)), start: date, reply: { _ in
             post(1, headers: [("Date", HTTPDate.format(date)), ("Last-Modified", HTTPDate.format(date.addingTimeInterval(-Double(sinceModified))))])
         }) { (rig: CacheRig) async throws in
             _ = try await rig.get("/posts/1")
@@ -46,7 +46,7 @@ struct CacheFreshnessOptionsTests {
     func explicitFirst() async throws {
         let date = Date()
         let modified = HTTPDate.format(date.addingTimeInterval(-100 * 86_400))
-        try await withCache(Self.heuristic(), reply: { _ in
+        try await withCache(Self.heuristic(), start: date, reply: { _ in
             post(1, headers: [("Date", HTTPDate.format(date)), ("Last-Modified", modified), ("Cache-Control", "max-age=5")])
         }) { (rig: CacheRig) async throws in
             _ = try await rig.get("/posts/1")
@@ -86,7 +86,7 @@ struct CacheFreshnessOptionsTests {
         let resolved = headers.map { name, value in
             (name, value.replacingOccurrences(of: "EXPIRES+1000", with: HTTPDate.format(now.addingTimeInterval(1000))))
         } + [("Date", HTTPDate.format(now))]
-        try await withCache(reply: { _ in post(1, headers: resolved) }) { (rig: CacheRig) async throws in
+        try await withCache(start: now, reply: { _ in post(1, headers: resolved) }) { (rig: CacheRig) async throws in
             _ = try await rig.get("/posts/1")
             try await rig.expectFresh("/posts/1", for: seconds)
         }

@@ -48,7 +48,7 @@ struct CacheRangeTests {
     func ifRange(_ condition: String, _ partial: Bool) async throws {
         let date = Date()
         let modified = date.addingTimeInterval(-3600)
-        try await withCache(reply: { request in
+        try await withCache(start: date, reply: { request in
             ranged(request, body: Self.text, headers: [("Cache-Control", "max-age=600"), ("Date", HTTPDate.format(date)), ("Last-Modified", HTTPDate.format(modified))])
         }) { (rig: CacheRig) async throws in
             _ = try await rig.get("/posts/1")

@@ -63,7 +63,7 @@ struct CacheStandardsTests {
     func obsoleteExpires() async throws {
         let now = Date()
         let later = now.addingTimeInterval(3600)
-        try await withCache(reply: { request in
+        try await withCache(start: now, reply: { request in
             let formats = ["/posts/1": HTTPDate.format(later).uppercased(), "/posts/2": Self.asctime(later)]
             return post(1, headers: [("Date", HTTPDate.format(now)), ("Expires", formats[request.target] ?? "")])
         }) { (rig: CacheRig) async throws in

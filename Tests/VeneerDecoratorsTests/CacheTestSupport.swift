@@ -33,18 +33,20 @@ struct CacheRig {
     }
 }
 
-/// Runs `body` with a cache in front of an upstream answering with `reply`.
+/// Runs `body` with a cache in front of an upstream answering with `reply`; the cache's clock
+/// starts at `start` (the instant a test's `Date` headers count from: starting the upstream on
+/// a loaded machine can take seconds, which must not age what it answers).
 func withCache<T>(
-    _ options: CacheOptions = CacheOptions(), store: (any KeyValueStore)? = nil,
+    _ options: CacheOptions = CacheOptions(), store: (any KeyValueStore)? = nil, start: Date = Date(),
     reply: @escaping @Sendable (RecordedRequest) async throws -> UpstreamReply,
     _ body: (CacheRig) async throws -> T
 ) async throws -> T {
     let provider = StandardTransportProvider()
     do {
         let result = try await withTestUpstream(reply) { (upstream: TestUpstream) async throws -> T in
-            let clock = ManualClock(start: Date())
+            let clock = ManualClock(start: start)
             let registry = PrometheusCollectorRegistry()
-            let originOptions = UpstreamOriginOptions(endpoint: Endpoint(url: upstream.url)!, timeout: .seconds(5))
+            let originOptions = UpstreamOriginOptions(endpoint: Endpoint(url: upstream.url)!, timeout: .seconds(30))
             let origin = UpstreamOrigin(options: originOptions, transport: provider.transport(originOptions.transport))
             let cache = CacheDecorator.make(inner: origin, options: options, clock: clock, store: store,
                                             metrics: PrometheusMetricsFactory(registry: registry))
@@ -104,7 +106,7 @@ func withScriptedCache<T>(
     let provider = StandardTransportProvider()
     let upstream = try await ScriptedUpstream.start(script)
     do {
-        let originOptions = UpstreamOriginOptions(endpoint: Endpoint(url: upstream.url)!, timeout: .seconds(5))
+        let originOptions = UpstreamOriginOptions(endpoint: Endpoint(url: upstream.url)!, timeout: .seconds(30))
         let origin = UpstreamOrigin(options: originOptions, transport: provider.transport(originOptions.transport))
         let clock = ManualClock(start: Date())
         let cache = CacheDecorator.make(inner: origin, options: options, clock: clock, metrics: PrometheusMetricsFactory(registry: PrometheusCollectorRegistry()))

@@ -202,8 +202,9 @@ struct CapabilityConformanceTests {
             }
         }) { (upstream: TestUpstream) async throws -> Outcome in
             let url = refusingPort.map { "http://127.0.0.1:\($0)" } ?? upstream.url
-            let options = UpstreamOriginOptions(endpoint: Endpoint(url: url)!, timeout: .seconds(5),
-                                                transport: TransportOptions(connectTimeout: .seconds(1)))
+            // Generous deadlines: a loaded machine may take seconds for a local connection.
+            let options = UpstreamOriginOptions(endpoint: Endpoint(url: url)!, timeout: .seconds(30),
+                                                transport: TransportOptions(connectTimeout: .seconds(10)))
             let origin = UpstreamOrigin(options: options, transport: provider.transport(options.transport))
             let handler: any CallbackAnswering = logged
                 ? LatencyLogDecorator(inner: origin, options: LatencyLogOptions(label: "0"), sink: sink, clock: ManualClock(),

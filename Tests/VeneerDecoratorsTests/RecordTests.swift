@@ -226,15 +226,11 @@ struct RecordTests {
     }
 
     /// `text` compressed by the system's gzip.
-    static func gzipped(_ text: String) throws -> [UInt8] {
+    static func gzipped(_ text: String) async throws -> [UInt8] {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try text.write(toFile: directory + "/body", atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/gzip")
-        process.arguments = ["-n", directory + "/body"]
-        try process.run()
-        process.waitUntilExit()
+        _ = try await ChildProcess.run("/usr/bin/gzip", ["-n", directory + "/body"])
         return Array(try #require(FileManager.default.contents(atPath: directory + "/body.gz")))
     }
 
@@ -242,8 +238,8 @@ struct RecordTests {
     func compressedBodies() async throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let file = directory + "/out.har"
-        let secret = try Self.gzipped(#"{"access_token":"SECRET-1","id":1}"#)
-        let bomb = try Self.gzipped(String(repeating: "0", count: 1 << 20))
+        let secret = try await Self.gzipped(#"{"access_token":"SECRET-1","id":1}"#)
+        let bomb = try await Self.gzipped(String(repeating: "0", count: 1 << 20))
         let inner = RecordingHandler { request in
             switch request.route.id {
             case "1": return ProxyResponse(status: .ok, headers: [.contentType: "application/json", .contentEncoding: "gzip"], body: ByteBuffer(bytes: secret))

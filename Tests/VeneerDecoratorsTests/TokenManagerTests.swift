@@ -74,7 +74,7 @@ struct TokenManagerTests {
             store.fail(false)
             let loop = Task { await manager.run() }
             defer { loop.cancel() }
-            for _ in 0..<300 where await manager.state != .idle { try await Task.sleep(for: .milliseconds(10)) }
+            try await eventually("the manager saved the held state and is idle") { await manager.state == .idle }
             #expect(store.saved?.refreshToken == "rt-2", "the held state was saved once the store took it")
             _ = try await manager.tokenAfterUnauthorized(seen: second)            // must present rt-2, not rt-1 again
             #expect(tokens.forms.last?["refresh_token"] == "rt-2")

@@ -1,7 +1,7 @@
 import HTTPTypes
 import NIOCore
 import Testing
-@_spi(Wire) import VeneerCore
+import VeneerCore
 @testable import VeneerHTTP1
 
 /// The HTTP/1.1 request and response parsers on their own: framing, pipelining, partial

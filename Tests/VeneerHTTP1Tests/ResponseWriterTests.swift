@@ -1,7 +1,7 @@
 import HTTPTypes
 import NIOCore
 import Testing
-@_spi(Wire) import VeneerCore
+import VeneerCore
 @testable import VeneerHTTP1
 
 /// The bytes a response becomes on the wire.

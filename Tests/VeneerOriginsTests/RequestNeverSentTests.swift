@@ -93,7 +93,7 @@ struct RequestNeverSentTests {
         try await withTransports { pooled, _ in
             // The one connection of the pool is taken by a request that never gets an answer.
             async let first = failure(pooled, post(silent.url, timeout: .seconds(2)))
-            while silent.received.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            try await eventually("the first request holds the one connection") { !silent.received.isEmpty }
             let queued = await failure(pooled, post(silent.url, timeout: .milliseconds(200)))
             #expect(queued?.code == .upstreamTimeout && queued?.requestNeverSent == true)
             #expect(await first?.requestNeverSent == false)

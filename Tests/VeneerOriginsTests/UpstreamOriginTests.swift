@@ -42,10 +42,12 @@ struct UpstreamOriginTests {
         }
     }
 
-    func origin(_ url: String, timeout: Duration = .seconds(5), way: Way) -> (TestedOrigin, StandardTransportProvider) {
+    /// An origin in front of `url`; its deadlines are generous unless a test sets `timeout`: a
+    /// loaded machine running the tests side by side may take seconds for a local connection.
+    func origin(_ url: String, timeout: Duration = .seconds(30), way: Way) -> (TestedOrigin, StandardTransportProvider) {
         let provider = StandardTransportProvider(kind: way.kind)
         let options = UpstreamOriginOptions(endpoint: Endpoint(url: url)!, timeout: timeout,
-                                            transport: TransportOptions(connectTimeout: .seconds(1)))
+                                            transport: TransportOptions(connectTimeout: .seconds(10)))
         return (TestedOrigin(origin: UpstreamOrigin(options: options, transport: provider.transport(options.transport)), way: way), provider)
     }
 

@@ -12,17 +12,6 @@ func accessLines(_ path: String) -> [[String: Any]] {
     return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
 }
 
-/// Waits until `condition` holds for the lines of `path` (the writer is a thread of its own).
-func waitForLines(_ path: String, timeout: Duration = .seconds(10), _ condition: ([[String: Any]]) -> Bool) async throws -> [[String: Any]] {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        let lines = accessLines(path)
-        if condition(lines) { return lines }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    return accessLines(path)
-}
-
 @Suite("The access log: one line per request, refusals included")
 struct AccessLogTests {
     @Test("answers, the edge's refusals, an unreadable request and the admin API each get one line with their facts")
@@ -78,12 +67,13 @@ struct AccessLogTests {
         let yaml = "environments: {development: {origin: {mock: {}}, access_log: \(path)}}"
         try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
             #expect(try await veneer.request("GET", "/posts").status == 200)
-            #expect(try await waitForLines(path) { $0.count == 1 }.count == 1)
+            // The writer is a thread of its own.
+            try await eventually("the line of the first request is written") { accessLines(path).count == 1 }
             try FileManager.default.moveItem(atPath: path, toPath: path + ".1")
             veneer.instance.accessLog?.reopen()
             #expect(try await veneer.request("GET", "/posts", headers: [("X-Request-Id", "after-rotation")]).status == 200)
-            let fresh = try await waitForLines(path) { $0.count == 1 }
-            #expect(fresh.first?["request_id"] as? String == "after-rotation")
+            try await eventually("a line in the new file") { accessLines(path).count == 1 }
+            #expect(accessLines(path).first?["request_id"] as? String == "after-rotation")
             #expect(accessLines(path + ".1").count == 1)
         }
     }

@@ -12,14 +12,6 @@ struct AuthRig {
     let upstream: TestUpstream
     let clock: ManualClock
     let stateDirectory: String
-
-    /// Waits (in real time) until `condition` holds, for background work to catch up.
-    func eventually(_ condition: () async -> Bool) async throws {
-        for _ in 0..<300 {
-            if await condition() { return }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-    }
 }
 
 /// `reloadable`: the auth_refresh options and the entries before it, read again at each reload
@@ -120,10 +112,11 @@ struct AuthRefreshTests {
             _ = try await rig.veneer.request("GET", "/posts/1")
             #expect(rig.tokens.refreshes == 1)
             rig.clock.advance(by: .seconds(95))
+            // A refresh that must not happen cannot be awaited: give the woken loop a moment.
             try await Task.sleep(for: .milliseconds(100))
             #expect(rig.tokens.refreshes == 1, "not due yet")
             rig.clock.advance(by: .seconds(10))
-            try await rig.eventually { rig.tokens.refreshes == 2 }
+            try await eventually("the proactive refresh") { rig.tokens.refreshes == 2 }
             #expect(rig.tokens.refreshes == 2)
             #expect(try await rig.veneer.request("GET", "/posts/1").status == 200)
             #expect(rig.tokens.refreshes == 2)
@@ -260,7 +253,7 @@ struct AuthRefreshTests {
 
             try "rt-new\n".write(toFile: rig.stateDirectory + "/refresh-token", atomically: true, encoding: .utf8)
             rig.clock.advance(by: .seconds(3))
-            try await rig.eventually { (try? await rig.veneer.request("GET", "/-/health").status) == 200 }
+            try await eventually("the new refresh token file is picked up: health 200") { (try? await rig.veneer.request("GET", "/-/health").status) == 200 }
             #expect(try await rig.veneer.request("GET", "/posts/1").status == 200)
             #expect(rig.tokens.forms.last?["refresh_token"] == "rt-new")
         }
@@ -281,7 +274,7 @@ struct AuthRefreshTests {
             #expect(try await rig.veneer.request("GET", "/-/health").status == 503)
             rig.tokens.update { $0.failWith = nil }
             rig.clock.advance(by: .seconds(61))
-            try await rig.eventually { (try? await rig.veneer.request("GET", "/posts/1").status) == 200 }
+            try await eventually("a request is served after the backoff") { (try? await rig.veneer.request("GET", "/posts/1").status) == 200 }
             #expect(try await rig.veneer.request("GET", "/posts/1").status == 200)
             #expect(try await rig.veneer.request("GET", "/-/health").status == 200)
         }

@@ -1,7 +1,6 @@
 import Foundation
 import HTTPTypes
 import NIOCore
-import Synchronization
 import Testing
 @testable import VeneerRuntime
 @testable import VeneerServer
@@ -28,35 +27,31 @@ struct CacheThroughServerTests {
         try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
             let admin = AdminAPI(chain: veneer.chain, health: veneer.instance.health, metrics: veneer.instance.metrics,
                                  reloadStatus: ReloadStatus())
-            let observed = Mutex<[[RequestRecord.Entry]]>([])
-            let edge = ProxyEdge(chain: veneer.chain, admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true,
-                                 observer: { request, response in
-                                     #expect(response.headers[.xRequestID] == "req-7", "shown as it goes out")
-                                     observed.withLock { $0.append(request.record.entries) }
-                                 })
+            let edge = ProxyEdge(chain: veneer.chain, admin: admin, logger: quietLogger(), adminOnly: false, servesAdmin: true)
             let fields: HTTPFields = [.xRequestID: "req-7"]
+            let missRecord = RequestRecord(), hitRecord = RequestRecord()
             guard let pending = edge.begin(method: .get, target: "/posts", fields: fields, body: .complete(ByteBuffer()),
-                                                          client: ClientAddress("127.0.0.1")).waiting() else {
+                                           client: ClientAddress("127.0.0.1"), record: missRecord).waiting() else {
                 Issue.record("a miss was answered at once")
                 return
             }
             #expect(veneer.chain.generation.requestsInFlight == 1)
-            let (missed, _) = await edge.complete(pending)
+            let missed = await edge.complete(pending)
             #expect(missed.headers[.cacheStatus]?.contains("fwd=uri-miss") == true && missed.headers[.xRequestID] == "req-7")
             #expect(veneer.chain.generation.requestsInFlight == 0)
 
-            guard let (hit, close) = edge.begin(method: .get, target: "/posts", fields: fields, body: .complete(ByteBuffer()),
-                                                                  client: ClientAddress("127.0.0.1")).answered else {
+            guard let hit = edge.begin(method: .get, target: "/posts", fields: fields, body: .complete(ByteBuffer()),
+                                       client: ClientAddress("127.0.0.1"), record: hitRecord).answered else {
                 Issue.record("a fresh hit waited for a task")
                 return
             }
-            #expect(!close && hit.status == .ok && String(buffer: hit.body) == String(buffer: missed.body))
+            #expect(hit.status == .ok && String(buffer: hit.body) == String(buffer: missed.body))
             #expect(hit.headers[.cacheStatus]?.hasPrefix("veneer; hit") == true)
             #expect(hit.headers[values: .xRequestID] == ["req-7"])
             #expect(veneer.chain.generation.requestsInFlight == 0, "an answer at once leaves its generation")
             let metrics = try await veneer.request("GET", "/-/metrics").text
             #expect(metrics.contains(#"veneer_request_duration_seconds_count{label="0",method="GET",route="/posts",status="200"} 2"#))
-            let records = observed.withLock { $0 }
+            let records = [missRecord.entries, hitRecord.entries]
             #expect(records.map { $0.map(\.name) } == [["cache", "mock"], ["cache"]], "the mock origin is asked on the miss only")
             #expect(records.first?.first?.detail == "miss stored" && records.last?.first?.detail == "hit")
         }

@@ -10,20 +10,8 @@ enum Promtool {
     static let path: String? = ["/usr/bin/promtool", "/usr/local/bin/promtool"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
     /// `promtool check metrics` on `text`: its exit status and what it said.
-    static func check(_ text: String) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path!)
-        process.arguments = ["check", "metrics"]
-        let input = Pipe(), output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        input.fileHandleForWriting.write(Data(text.utf8))
-        try input.fileHandleForWriting.close()
-        let said = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: said, as: UTF8.self))
+    static func check(_ text: String) async throws -> (status: Int32, output: String) {
+        try await ChildProcess.run(path!, ["check", "metrics"], input: text)
     }
 }
 
@@ -85,7 +73,7 @@ struct MetricsTests {
           .enabled(if: Promtool.path != nil, "promtool is not installed (Debian package prometheus; make test-deps installs it)"))
     func promtoolClean() async throws {
         let text = try await exposition()
-        let (status, output) = try Promtool.check(text)
+        let (status, output) = try await Promtool.check(text)
         #expect(status == 0 && output.isEmpty, "\(output)")
     }
 

@@ -59,13 +59,16 @@ struct ReloadTests {
     @Test("a request in flight during a reload finishes on the chain it entered")
     func inFlight() async throws {
         let box = YAMLBox(yaml(["old"], latency: "500ms"))
-        try await withVeneer(yaml: "", registry: extendedRegistry, yamlProvider: { box.value }) { (veneer: RunningVeneer) async throws in
+        // The mock's latency runs on this clock: the request stays in flight until the test moves it.
+        let clock = ManualClock()
+        try await withVeneer(yaml: "", registry: extendedRegistry, clock: clock, yamlProvider: { box.value }) { (veneer: RunningVeneer) async throws in
             async let slow = veneer.request("GET", "/posts")
-            while veneer.chain.generation.requestsInFlight == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await eventually("the slow request is in the chain") { veneer.chain.generation.requestsInFlight > 0 }
             box.set(yaml(["new"]))
             _ = await veneer.instance.reload()
             let fresh = try await veneer.request("GET", "/posts")
             #expect(fresh.header("X-Trail") == "new")
+            clock.advance(by: .seconds(1))
             #expect(try await slow.header("X-Trail") == "old")
         }
     }

@@ -27,11 +27,13 @@ struct ShutdownDrainTests {
                                                    return try await inner.handle(request)
                                                }
                                            }))
+        let state = try temporaryDirectory("veneer-state")  // not the .veneer of the checkout, shared by the run
+        defer { try? FileManager.default.removeItem(atPath: state) }
         var configuration = InstanceConfiguration(
             readSource: { () throws(ConfigError) -> ConfigSource in
                 ConfigSource(file: "test.yaml", text: "environments: {development: {origin: {mock: {}}, chain: [hold]}}")
             },
-            environment: "development", variables: [:], registry: registry, logger: quietLogger())
+            environment: "development", variables: ["STATE_DIRECTORY": state], registry: registry, logger: quietLogger())
         configuration.listenOverride = ListenAddress(host: "127.0.0.1", port: 0)
         let ready = Signals<ReadyInfo>()
         let instance = try await VeneerInstance(configuration: configuration, onReady: { ready.send($0) })

@@ -104,11 +104,14 @@ struct SwitchTests {
 
     @Test("a request in flight during a switch finishes on the chain it entered")
     func inFlight() async throws {
-        try await withVeneer(yaml: Self.yaml(latency: "500ms"), registry: extendedRegistry) { (veneer: RunningVeneer) async throws in
+        // The mock's latency runs on this clock: the request stays in flight until the test moves it.
+        let clock = ManualClock()
+        try await withVeneer(yaml: Self.yaml(latency: "500ms"), registry: extendedRegistry, clock: clock) { (veneer: RunningVeneer) async throws in
             async let slow = veneer.request("GET", "/posts")
-            while veneer.chain.generation.requestsInFlight == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await eventually("the slow request is in the chain") { veneer.chain.generation.requestsInFlight > 0 }
             _ = await veneer.instance.switchEnvironment(to: "staging")
             #expect(try await veneer.request("GET", "/posts").header("X-Trail") == "staging")
+            clock.advance(by: .seconds(1))
             let answered = try await slow
             #expect(answered.status == 200 && answered.header("X-Trail") == "dev")
         }
@@ -138,7 +141,7 @@ struct SwitchTests {
             try FileManager.default.createDirectory(atPath: directory + "/x", withIntermediateDirectories: true)
             try await withVeneer(yaml: yaml, environment: "recording") { (veneer: RunningVeneer) async throws in
                 async let slow = veneer.request("GET", "/posts/1")
-                while upstream.count == 0 { try await Task.sleep(for: .milliseconds(5)) }
+                try await eventually("the recorded request reached the upstream") { upstream.count > 0 }
                 for target in ["plain", "recording", "plain", "again"] {
                     guard case .switched = await veneer.instance.switchEnvironment(to: target) else {
                         Issue.record("the switch to \(target) should succeed")

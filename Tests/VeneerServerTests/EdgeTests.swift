@@ -3,7 +3,7 @@ import NIOCore
 import CoreMetrics
 import Synchronization
 import Testing
-@_spi(Wire) import VeneerCore
+import VeneerCore
 import VeneerDecorators
 import VeneerHTTP1
 @testable import VeneerServer
@@ -77,15 +77,15 @@ struct EdgeTests {
             Issue.record("a miss was answered without the origin")
             return
         }
-        guard let pending = edge.completeWithoutTask(pending, then: { _, _ in Issue.record("an immediate plan started a callback") }) else {
+        guard let pending = edge.completeWithoutTask(pending, then: { _ in Issue.record("an immediate plan started a callback") }) else {
             Issue.record("an immediate plan started a callback")
             return
         }
-        let (missed, _) = await edge.complete(pending)
+        let missed = await edge.complete(pending)
         #expect(missed.headers[.cacheStatus] == "veneer; fwd=uri-miss; fwd-status=200; stored")
         #expect(counting.counts == (1, 0), "the chain was asked once, and not again through handle")
         #expect(origin.count == 1 && chain.current.requestsInFlight == 0)
-        guard case (let hit, false)? = begin(edge).answered else {
+        guard let hit = begin(edge).answered else {
             Issue.record("a fresh hit waited")
             return
         }
@@ -99,7 +99,7 @@ struct EdgeTests {
         let edge = ProxyEdge.serving(FixedChain([answering]))
         guard let pending = begin(edge).waiting() else { throw CancellationError() }
         let answered = Mutex<ProxyResponse?>(nil)
-        let started = edge.completeWithoutTask(pending, then: { response, _ in answered.withLock { $0 = response } }) == nil
+        let started = edge.completeWithoutTask(pending, then: { response in answered.withLock { $0 = response } }) == nil
         #expect(started)
         #expect(answered.withLock { $0 }?.headers[.xRequestID] == "req-1")
         #expect(answering.started.load(ordering: .relaxed) == 1 && answering.handled.load(ordering: .relaxed) == 0)
@@ -107,41 +107,40 @@ struct EdgeTests {
         let declining = CallbackOrigin(declines: true)
         let fallback = ProxyEdge.serving(FixedChain([declining]))
         guard let declined = begin(fallback).waiting() else { throw CancellationError() }
-        guard let declined = fallback.completeWithoutTask(declined, then: { _, _ in Issue.record("a declined start answered") }) else {
+        guard let declined = fallback.completeWithoutTask(declined, then: { _ in Issue.record("a declined start answered") }) else {
             throw CancellationError()
         }
-        #expect(await fallback.complete(declined).0.status == .ok)
+        #expect(await fallback.complete(declined).status == .ok)
         #expect(declining.started.load(ordering: .relaxed) == 1 && declining.handled.load(ordering: .relaxed) == 1)
 
         let plain = RecordingHandler()
         let task = ProxyEdge.serving(FixedChain([plain]))
         guard let waiting = begin(task).waiting() else { throw CancellationError() }
-        guard let waiting = task.completeWithoutTask(waiting, then: { _, _ in Issue.record("a task plan started a callback") }) else {
+        guard let waiting = task.completeWithoutTask(waiting, then: { _ in Issue.record("a task plan started a callback") }) else {
             throw CancellationError()
         }
-        #expect(await task.complete(waiting).0.status == .ok && plain.count == 1)
+        #expect(await task.complete(waiting).status == .ok && plain.count == 1)
     }
 
-    @Test("the observer sees each chain answer as it goes out, with the request's record")
-    func observer() async throws {
+    @Test("the record a connection passes in gets the route the edge resolved and the chain's notes; a refusal reaches no chain")
+    func recordPassedIn() async throws {
         let origin = RecordingHandler { request in
             request.record.noteOrigin("upstream", time: .milliseconds(3))
             return .json(.ok, ByteBuffer(string: "{}"), headers: [.cacheControl: "max-age=60"])
         }
         let cache = CacheDecorator.make(inner: origin, options: CacheOptions(), clock: ManualClock(), metrics: NOOPMetricsHandler.instance)
-        let seen = Mutex<[String]>([])
-        let edge = ProxyEdge.serving(FixedChain([cache, origin])) { request, response in
-            let entries = request.record.entries.map { "\($0.name)=\($0.detail)\($0.duration.map { " \($0)" } ?? "")" }
-            seen.withLock { $0.append("\(response.headers[.xRequestID] ?? "-"): " + entries.joined(separator: ", ")) }
+        let edge = ProxyEdge.serving(FixedChain([cache, origin]))
+        func described(_ record: RequestRecord) -> String {
+            let entries = record.entries.map { "\($0.name)=\($0.detail)\($0.duration.map { " \($0)" } ?? "")" }
+            return "\(record.route ?? "-"): " + entries.joined(separator: ", ")
         }
-        guard let pending = begin(edge).waiting() else { throw CancellationError() }
-        _ = await edge.complete(pending)
-        _ = begin(edge)
-        _ = await edge.respond(method: .get, target: "/nothing", fields: [:], body: .complete(ByteBuffer()), client: nil)
-        #expect(seen.withLock { $0 } == [
-            "req-1: cache=miss stored, upstream= 0.003 seconds",
-            "req-1: cache=hit",
-        ], "refusals by the edge never reach the chain")
+        let missed = RequestRecord(), hit = RequestRecord(), refused = RequestRecord()
+        #expect(await edge.answer("/posts/1", fields: [.xRequestID: "req-1"], record: missed).headers[.xRequestID] == "req-1")
+        _ = await edge.answer("/posts/1", record: hit)
+        #expect(await edge.answer("/nothing", record: refused).status == .notFound)
+        #expect(described(missed) == "/posts/{id}: cache=miss stored, upstream= 0.003 seconds")
+        #expect(described(hit) == "/posts/{id}: cache=hit")
+        #expect(described(refused) == "-: ", "refusals by the edge never reach the chain")
     }
 
     func wire(_ response: ProxyResponse) -> String {

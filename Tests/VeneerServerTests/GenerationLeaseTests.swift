@@ -44,10 +44,10 @@ struct GenerationLeaseTests {
         let cache = CacheDecorator.make(inner: origin, options: CacheOptions(), metrics: NOOPMetricsHandler.instance)
         let chain = FixedChain([cache, origin])
         let edge = ProxyEdge.serving(chain)
-        #expect(begin(edge, "/nothing").answered?.response.status == .notFound)
+        #expect(begin(edge, "/nothing").answered?.status == .notFound)
         #expect(chain.current.requestsInFlight == 0)
-        _ = await edge.respond(method: .get, target: "/posts/1", fields: [:], body: .complete(ByteBuffer()), client: nil)
-        #expect(begin(edge).answered?.response.headers[.cacheStatus]?.hasPrefix("veneer; hit") == true)
+        _ = await edge.answer("/posts/1", client: nil)
+        #expect(begin(edge).answered?.headers[.cacheStatus]?.hasPrefix("veneer; hit") == true)
         #expect(chain.current.requestsInFlight == 0)
     }
 
@@ -58,7 +58,7 @@ struct GenerationLeaseTests {
         let edge = ProxyEdge.serving(chain)
         let answered = Mutex(0)
         guard let pending = begin(edge).waiting() else { throw CancellationError() }
-        let started = edge.completeWithoutTask(pending, then: { _, _ in answered.withLock { $0 += 1 } }) == nil
+        let started = edge.completeWithoutTask(pending, then: { _ in answered.withLock { $0 += 1 } }) == nil
         #expect(started && chain.current.requestsInFlight == 1)
         origin.answer()
         #expect(answered.withLock { $0 } == 1 && chain.current.requestsInFlight == 0)
@@ -70,32 +70,32 @@ struct GenerationLeaseTests {
         let edge = ProxyEdge.serving(chain)
         guard let pending = begin(edge).waiting() else { throw CancellationError() }
         chain.current.retire()
-        guard let declined = edge.completeWithoutTask(pending, then: { _, _ in Issue.record("declined") }) else {
+        guard let declined = edge.completeWithoutTask(pending, then: { _ in Issue.record("declined") }) else {
             throw CancellationError()
         }
         #expect(!chain.current.isDrained && chain.current.requestsInFlight == 1)
-        #expect(await edge.complete(declined).0.status == .ok)
+        #expect(await edge.complete(declined).status == .ok)
         #expect(chain.current.isDrained)
     }
 
     @Test("a chain that throws, and a request whose task is cancelled, end their leases")
     func thrownAndCancelled() async throws {
         let failing = FixedChain([RecordingHandler { _ in throw ProxyError.upstreamUnavailable("down") }])
-        #expect(await ProxyEdge.serving(failing).respond(method: .get, target: "/posts/1", fields: [:], body: .complete(ByteBuffer()), client: nil).0.status == .badGateway)
+        #expect(await ProxyEdge.serving(failing).answer("/posts/1", client: nil).status == .badGateway)
         #expect(failing.current.requestsInFlight == 0)
 
         let entered = Signals<Void>()
         let slow = FixedChain([RecordingHandler { _ in
             entered.send(())
-            try await Task.sleep(for: .seconds(600))
+            try await Task.sleep(for: .seconds(600))  // a request that never ends: its task is cancelled below
             return .json(.ok, ByteBuffer(string: "{}"))
         }])
         let edge = ProxyEdge.serving(slow)
-        let request = Task { await edge.respond(method: .get, target: "/posts/1", fields: [:], body: .complete(ByteBuffer()), client: nil) }
+        let request = Task { await edge.answer("/posts/1", client: nil) }
         _ = await entered.next()
         #expect(slow.current.requestsInFlight == 1)
         request.cancel()
-        #expect(await request.value.0.status == .internalServerError)
+        #expect(await request.value.status == .internalServerError)
         slow.current.retire()
         await slow.current.drained()
     }
@@ -103,7 +103,7 @@ struct GenerationLeaseTests {
     @Test("drained() returns at once for a retired idle generation, and waits for the last lease of a busy one")
     func drain() async throws {
         let chain = FixedChain([RecordingHandler()])
-        let idle = ServingChain(plan: chain.current.plan, resources: [.posts], requestBodyLimit: 1)
+        let idle = ServingChain(plan: chain.current.plan, resources: [.posts], requestBodyLimit: 1, access: .testListener)
         idle.retire()
         await idle.drained()
         #expect(idle.isDrained)

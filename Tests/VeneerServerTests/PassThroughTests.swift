@@ -15,32 +15,33 @@ struct PassThroughTests {
             let yaml = "environments: {development: {origin: {upstream: {url: \"\(upstream.url)\"}}, chain: [latency_log]}}"
             try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
                 let chain = veneer.chain
-                let observed = Mutex<[[RequestRecord.Entry]]>([])
-                let edge = ProxyEdge(chain: chain, admin: NoAdmin(), logger: quietLogger(), adminOnly: false, servesAdmin: true,
-                                     observer: { request, _ in observed.withLock { $0.append(request.record.entries) } })
+                let records = Mutex<[RequestRecord]>([])
+                let edge = ProxyEdge(chain: chain, admin: NoAdmin(), logger: quietLogger(), adminOnly: false, servesAdmin: true)
                 @Sendable func begin() throws -> ProxyEdge.Pending {
+                    let record = RequestRecord()
+                    records.withLock { $0.append(record) }
                     guard let pending = edge.begin(method: .get, target: "/posts/1", fields: [.xRequestID: "req-9"],
-                                                                  body: .complete(ByteBuffer()), client: ClientAddress("127.0.0.1")).waiting() else {
+                                                   body: .complete(ByteBuffer()), client: ClientAddress("127.0.0.1"), record: record).waiting() else {
                         throw CancellationError()
                     }
                     return pending
                 }
 
                 // Off any event loop nothing starts and nothing changes: the task path follows.
-                guard let offLoop = edge.completeWithoutTask(try begin(), then: { _, _ in Issue.record("answered off the loop") }) else {
+                guard let offLoop = edge.completeWithoutTask(try begin(), then: { _ in Issue.record("answered off the loop") }) else {
                     throw CancellationError()
                 }
                 #expect(chain.generation.requestsInFlight == 1)
-                let (byTask, _) = await edge.complete(offLoop)
+                let byTask = await edge.complete(offLoop)
                 #expect(byTask.status == .ok && chain.generation.requestsInFlight == 0)
 
                 let loop = veneer.instance.configuration.eventLoopGroup.next()
-                let (response, close): (ProxyResponse, Bool) = try await withCheckedThrowingContinuation { continuation in
+                let response: ProxyResponse = try await withCheckedThrowingContinuation { continuation in
                     loop.execute {
                         do {
-                            let declined = edge.completeWithoutTask(try begin()) { response, close in
+                            let declined = edge.completeWithoutTask(try begin()) { response in
                                 #expect(loop.inEventLoop)
-                                continuation.resume(returning: (response, close))
+                                continuation.resume(returning: response)
                             }
                             if declined != nil { continuation.resume(throwing: CancellationError()) }
                         } catch {
@@ -48,14 +49,14 @@ struct PassThroughTests {
                         }
                     }
                 }
-                #expect(!close && response.status == .ok && String(buffer: response.body) == #"{"id":1}"#)
+                #expect(response.status == .ok && String(buffer: response.body) == #"{"id":1}"#)
                 #expect(response.headers[values: .xRequestID] == ["req-9"], "the edge's id replaces the upstream's")
                 #expect(chain.generation.requestsInFlight == 0)
                 #expect(upstream.requests.count == 2 && upstream.requests.allSatisfy { $0.header("x-request-id") == "req-9" })
                 let metrics = try await veneer.request("GET", "/-/metrics").text
                 #expect(metrics.contains(#"veneer_request_duration_seconds_count{label="0",method="GET",route="/posts/{id}",status="200"} 2"#))
-                let records = observed.withLock { $0 }
-                #expect(records.count == 2 && records.allSatisfy { $0.map(\.name) == ["upstream"] && $0.first?.duration != nil },
+                let entries = records.withLock { $0 }.map(\.entries)
+                #expect(entries.count == 2 && entries.allSatisfy { $0.map(\.name) == ["upstream"] && $0.first?.duration != nil },
                         "the origin's time, by task and by callback")
             }
         }

@@ -49,7 +49,7 @@ struct ServerConnectionStateMachineTests {
         #expect(machine.bytesRead() == .parse)
         #expect(machine.requestParsed("a", keepAlive: true, bodyBytes: 0, now: Self.at(0)) == .answer(pauseReading: false))
         #expect(machine.state == .open(.waiting(since: Self.at(0)), .answering(keepAlive: true, writable: true)))
-        #expect(machine.answerReady(closeConnection: false, now: Self.at(1)) == .write(close: false))
+        #expect(machine.answerReady(now: Self.at(1)) == .write(close: false))
         #expect(machine.answerWritten(now: Self.at(1)) == .none)
         #expect(machine.state == .open(.waiting(since: Self.at(0)), .idle(since: Self.at(1))))
     }
@@ -59,9 +59,9 @@ struct ServerConnectionStateMachineTests {
         var machine = Self.answering()
         #expect(machine.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0)) == .wait(pauseReading: false))
         #expect(machine.queuedRequests == 1)
-        #expect(machine.answerReady(closeConnection: false, now: Self.at(1)) == .write(close: false))
+        #expect(machine.answerReady(now: Self.at(1)) == .write(close: false))
         #expect(machine.answerWritten(now: Self.at(1)) == .answer("b"))
-        #expect(machine.answerReady(closeConnection: false, now: Self.at(2)) == .write(close: false))
+        #expect(machine.answerReady(now: Self.at(2)) == .write(close: false))
         #expect(machine.answerWritten(now: Self.at(2)) == .none)
     }
 
@@ -73,10 +73,10 @@ struct ServerConnectionStateMachineTests {
         #expect(!machine.readsRequests)
         #expect(machine.bytesRead() == .keep, "what arrives is kept for later, not parsed")
         for (next, time) in [("b", 1.0), ("c", 2.0)] {
-            _ = machine.answerReady(closeConnection: false, now: Self.at(time))
+            _ = machine.answerReady(now: Self.at(time))
             #expect(machine.answerWritten(now: Self.at(time)) == .answer(next))
         }
-        _ = machine.answerReady(closeConnection: false, now: Self.at(3))
+        _ = machine.answerReady(now: Self.at(3))
         #expect(machine.answerWritten(now: Self.at(3)) == .resumeReading)
         #expect(machine.readsRequests)
     }
@@ -87,7 +87,7 @@ struct ServerConnectionStateMachineTests {
         limits.pipelineDepth = 1
         var machine = Self.active(limits)
         #expect(machine.requestParsed("a", keepAlive: true, bodyBytes: 0, now: Self.at(0)) == .answer(pauseReading: true))
-        _ = machine.answerReady(closeConnection: false, now: Self.at(1))
+        _ = machine.answerReady(now: Self.at(1))
         #expect(machine.answerWritten(now: Self.at(1)) == .resumeReading)
     }
 
@@ -104,7 +104,7 @@ struct ServerConnectionStateMachineTests {
         #expect(!machine.readsRequests)
         #expect(machine.bytesRead() == .discard)
         #expect(machine.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0)) == .drop)
-        #expect(machine.answerReady(closeConnection: false, now: Self.at(1)) == .write(close: true))
+        #expect(machine.answerReady(now: Self.at(1)) == .write(close: true))
         #expect(machine.answerWritten(now: Self.at(1)) == .none)
         #expect(machine.outputShut(now: Self.at(2)) == .linger(until: Self.at(4)))
         #expect(machine.bytesRead() == .discard)
@@ -116,19 +116,21 @@ struct ServerConnectionStateMachineTests {
     func closeRequestedBehindOthers() {
         var machine = Self.answering()
         #expect(machine.requestParsed("b", keepAlive: false, bodyBytes: 0, now: Self.at(0)) == .wait(pauseReading: false))
-        #expect(machine.answerReady(closeConnection: false, now: Self.at(1)) == .write(close: false))
+        #expect(machine.answerReady(now: Self.at(1)) == .write(close: false))
         #expect(machine.answerWritten(now: Self.at(1)) == .answer("b"))
-        #expect(machine.answerReady(closeConnection: false, now: Self.at(2)) == .write(close: true))
+        #expect(machine.answerReady(now: Self.at(2)) == .write(close: true))
     }
 
-    @Test("an answer that must close the connection (a body left unread) drops the requests behind it")
-    func answerClosesConnection() {
+    @Test("a request whose body was left unread (reported as not keeping the connection alive) is its last, whatever answers it")
+    func bodyLeftUnread() {
         var machine = Self.answering()
-        _ = machine.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0))
-        #expect(machine.answerReady(closeConnection: true, now: Self.at(1)) == .write(close: true))
-        #expect(machine.answerWritten(now: Self.at(1)) == .none)
-        #expect(machine.queuedRequests == 0)
-        #expect(machine.state == .closingOutput(since: Self.at(1), inputEnded: false))
+        #expect(machine.requestParsed("too large", keepAlive: false, bodyBytes: 0, now: Self.at(0)) == .wait(pauseReading: false))
+        #expect(machine.bytesRead() == .discard, "the rest of its body is never read")
+        #expect(machine.answerReady(now: Self.at(1)) == .write(close: false))
+        #expect(machine.answerWritten(now: Self.at(1)) == .answer("too large"))
+        #expect(machine.answerReady(now: Self.at(2)) == .write(close: true))
+        #expect(machine.answerWritten(now: Self.at(2)) == .none)
+        #expect(machine.state == .closingOutput(since: Self.at(2), inputEnded: false))
     }
 
     @Test("100 Continue only when the request is next in line")
@@ -150,7 +152,7 @@ struct ServerConnectionStateMachineTests {
 
         var busy = Self.answering()
         #expect(busy.requestFailed(.malformed("bare LF"), now: Self.at(1)) == .none)
-        #expect(busy.answerReady(closeConnection: false, now: Self.at(2)) == .write(close: false))
+        #expect(busy.answerReady(now: Self.at(2)) == .write(close: false))
         #expect(busy.answerWritten(now: Self.at(2)) == .refuse(.malformed("bare LF")))
     }
 
@@ -169,7 +171,7 @@ struct ServerConnectionStateMachineTests {
         var machine = Self.active()
         _ = machine.inputProgressed(.head, now: Self.at(1))
         #expect(machine.requestParsed("a", keepAlive: true, bodyBytes: 0, now: Self.at(2)) == .answer(pauseReading: false))
-        _ = machine.answerReady(closeConnection: false, now: Self.at(2))
+        _ = machine.answerReady(now: Self.at(2))
         _ = machine.answerWritten(now: Self.at(2))
         #expect(machine.inputProgressed(.none, now: Self.at(2)) == .none)
         #expect(machine.timerFired(now: Self.at(11)) == .rearm(Self.at(77)))
@@ -190,7 +192,7 @@ struct ServerConnectionStateMachineTests {
         var machine = Self.answering()
         _ = machine.inputProgressed(.head, now: Self.at(1))
         #expect(machine.timerFired(now: Self.at(11)) == .rearm(Self.at(86)))
-        #expect(machine.answerReady(closeConnection: false, now: Self.at(12)) == .write(close: false))
+        #expect(machine.answerReady(now: Self.at(12)) == .write(close: false))
         #expect(machine.answerWritten(now: Self.at(12)) == .refuse(.timedOut))
     }
 
@@ -215,7 +217,7 @@ struct ServerConnectionStateMachineTests {
     func idleAfterAnswers() {
         var machine = Self.answering()
         #expect(machine.timerFired(now: Self.at(75)) == .rearm(Self.at(150)), "waiting for the chain is not idleness")
-        _ = machine.answerReady(closeConnection: false, now: Self.at(100))
+        _ = machine.answerReady(now: Self.at(100))
         _ = machine.answerWritten(now: Self.at(100))
         #expect(machine.timerFired(now: Self.at(150)) == .rearm(Self.at(175)))
         #expect(machine.timerFired(now: Self.at(175)) == .close)
@@ -227,21 +229,21 @@ struct ServerConnectionStateMachineTests {
     func outputBlocked() {
         var machine = Self.answering()
         _ = machine.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0))
-        #expect(machine.answerReady(closeConnection: false, now: Self.at(1)) == .write(close: false))
+        #expect(machine.answerReady(now: Self.at(1)) == .write(close: false))
         // The write made the channel unwritable (NIO says so inside the write).
         #expect(machine.writabilityChanged(writable: false, now: Self.at(1)) == .pauseReading)
         #expect(machine.answerWritten(now: Self.at(1)) == .none, "b waits: its answer would only add to the pile")
         #expect(!machine.readsRequests)
         #expect(machine.writabilityChanged(writable: false, now: Self.at(2)) == .none)
         #expect(machine.writabilityChanged(writable: true, now: Self.at(3)) == .answer("b"))
-        _ = machine.answerReady(closeConnection: false, now: Self.at(4))
+        _ = machine.answerReady(now: Self.at(4))
         #expect(machine.answerWritten(now: Self.at(4)) == .resumeReading)
     }
 
     @Test("a client that reads none of its answers for idle_timeout is closed")
     func clientNeverReads() {
         var machine = Self.answering()
-        _ = machine.answerReady(closeConnection: false, now: Self.at(1))
+        _ = machine.answerReady(now: Self.at(1))
         #expect(machine.writabilityChanged(writable: false, now: Self.at(1)) == .pauseReading)
         #expect(machine.timerFired(now: Self.at(75)) == .rearm(Self.at(76)))
         #expect(machine.timerFired(now: Self.at(76)) == .close)
@@ -262,7 +264,7 @@ struct ServerConnectionStateMachineTests {
         var machine = Self.answering()
         _ = machine.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0))
         #expect(machine.writabilityChanged(writable: false, now: Self.at(1)) == .pauseReading)
-        #expect(machine.answerReady(closeConnection: false, now: Self.at(2)) == .write(close: false))
+        #expect(machine.answerReady(now: Self.at(2)) == .write(close: false))
         #expect(machine.answerWritten(now: Self.at(2)) == .none)
         #expect(machine.state == .open(.paused, .blocked(since: Self.at(2))))
     }
@@ -283,9 +285,9 @@ struct ServerConnectionStateMachineTests {
         #expect(machine.quiesce(now: Self.at(1)) == .none)
         #expect(!machine.readsRequests)
         #expect(machine.quiesce(now: Self.at(1)) == .none, "a second quiesce changes nothing")
-        #expect(machine.answerReady(closeConnection: false, now: Self.at(2)) == .write(close: false))
+        #expect(machine.answerReady(now: Self.at(2)) == .write(close: false))
         #expect(machine.answerWritten(now: Self.at(2)) == .answer("b"))
-        #expect(machine.answerReady(closeConnection: false, now: Self.at(3)) == .write(close: true))
+        #expect(machine.answerReady(now: Self.at(3)) == .write(close: true))
     }
 
     @Test("graceful shutdown while a body arrives reads it and answers it, then closes")
@@ -295,7 +297,7 @@ struct ServerConnectionStateMachineTests {
         #expect(machine.quiesce(now: Self.at(2)) == .none)
         #expect(machine.readsRequests)
         #expect(machine.requestParsed("a", keepAlive: true, bodyBytes: 10, now: Self.at(0)) == .answer(pauseReading: false))
-        #expect(machine.answerReady(closeConnection: false, now: Self.at(3)) == .write(close: true))
+        #expect(machine.answerReady(now: Self.at(3)) == .write(close: true))
     }
 
     @Test("graceful shutdown drops a head begun when nothing else is in progress")
@@ -312,7 +314,7 @@ struct ServerConnectionStateMachineTests {
         _ = busy.quiesce(now: Self.at(1))
         #expect(busy.drainEnded() == .refuse(unanswered: ["b"]))
         #expect(busy.state == .closed && busy.queuedRequests == 0)
-        #expect(busy.answerReady(closeConnection: false, now: Self.at(2)) == .discard, "the chain's answer, too late")
+        #expect(busy.answerReady(now: Self.at(2)) == .discard, "the chain's answer, too late")
         #expect(busy.drainEnded() == .none)
 
         // Not quiesced first (the group was cancelled at once): the same.
@@ -325,12 +327,12 @@ struct ServerConnectionStateMachineTests {
         var blocked = Self.answering()
         _ = blocked.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0))
         _ = blocked.writabilityChanged(writable: false, now: Self.at(1))
-        _ = blocked.answerReady(closeConnection: false, now: Self.at(1))
+        _ = blocked.answerReady(now: Self.at(1))
         #expect(blocked.drainEnded() == .close(unanswered: ["b"]), "the answer before it went out; b never began")
 
         // The last answer's head is out (a stream, or the last answer being sent): close.
         var last = Self.answering(keepAlive: false)
-        _ = last.answerReady(closeConnection: false, now: Self.at(1))
+        _ = last.answerReady(now: Self.at(1))
         #expect(last.drainEnded() == .close(unanswered: []))
         var unborn = Machine(limits: Self.limits)
         #expect(unborn.drainEnded() == .close(unanswered: []))
@@ -343,7 +345,7 @@ struct ServerConnectionStateMachineTests {
 
         var busy = Self.answering()
         #expect(busy.inputClosed(now: Self.at(1)) == .none)
-        #expect(busy.answerReady(closeConnection: false, now: Self.at(2)) == .write(close: true))
+        #expect(busy.answerReady(now: Self.at(2)) == .write(close: true))
         #expect(busy.outputShut(now: Self.at(3)) == .close)
     }
 
@@ -353,7 +355,7 @@ struct ServerConnectionStateMachineTests {
         _ = machine.inputProgressed(.body, now: Self.at(1))
         #expect(machine.inputClosed(now: Self.at(2)) == .none)
         #expect(machine.bytesRead() == .discard)
-        #expect(machine.answerReady(closeConnection: false, now: Self.at(3)) == .write(close: true))
+        #expect(machine.answerReady(now: Self.at(3)) == .write(close: true))
     }
 
     @Test("lingering ends when its time is up")
@@ -368,7 +370,7 @@ struct ServerConnectionStateMachineTests {
     @Test("a last answer the client never reads is given up after idle_timeout")
     func lastAnswerNeverSent() {
         var machine = Self.answering(keepAlive: false)
-        #expect(machine.answerReady(closeConnection: false, now: Self.at(1)) == .write(close: true))
+        #expect(machine.answerReady(now: Self.at(1)) == .write(close: true))
         #expect(machine.timerFired(now: Self.at(75)) == .rearm(Self.at(76)))
         #expect(machine.timerFired(now: Self.at(76)) == .close)
     }
@@ -381,7 +383,7 @@ struct ServerConnectionStateMachineTests {
         #expect(machine.errorCaught() == .close)
         #expect(machine.errorCaught() == .none)
         #expect(machine.channelInactive() == .cancelTimer, "the timer set at activation")
-        #expect(machine.answerReady(closeConnection: false, now: Self.at(1)) == .discard)
+        #expect(machine.answerReady(now: Self.at(1)) == .discard)
         #expect(machine.answerWritten(now: Self.at(1)) == .none)
         #expect(machine.timerFired(now: Self.at(100)) == .none)
         #expect(machine.writabilityChanged(writable: true, now: Self.at(1)) == .none)
@@ -400,10 +402,12 @@ struct ServerConnectionStateMachineTests {
     @Test("an answer that comes after the connection began its close is discarded")
     func answerWhileLingering() {
         var machine = Self.answering()
-        _ = machine.requestParsed("b", keepAlive: true, bodyBytes: 0, now: Self.at(0))
-        _ = machine.answerReady(closeConnection: true, now: Self.at(1))
+        _ = machine.requestParsed("b", keepAlive: false, bodyBytes: 0, now: Self.at(0))
+        _ = machine.answerReady(now: Self.at(1))
+        _ = machine.answerWritten(now: Self.at(1))
+        _ = machine.answerReady(now: Self.at(1))
         _ = machine.outputShut(now: Self.at(1))
-        #expect(machine.answerReady(closeConnection: false, now: Self.at(2)) == .discard)
+        #expect(machine.answerReady(now: Self.at(2)) == .discard)
         #expect(machine.requestParsed("c", keepAlive: true, bodyBytes: 0, now: Self.at(0)) == .drop)
     }
 
@@ -421,7 +425,7 @@ struct ServerConnectionStateMachineTests {
         await #expect(processExitsWith: .failure) {
             var machine = ServerConnectionStateMachine<String>(limits: ServerConnectionStateMachineTests.limits)
             _ = machine.channelActive(now: .uptimeNanoseconds(0))
-            _ = machine.answerReady(closeConnection: false, now: .uptimeNanoseconds(1))
+            _ = machine.answerReady(now: .uptimeNanoseconds(1))
         }
     }
 }

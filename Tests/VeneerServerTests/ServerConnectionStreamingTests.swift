@@ -173,7 +173,7 @@ struct ServerConnectionStreamingTests {
             _ = machine.channelActive(now: .uptimeNanoseconds(0))
             _ = machine.requestParsed("a", keepAlive: true, bodyBytes: 0, now: .uptimeNanoseconds(0))
             _ = machine.streamReady(now: .uptimeNanoseconds(1))
-            _ = machine.answerReady(closeConnection: false, now: .uptimeNanoseconds(2))
+            _ = machine.answerReady(now: .uptimeNanoseconds(2))
         }
     }
 }

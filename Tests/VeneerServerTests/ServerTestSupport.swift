@@ -9,9 +9,10 @@ import VeneerTestSupport
 final class FixedChain: ChainSource {
     let current: ServingChain
 
-    /// The chain of `handlers`, outermost first, planned as ChainBuilder plans it.
-    init(_ handlers: [any Handler], resources: [Resource] = [.posts], bodyLimit: Int = 1 << 20) {
-        current = ServingChain(plan: ChainPlan(outermostFirst: handlers), resources: resources, requestBodyLimit: bodyLimit)
+    /// The chain of `handlers`, outermost first, planned as ChainBuilder plans it, behind the
+    /// checks of a listener on 127.0.0.1 that also answers for the Host `x`.
+    init(_ handlers: [any Handler], resources: [Resource] = [.posts], bodyLimit: Int = 1 << 20, access: EdgeAccess = .testListener) {
+        current = ServingChain(plan: ChainPlan(outermostFirst: handlers), resources: resources, requestBodyLimit: bodyLimit, access: access)
     }
 
     func lease() -> GenerationLease {
@@ -26,24 +27,42 @@ struct NoAdmin: AdminResponder {
     }
 }
 
+extension EdgeAccess {
+    /// A listener on 127.0.0.1 that also answers for the Host `x` (what the embedded connections send).
+    static let testListener = EdgeAccess(listenHost: "127.0.0.1", allowedHosts: ["x"])
+}
+
 extension ProxyEdge {
     /// An edge serving `chain` (and no admin API worth the name).
-    static func serving(_ chain: FixedChain, observer: (@Sendable (ProxyRequest, ProxyResponse) -> Void)? = nil) -> ProxyEdge {
-        ProxyEdge(chain: chain, admin: NoAdmin(), logger: quietLogger(), adminOnly: false, servesAdmin: true, observer: observer)
+    static func serving(_ chain: FixedChain) -> ProxyEdge {
+        ProxyEdge(chain: chain, admin: NoAdmin(), logger: quietLogger(), adminOnly: false, servesAdmin: true)
+    }
+
+    /// The whole answer to one request, as a connection would write it (a stream's head alone,
+    /// the stream stopped): begin, then complete what waits.
+    func answer(_ target: String, method: HTTPRequest.Method = .get, fields: HTTPFields = [:], body: IncomingBody = .complete(ByteBuffer()),
+                client: ClientAddress? = ClientAddress("127.0.0.1"), record: RequestRecord? = nil) async -> ProxyResponse {
+        switch begin(method: method, target: target, fields: fields, body: body, client: client, record: record) {
+        case .answered(let response): return response
+        case .waiting(let pending): return await complete(pending)
+        case .streamed(let answer):
+            answer.stop()
+            return answer.head
+        }
     }
 }
 
 /// ``ProxyEdge/completeWithoutTask(_:to:)`` with a closure.
 struct ClosureDelivery: AnswerDelivery {
-    let done: @Sendable (ProxyResponse, Bool) -> Void
+    let done: @Sendable (ProxyResponse) -> Void
 
-    func deliver(_ response: ProxyResponse, closeConnection: Bool) {
-        done(response, closeConnection)
+    func deliver(_ response: ProxyResponse) {
+        done(response)
     }
 }
 
 extension ProxyEdge {
-    func completeWithoutTask(_ pending: consuming Pending, then done: @escaping @Sendable (ProxyResponse, Bool) -> Void) -> Pending? {
+    func completeWithoutTask(_ pending: consuming Pending, then done: @escaping @Sendable (ProxyResponse) -> Void) -> Pending? {
         completeWithoutTask(pending, to: ClosureDelivery(done: done))
     }
 }
@@ -56,12 +75,12 @@ struct AnswersAtOnce: ImmediateAnswering {
 
 /// A connection handler on an embedded channel (made active, as an accepted socket is) whose
 /// loop runs only when told.
-func embeddedConnection(_ chain: [any Handler], limits: ConnectionLimits = ConnectionLimits(requestHeaders: 8192))
+func embeddedConnection(_ chain: [any Handler], limits: ConnectionLimits = ConnectionLimits(requestHeaders: 8192), bodyLimit: Int = 1 << 20)
     async throws -> (EmbeddedChannel, EmbeddedEventLoop) {
     let loop = EmbeddedEventLoop()
     let channel = EmbeddedChannel(loop: loop)
     try channel.pipeline.syncOperations.addHandler(ProxyRequestHandler(
-        edge: .serving(FixedChain(chain)), dates: HTTPDateCache(), client: ClientAddress("127.0.0.1"), localPort: 1, limits: limits,
+        edge: .serving(FixedChain(chain, bodyLimit: bodyLimit)), dates: HTTPDateCache(), client: ClientAddress("127.0.0.1"), localPort: 1, limits: limits,
         eventLoop: loop, logger: quietLogger()))
     try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1))
     return (channel, loop)

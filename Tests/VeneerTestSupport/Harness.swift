@@ -48,6 +48,13 @@ public func withVeneer<T>(
     _ body: (RunningVeneer) async throws -> T
 ) async throws -> T {
     let fixed = yaml
+    // A state folder of its own unless the test names one (state_dir, STATE_DIRECTORY): the
+    // default, .veneer in the working directory, would be shared by every instance of the run
+    // (the address record each writes and removes) and written into the checkout.
+    var variables = variables
+    let ownState = variables["STATE_DIRECTORY"] == nil ? try temporaryDirectory("veneer-state") : nil
+    defer { if let ownState { try? FileManager.default.removeItem(atPath: ownState) } }
+    if let ownState { variables["STATE_DIRECTORY"] = ownState }
     var configuration = InstanceConfiguration(
         readSource: { () throws(ConfigError) -> ConfigSource in ConfigSource(file: "test.yaml", text: yamlProvider?() ?? fixed) },
         environment: environment, variables: variables, workingDirectory: workingDirectory,

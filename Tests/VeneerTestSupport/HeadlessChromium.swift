@@ -49,12 +49,12 @@ public final class HeadlessChromium: Sendable {
                                                                 "--virtual-time-budget=2000", "--screenshot=\(path)", url])
     }
 
-    let process: Process
+    let process: ChildProcess
     let profile: String
     /// The DevTools port.
     public let port: Int
 
-    private init(process: Process, profile: String, port: Int) {
+    private init(process: ChildProcess, profile: String, port: Int) {
         self.process = process
         self.profile = profile
         self.port = port
@@ -65,29 +65,22 @@ public final class HeadlessChromium: Sendable {
     public static func launch() async throws -> HeadlessChromium {
         guard FileManager.default.isExecutableFile(atPath: binary) else { throw Failure.notInstalled }
         let profile = try temporaryDirectory("veneer-chromium")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = flags + ["--user-data-dir=\(profile)", "--remote-debugging-port=0", "about:blank"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline {
-            if let text = try? String(contentsOfFile: profile + "/DevToolsActivePort", encoding: .utf8),
-               let port = text.split(separator: "\n").first.flatMap({ Int($0) }) {
-                return HeadlessChromium(process: process, profile: profile, port: port)
-            }
-            guard process.isRunning else { break }
-            try await Task.sleep(for: .milliseconds(50))
+        let process = try ChildProcess(binary, flags + ["--user-data-dir=\(profile)", "--remote-debugging-port=0", "about:blank"])
+        var port: Int?
+        _ = try await poll(timeout: .seconds(60)) {
+            port = (try? String(contentsOfFile: profile + "/DevToolsActivePort", encoding: .utf8))
+                .flatMap { $0.split(separator: "\n").first.flatMap { Int($0) } }
+            return port != nil || !process.isRunning
         }
-        process.terminate()
+        if let port { return HeadlessChromium(process: process, profile: profile, port: port) }
+        process.signal(SIGKILL)
         throw Failure.noDebuggingPort("no DevToolsActivePort in \(profile)")
     }
 
     /// The browser's open page (`about:blank` at launch), driven through the DevTools protocol.
     public func page() async throws -> DevToolsPage {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while true {
+        var path: String?
+        let found = try await poll(timeout: eventuallyTimeout) {
             // Its HTTP server keeps the connection open whatever the request says: read one answer.
             let connection = try await RawConnection.connect(port: port)
             defer { connection.close() }
@@ -95,12 +88,13 @@ public final class HeadlessChromium: Sendable {
             guard let list = try await connection.responses(1).first else { throw Failure.protocolError("no answer to /json/list") }
             if let targets = try? JSONSerialization.jsonObject(with: Data(list.body)) as? [[String: Any]],
                let page = targets.first(where: { $0["type"] as? String == "page" }),
-               let socket = page["webSocketDebuggerUrl"] as? String, let url = URL(string: socket) {
-                return try await DevToolsPage.connect(port: port, path: url.path)
+               let socket = page["webSocketDebuggerUrl"] as? String {
+                path = URL(string: socket)?.path
             }
-            guard ContinuousClock.now < deadline else { throw Failure.timeout("a page target") }
-            try await Task.sleep(for: .milliseconds(50))
+            return path != nil
         }
+        guard found, let path else { throw Failure.timeout("a page target") }
+        return try await DevToolsPage.connect(port: port, path: path)
     }
 
     /// Runs `body` with the open page of a browser launched for it, then ends the browser.
@@ -114,10 +108,9 @@ public final class HeadlessChromium: Sendable {
 
     /// Ends the browser and removes its profile.
     public func stop() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        // The browser and its helper processes: the process group it leads.
+        kill(-process.pid, SIGKILL)
+        process.waitBlocking()
         try? FileManager.default.removeItem(atPath: profile)
     }
 }
@@ -158,26 +151,26 @@ public final class DevToolsPage: Sendable {
 
     /// Calls a DevTools method and returns its `result`.
     @discardableResult
-    public func call(_ method: String, _ parameters: [String: Any] = [:], timeout: Duration = .seconds(15)) async throws -> [String: Any] {
+    public func call(_ method: String, _ parameters: [String: Any] = [:], timeout: Duration = eventuallyTimeout) async throws -> [String: Any] {
         let id = state.withLock { state in
             defer { state.nextID += 1 }
             return state.nextID
         }
         let message = try JSONSerialization.data(withJSONObject: ["id": id, "method": method, "params": parameters])
         try await connection.send(Self.frame(Array(message)))
-        let deadline = ContinuousClock.now + timeout
-        while true {
+        var reply: [String: Any]?
+        let answered = try await poll(timeout: timeout) {
             readFrames()
-            if let reply = state.withLock({ state in state.messages.first { $0["id"] as? Int == id } }) {
-                if let error = reply["error"] { throw HeadlessChromium.Failure.protocolError("\(method): \(error)") }
-                return reply["result"] as? [String: Any] ?? [:]
-            }
-            guard ContinuousClock.now < deadline else { throw HeadlessChromium.Failure.timeout("\(method)") }
-            try await Task.sleep(for: .milliseconds(10))
+            reply = state.withLock { state in state.messages.first { $0["id"] as? Int == id } }
+            return reply != nil
         }
+        guard answered, let reply else { throw HeadlessChromium.Failure.timeout("\(method)") }
+        if let error = reply["error"] { throw HeadlessChromium.Failure.protocolError("\(method): \(error)") }
+        return reply["result"] as? [String: Any] ?? [:]
     }
 
     /// The value of a JavaScript expression in the page (promises awaited).
+    @discardableResult
     public func evaluate(_ expression: String) async throws -> Any? {
         let result = try await call("Runtime.evaluate", ["expression": expression, "returnByValue": true, "awaitPromise": true])
         if let exception = result["exceptionDetails"] { throw HeadlessChromium.Failure.protocolError("\(expression): \(exception)") }
@@ -185,17 +178,11 @@ public final class DevToolsPage: Sendable {
     }
 
     /// Waits until `expression` is true in the page (a navigation in between is fine).
-    public func waitUntil(_ expression: String, timeout: Duration = .seconds(15)) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            if (try? await evaluate(expression)) as? Bool == true { return }
-            guard ContinuousClock.now < deadline else {
-                // Where the page was, to tell what went wrong.
-                let state = (try? await evaluate("location.href + ' ' + (document.body ? document.body.innerText.slice(0, 300) : '')")) as? String
-                throw HeadlessChromium.Failure.timeout("\(expression) (page: \(state ?? "?"))")
-            }
-            try await Task.sleep(for: .milliseconds(50))
-        }
+    public func waitUntil(_ expression: String, timeout: Duration = eventuallyTimeout) async throws {
+        guard try await !poll(timeout: timeout, { (try? await evaluate(expression)) as? Bool == true }) else { return }
+        // Where the page was, to tell what went wrong.
+        let state = (try? await evaluate("location.href + ' ' + (document.body ? document.body.innerText.slice(0, 300) : '')")) as? String
+        throw HeadlessChromium.Failure.timeout("\(expression) (page: \(state ?? "?"))")
     }
 
     /// Loads `url` and waits until its document is complete.

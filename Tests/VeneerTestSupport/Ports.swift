@@ -1,17 +1,31 @@
 import NIOCore
 import NIOPosix
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A port on 127.0.0.1 that nothing listens on (bound once, then released).
+/// A port on 127.0.0.1 that nothing listens on, for a server told its port in advance (a
+/// PostgreSQL, a configured `listen:`). Taken below the kernel's ephemeral range, where neither a
+/// listener on port 0 nor an outgoing connection of a test running beside it can take it between
+/// this check and its use, and never handed out twice in one run.
 public func freePort() async throws -> Int {
-    let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-        .bind(host: "127.0.0.1", port: 0).get()
-    let port = channel.localAddress?.port ?? 0
-    try await channel.close()
-    return port
+    let ephemeralStart = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
+        .flatMap { $0.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } } ?? 32768
+    let range = 10_000..<max(ephemeralStart, 10_001)
+    for _ in 0..<1000 {
+        let port = Int.random(in: range)
+        guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
+        if let channel = try? await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: port).get() {
+            try await channel.close()
+            return port
+        }
+    }
+    throw PortError.noFreePort
 }
+
+/// Ports ``freePort()`` handed out in this run.
+private let handedOut = Mutex<Set<Int>>([])
 
 /// A port on 127.0.0.1 that refuses connections for as long as `body` runs: a socket is bound
 /// to it but never listens, so no other test can take the port meanwhile (unlike ``freePort()``).
@@ -31,7 +45,8 @@ public func withRefusingPort<T>(_ body: (Int) async throws -> T) async throws ->
     return try await body(Int(UInt16(bigEndian: address.sin_port)))
 }
 
-/// A socket call failed.
+/// A socket call failed, or no free port was found.
 public enum PortError: Error {
     case socket(Int32)
+    case noFreePort
 }

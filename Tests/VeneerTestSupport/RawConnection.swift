@@ -53,19 +53,21 @@ public final class RawConnection: Sendable {
     }
 
     /// Waits until `condition` holds for what was received (and whether the connection is
-    /// closed); throws on timeout.
-    public func wait(timeout: Duration = .seconds(5), until condition: ([UInt8], Bool) -> Bool) async throws -> [UInt8] {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            let (bytes, closed) = box.state.withLock { ($0.received, $0.closed) }
-            if condition(bytes, closed) { return bytes }
-            guard ContinuousClock.now < deadline else { throw RawHTTPError.timeout }
-            try await Task.sleep(for: .milliseconds(5))
+    /// closed), and returns what was received then; throws ``RawHTTPError/timeout`` after
+    /// `timeout` (generous by default: a wait that succeeds ends when the bytes come).
+    public func wait(timeout: Duration = eventuallyTimeout, until condition: ([UInt8], Bool) -> Bool) async throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        let held = try await poll(timeout: timeout) {
+            let closed: Bool
+            (bytes, closed) = box.state.withLock { ($0.received, $0.closed) }
+            return condition(bytes, closed)
         }
+        guard held else { throw RawHTTPError.timeout }
+        return bytes
     }
 
     /// Waits for `count` whole responses and returns them.
-    public func responses(_ count: Int, timeout: Duration = .seconds(5)) async throws -> [RawResponse] {
+    public func responses(_ count: Int, timeout: Duration = eventuallyTimeout) async throws -> [RawResponse] {
         var parsed: [RawResponse] = []
         _ = try await wait(timeout: timeout) { bytes, _ in
             parsed = Self.parse(bytes)
@@ -75,7 +77,7 @@ public final class RawConnection: Sendable {
     }
 
     /// Waits until the server closes the connection.
-    public func waitForClose(timeout: Duration = .seconds(5)) async throws {
+    public func waitForClose(timeout: Duration = eventuallyTimeout) async throws {
         _ = try await wait(timeout: timeout) { _, closed in closed }
     }
 

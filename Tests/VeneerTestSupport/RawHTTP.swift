@@ -53,14 +53,15 @@ public enum RawHTTP {
         return try await send(port: port, bytes, host: host)
     }
 
-    /// Sends raw bytes and reads until the server closes (or 10 s pass).
-    public static func send(port: Int, _ bytes: [UInt8], host: String = "127.0.0.1", timeout: Duration = .seconds(10)) async throws -> RawResponse {
+    /// Sends raw bytes and reads until the server closes (or `timeout` passes: generous, as an
+    /// answer ends the wait and a loaded machine may take seconds for one).
+    public static func send(port: Int, _ bytes: [UInt8], host: String = "127.0.0.1", timeout: Duration = eventuallyTimeout) async throws -> RawResponse {
         let data = try await exchange(port: port, bytes, host: host, timeout: timeout)
         return try parse(data)
     }
 
     /// Sends raw bytes and returns everything the server sent before closing.
-    public static func exchange(port: Int, _ bytes: [UInt8], host: String = "127.0.0.1", timeout: Duration = .seconds(10)) async throws -> [UInt8] {
+    public static func exchange(port: Int, _ bytes: [UInt8], host: String = "127.0.0.1", timeout: Duration = eventuallyTimeout) async throws -> [UInt8] {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(.seconds(5))
             .connect(host: host, port: port) { channel in

@@ -41,6 +41,9 @@ public final class ScriptedUpstream: Sendable {
 
     /// Connections accepted so far.
     public var connections: Int { box.state.withLock { $0.connections } }
+    /// Connections open now (one it closed counts no more once its close completed: the peer
+    /// has its end-of-stream).
+    public var openConnections: Int { box.state.withLock { $0.open } }
     /// The most connections that were open at one time.
     public var maxConcurrentConnections: Int { box.state.withLock { $0.maxOpen } }
     /// Every request received, in order.

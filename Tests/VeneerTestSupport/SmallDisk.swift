@@ -22,23 +22,14 @@ public struct SmallDisk: Sendable {
     /// Mounts a tmpfs of `size` (such as `6m`) on `path`, which is created.
     public init(at path: String, size: String) throws {
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        let mount = Process()
-        mount.executableURL = URL(fileURLWithPath: "/usr/bin/mount")
-        mount.arguments = ["-t", "tmpfs", "-o", "size=\(size),mode=0700", "tmpfs", path]
-        mount.standardError = FileHandle.nullDevice
-        try mount.run()
-        mount.waitUntilExit()
-        guard mount.terminationStatus == 0 else { throw CocoaError(.fileWriteNoPermission) }
+        let mount = try ChildProcess("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=\(size),mode=0700", "tmpfs", path])
+        guard mount.waitBlocking() == 0 else { throw CocoaError(.fileWriteNoPermission) }
         self.path = path
     }
 
     /// Unmounts it (lazily: a process may still hold a file there).
     public func unmount() {
-        let umount = Process()
-        umount.executableURL = URL(fileURLWithPath: "/usr/bin/umount")
-        umount.arguments = ["-l", path]
-        try? umount.run()
-        umount.waitUntilExit()
+        (try? ChildProcess("/usr/bin/umount", ["-l", path]))?.waitBlocking()
     }
 
     /// Bytes an unprivileged writer may still use.

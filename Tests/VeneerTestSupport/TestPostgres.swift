@@ -60,36 +60,28 @@ public final class TestPostgres: @unchecked Sendable {
 
     var runAsPostgres: [String] { getuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : [] }
 
-    /// Runs a command to completion (as `postgres` when root) and returns its output.
-    /// posix_spawn and waitpid directly: Foundation's Process did not reap `runuser` here.
+    /// Runs a command to completion (as `postgres` when root) and returns its output (written
+    /// to a file: the server that `pg_ctl start` leaves running must hold no pipe of the test).
     @discardableResult
     func run(_ arguments: [String]) async throws -> String {
         let command = runAsPostgres + arguments
         let outputPath = directory + "/command-\(UUID().uuidString.prefix(8)).out"
         defer { try? FileManager.default.removeItem(atPath: outputPath) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o666)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, command[0], &actions, nil, &argv, environ)
-        guard spawned == 0 else { throw TestPostgresError.failed(command.joined(separator: " "), "posix_spawn: \(spawned)") }
-        var status: Int32 = 0
-        while true {
-            let result = waitpid(pid, &status, WNOHANG)
-            if result == pid { break }
-            if result < 0 && errno != EINTR { break }
-            try await Task.sleep(for: .milliseconds(20))
+        let output = open(outputPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+        guard output >= 0 else { throw TestPostgresError.failed(outputPath, "open: \(errno)") }
+        let child: ChildProcess
+        do {
+            child = try ChildProcess(command[0], Array(command.dropFirst()), output: .descriptor(output), error: .descriptor(output))
+            close(output)
+        } catch {
+            close(output)
+            throw error
         }
-        let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
-        let exited = status & 0x7F == 0
-        let code = (status >> 8) & 0xFF
-        guard exited, code == 0 else { throw TestPostgresError.failed(arguments.joined(separator: " "), output) }
-        return output
+        // pg_ctl bounds its own waits (-t 30).
+        let status = await child.waitUntilExit(timeout: .seconds(120))
+        let said = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+        guard status == 0 else { throw TestPostgresError.failed(arguments.joined(separator: " "), said) }
+        return said
     }
 
     func initialize() async throws {

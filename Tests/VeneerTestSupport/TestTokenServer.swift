@@ -21,6 +21,9 @@ public final class TestTokenServer: Sendable {
         public var clientSecret = "s3cret"
         /// Answer this status (for failure tests) instead of issuing tokens; nil: work normally.
         public var failWith: Int?
+        /// How many requests ``failWith`` answers before the server works normally again (nil:
+        /// every one): a failure that ends by itself, whenever the client asks again.
+        public var failures: Int?
         /// Wait before answering (after rotating).
         public var delay: Duration = .zero
         /// For this long after a rotation, the refresh token it replaced is accepted again
@@ -47,6 +50,7 @@ public final class TestTokenServer: Sendable {
         var pending = 0
         var rotatedAt: [String: ContinuousClock.Instant] = [:]
         var requests: [[String: String]] = []
+        var arrivals: [ContinuousClock.Instant] = []
         var authorizations: [String?] = []
     }
 
@@ -98,6 +102,9 @@ public final class TestTokenServer: Sendable {
     public var pending: Int { box.state.withLock { $0.pending } }
     /// The form fields of every request.
     public var forms: [[String: String]] { box.state.withLock { $0.requests } }
+    /// When each request arrived (the server's own timing of what a client did, free of the
+    /// test's polling).
+    public var arrivals: [ContinuousClock.Instant] { box.state.withLock { $0.arrivals } }
     /// The refresh tokens presented, in order.
     public var presented: [String] { box.state.withLock { $0.requests.compactMap { $0["refresh_token"] } } }
     /// The Authorization header of every request.
@@ -169,10 +176,12 @@ public final class TestTokenServer: Sendable {
         let now = clock.now()
         let (reply, delay): (UpstreamReply, Duration) = box.state.withLock { state in
             state.requests.append(form)
+            state.arrivals.append(ContinuousClock.now)
             state.authorizations.append(request.header("authorization"))
             state.pending += 1
             let settings = state.settings
-            if let status = settings.failWith {
+            if let status = settings.failWith, settings.failures.map({ $0 > 0 }) ?? true {
+                state.settings.failures = settings.failures.map { $0 - 1 }
                 return (.json(#"{"error":"temporarily_unavailable"}"#, status: status), settings.delay)
             }
             // Client authentication: Basic, or client_id/client_secret in the body.

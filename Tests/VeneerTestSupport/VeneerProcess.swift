@@ -4,9 +4,9 @@ import Synchronization
 /// The `veneer` binary run as a real process, as operators and systemd run it.
 public final class VeneerProcess: Sendable {
     /// The process.
-    public let process: Process
-    private let output: OutputCollector
-    private let errors: OutputCollector
+    public let process: ChildProcess
+    private let output: ChildProcess.Output
+    private let errors: ChildProcess.Output
 
     /// Where the binary is: `$VENEER_BINARY`, else `.build/debug/veneer` of this package.
     public static var binary: String {
@@ -32,21 +32,12 @@ public final class VeneerProcess: Sendable {
 
     /// Starts `veneer ARGS` (or `executable ARGS`).
     public init(_ arguments: [String], directory: String? = nil, environment: [String: String] = [:], executable: String = VeneerProcess.binary) throws {
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         var variables = ProcessInfo.processInfo.environment
         for key in ["VENEER_CONFIG", "VENEER_ENV", "NOTIFY_SOCKET", "WATCHDOG_USEC", "LISTEN_FDS", "LISTEN_PID", "INVOCATION_ID", "SYSTEMD_EXEC_PID"] { variables[key] = nil }
         variables.merge(environment) { $1 }
-        process.environment = variables
-        let outPipe = Pipe(), errPipe = Pipe()
-        process.standardOutput = outPipe
-        process.standardError = errPipe
-        process.standardInput = FileHandle.nullDevice
-        output = OutputCollector(outPipe)
-        errors = OutputCollector(errPipe)
-        try process.run()
+        process = try ChildProcess(executable, arguments, directory: directory, environment: variables, output: .pipe, error: .pipe)
+        output = process.standardOutput!
+        errors = process.standardError!
     }
 
     /// Everything written to stdout so far.
@@ -54,51 +45,41 @@ public final class VeneerProcess: Sendable {
     /// Everything written to stderr so far.
     public var stderr: String { errors.text }
 
-    /// Waits until stderr says the listener is ready, and returns its port.
-    public func waitUntilReady(timeout: Duration = .seconds(20)) async throws -> Int {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let range = stderr.range(of: #"port=(\d+) \[veneer\] veneer ready"#, options: .regularExpression) {
-                let match = stderr[range]
-                let digits = match.dropFirst(5).prefix { $0.isNumber }
-                return Int(digits)!
+    /// Waits until stderr says the listener is ready, and returns its port; throws at once when
+    /// the process exits first, and after `timeout` (a debug build starting beside a whole
+    /// parallel test run can take seconds).
+    public func waitUntilReady(timeout: Duration = eventuallyTimeout) async throws -> Int {
+        var port: Int?
+        let ready = try await poll(timeout: timeout) {
+            let said = stderr
+            if let range = said.range(of: #"port=(\d+) \[veneer\] veneer ready"#, options: .regularExpression) {
+                port = Int(said[range].dropFirst(5).prefix { $0.isNumber })
+                return true
             }
-            if !process.isRunning {
-                throw ProcessError.exited(process.terminationStatus, stderr)
-            }
-            try await Task.sleep(for: .milliseconds(20))
+            if !process.isRunning { throw ProcessError.exited(process.terminationStatus, stderr) }
+            return false
         }
-        throw ProcessError.notReady(stderr)
+        guard ready, let port else { throw ProcessError.notReady(stderr) }
+        return port
     }
 
     /// Sends a signal.
     public func signal(_ signal: Int32) {
-        kill(process.processIdentifier, signal)
+        process.signal(signal)
     }
 
-    /// Waits for the process to exit and returns its status.
-    public func wait(timeout: Duration = .seconds(30)) async -> Int32 {
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning && ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        if process.isRunning {
-            process.interrupt()
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        // Let the pipes drain.
-        try? await Task.sleep(for: .milliseconds(50))
-        return process.terminationStatus
+    /// Waits for the process to exit (killing it after `timeout`) and for what it wrote to be
+    /// read to the end, and returns its status.
+    public func wait(timeout: Duration = eventuallyTimeout) async -> Int32 {
+        let status = await process.waitUntilExit(timeout: timeout)
+        // Its pipes end once every process holding them (children included) is gone.
+        _ = try? await poll(timeout: .seconds(5)) { output.isFinished && errors.isFinished }
+        return status
     }
 
     /// Kills the process if it still runs.
     public func terminate() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    }
-
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.signal(SIGKILL)
     }
 }
 
@@ -112,23 +93,6 @@ public enum ProcessError: Error, CustomStringConvertible {
         case .notReady(let stderr): return "veneer did not become ready:\n\(stderr)"
         }
     }
-}
-
-final class OutputCollector: Sendable {
-    private let data = Mutex<Data>(Data())
-
-    init(_ pipe: Pipe) {
-        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let chunk = handle.availableData
-            if chunk.isEmpty {
-                handle.readabilityHandler = nil
-                return
-            }
-            self?.data.withLock { $0.append(chunk) }
-        }
-    }
-
-    var text: String { String(decoding: data.withLock { $0 }, as: UTF8.self) }
 }
 
 /// A fresh temporary directory, removed by the caller.

@@ -1,5 +1,6 @@
 import HTTPTypes
 import NIOCore
+import VeneerCore
 
 /// Which `Host` names and `Origin`s a listener answers for: what the edge checks before
 /// anything else, so that no web page (DNS rebinding, a cross-site form or `fetch`) can
@@ -12,35 +13,21 @@ import NIOCore
 /// exactly (a port-less `allowed_hosts` name widens the Hosts answered, never the origins:
 /// a page on another port of that host is another origin, often another program). Other
 /// origins must be listed in `allowed_origins`, and never open the admin API.
+///
+/// The server's, not the contract's: the configuration lists the names and origins
+/// (checked there with the same syntax, ``AuthoritySyntax``), the edge gives the verdict
+/// (``ProxyEdge/admit(method:target:fields:authority:localPort:requestID:)``).
 public struct EdgeAccess: Sendable, Hashable {
     /// A name of `allowed_hosts`: a host with a port, or any port when none is written.
-    public struct HostPattern: Sendable, Hashable, CustomStringConvertible {
+    struct HostPattern: Sendable, Hashable {
         /// Lower-case; IPv6 in brackets.
-        public let host: String
+        let host: String
         /// nil: any port.
-        public let port: Int?
-
-        /// Parses `name`, `name:port`, `[v6]` or `[v6]:port`; nil when it is not one.
-        public init?(_ text: String) {
-            guard let (host, port) = EdgeAccess.split(authority: text), Self.isHostName(host) else { return nil }
-            self.host = host
-            self.port = port
-        }
-
-        public var description: String { port.map { "\(host):\($0)" } ?? host }
-
-        /// A DNS name or an IPv4 address (letters, digits, `-`, `.`), or an IPv6 address in brackets.
-        static func isHostName(_ host: String) -> Bool {
-            if host.hasPrefix("[") { return host.hasSuffix("]") && ClientAddress(host.dropFirst().dropLast()) != nil }
-            return !host.isEmpty && host.utf8.allSatisfy { byte in
-                (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
-                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
-            }
-        }
+        let port: Int?
     }
 
     /// What the edge does with a request, by its `Host`, `Origin` and `Sec-Fetch-Site`.
-    public enum Verdict: Sendable, Equatable {
+    enum Verdict: Sendable, Equatable {
         /// Served; `corsOrigin` is a listed origin whose answers get CORS headers.
         case pass(corsOrigin: String?)
         /// A CORS preflight (`OPTIONS` with `Access-Control-Request-Method`) of an allowed
@@ -52,58 +39,35 @@ public struct EdgeAccess: Sendable, Hashable {
         case crossSite(String)
     }
 
-    /// Whether anything is checked (false only for edges that tests build by hand).
-    public let enforced: Bool
     /// The main listener's host as written (lower-case, IPv6 in brackets).
-    public let listenHost: String
+    let listenHost: String
     /// The separate admin listener's host, if there is one.
-    public let adminListenHost: String?
+    let adminListenHost: String?
     /// `allowed_hosts`.
-    public let allowedHosts: [HostPattern]
+    let allowedHosts: [HostPattern]
     /// `allowed_origins`, as `scheme://host:port` in lower case.
-    public let allowedOrigins: Set<String>
+    let allowedOrigins: Set<String>
     /// The main and the admin listener's own names (see ``ownNames(admin:)``), made once.
     private let mainNames: [String]
     private let adminNames: [String]
 
-    /// The checks of an environment.
-    public init(listenHost: String, adminListenHost: String? = nil, allowedHosts: [HostPattern] = [], allowedOrigins: [String] = []) {
-        enforced = true
+    /// The checks of an environment: the hosts its listeners listen on, `allowed_hosts`
+    /// (`name`, `name:port`, `[v6]:port`) and `allowed_origins` (`scheme://host[:port]`), as
+    /// the configuration checked them (an entry that is not one is left out).
+    public init(listenHost: String, adminListenHost: String? = nil, allowedHosts: [String] = [], allowedOrigins: [String] = []) {
         self.listenHost = Self.bracketed(listenHost)
         self.adminListenHost = adminListenHost.map(Self.bracketed)
-        self.allowedHosts = allowedHosts
-        self.allowedOrigins = Set(allowedOrigins.compactMap(Self.normalizedOrigin))
+        self.allowedHosts = allowedHosts.compactMap { AuthoritySyntax.hostPattern($0).map { HostPattern(host: $0.host, port: $0.port) } }
+        self.allowedOrigins = Set(allowedOrigins.compactMap(AuthoritySyntax.normalizedOrigin))
         mainNames = Self.names(of: self.listenHost)
         adminNames = Self.names(of: self.adminListenHost ?? self.listenHost)
-    }
-
-    private init() {
-        enforced = false
-        listenHost = ""
-        adminListenHost = nil
-        allowedHosts = []
-        allowedOrigins = []
-        mainNames = []
-        adminNames = []
-    }
-
-    /// No checks at all: for edges built without an environment (tests of other concerns).
-    public static let unchecked = EdgeAccess()
-
-    /// Whether a `listen` host needs `allowed_hosts` (a wildcard, or not loopback): the
-    /// names such a listener is reached by are the operator's to list.
-    public static func needsAllowedHosts(_ host: String) -> Bool {
-        if host.lowercased() == "localhost" { return false }
-        guard let address = ClientAddress(host) else { return true }
-        return !address.isLoopback
     }
 
     // MARK: Checking a request
 
     /// The verdict on a request to the admin API (`admin`) or the posts API, that came with
     /// `authority` (its Host; nil for an HTTP/1.0 request without one) to local port `port`.
-    public func verdict(method: HTTPRequest.Method, authority: String?, fields: HTTPFields, port: Int, admin: Bool) -> Verdict {
-        guard enforced else { return .pass(corsOrigin: nil) }
+    func verdict(method: HTTPRequest.Method, authority: String?, fields: HTTPFields, port: Int, admin: Bool) -> Verdict {
         if let authority, !accepts(authority: authority, port: port, admin: admin) { return .misdirected }
         let fetchSite = fields[.secFetchSite]
         // Programs send no Origin: no list made for them.
@@ -118,7 +82,7 @@ public struct EdgeAccess: Sendable, Hashable {
             }
             return .pass(corsOrigin: nil)
         }
-        guard origins.count == 1, let origin = Self.normalizedOrigin(origins[0]) else {
+        guard origins.count == 1, let origin = AuthoritySyntax.normalizedOrigin(origins[0]) else {
             return .crossSite("The Origin is not allowed.")
         }
         let own = isOwn(origin: origin, authority: authority, port: port, admin: admin)
@@ -138,11 +102,11 @@ public struct EdgeAccess: Sendable, Hashable {
 
     /// Whether `authority` (`host[:port]`) names this listener: one of its own names with
     /// its port, or an `allowed_hosts` entry.
-    public func accepts(authority: String, port: Int, admin: Bool) -> Bool {
+    func accepts(authority: String, port: Int, admin: Bool) -> Bool {
         let names = ownNames(admin: admin)
         // The usual Host, `127.0.0.1:8080` as written: compared without making a string.
         if names.contains(where: { Self.isExactly(authority, host: $0, port: port) }) { return true }
-        guard let (host, given) = Self.split(authority: authority) else { return false }
+        guard let (host, given) = AuthoritySyntax.split(authority: authority) else { return false }
         let hostPort = given ?? 80
         if hostPort == port, names.contains(host) { return true }
         return allowedHosts.contains { $0.host == host && ($0.port == nil || $0.port == hostPort) }
@@ -154,10 +118,10 @@ public struct EdgeAccess: Sendable, Hashable {
     func isOwn(origin: String, authority: String?, port: Int, admin: Bool) -> Bool {
         guard origin.hasPrefix("http://") else { return false }
         guard let authority else {
-            guard let (host, given) = Self.split(authority: String(origin.dropFirst("http://".count))) else { return false }
+            guard let (host, given) = AuthoritySyntax.split(authority: String(origin.dropFirst("http://".count))) else { return false }
             return given == port && ownNames(admin: admin).contains(host)
         }
-        return Self.normalizedOrigin("http://" + authority) == origin
+        return AuthoritySyntax.normalizedOrigin("http://" + authority) == origin
     }
 
     /// The listener's own names, wildcards left out (`0.0.0.0` is no name to be reached by).
@@ -188,7 +152,7 @@ public struct EdgeAccess: Sendable, Hashable {
     // MARK: Answers
 
     /// The answer to a preflight of `origin`: what the browser may send, for ten minutes.
-    public static func preflightAnswer(origin: String, fields: HTTPFields) -> ProxyResponse {
+    static func preflightAnswer(origin: String, fields: HTTPFields) -> ProxyResponse {
         var headers: HTTPFields = [
             .accessControlAllowOrigin: origin,
             .accessControlAllowMethods: "GET, HEAD, POST, PUT, PATCH, DELETE",
@@ -205,7 +169,7 @@ public struct EdgeAccess: Sendable, Hashable {
 
     /// `response` as a listed origin reads it: `Access-Control-Allow-Origin` and `Vary: Origin`
     /// added on the way out (never stored: the cache is inside the edge).
-    public static func withCORS(_ response: ProxyResponse, origin: String) -> ProxyResponse {
+    static func withCORS(_ response: ProxyResponse, origin: String) -> ProxyResponse {
         var response = response
         response.headers[.accessControlAllowOrigin] = origin
         response.headers.append(HTTPField(name: .accessControlExposeHeaders, value: "X-Request-Id, Cache-Status, Age, ETag, Location"))
@@ -217,50 +181,6 @@ public struct EdgeAccess: Sendable, Hashable {
         return response
     }
 
-    // MARK: Syntax
-
-    /// Whether `text` is an origin as `allowed_origins` lists it: `scheme://host[:port]`,
-    /// http or https, no path, no wildcard.
-    public static func isOrigin(_ text: String) -> Bool { normalizedOrigin(text) != nil }
-
-    /// `host[:port]` → (lower-case host, IPv6 in brackets; port); nil when malformed.
-    static func split(authority: String) -> (String, Int?)? {
-        let text = authority.lowercased()
-        var host = Substring(text)
-        var portText: Substring?
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]") else { return nil }
-            host = text[...close]
-            let rest = text[text.index(after: close)...]
-            if !rest.isEmpty {
-                guard rest.hasPrefix(":") else { return nil }
-                portText = rest.dropFirst()
-            }
-        } else if let colon = text.firstIndex(of: ":") {
-            host = text[..<colon]
-            portText = text[text.index(after: colon)...]
-        }
-        guard !host.isEmpty else { return nil }
-        guard let portText else { return (String(host), nil) }
-        // Digits only, without leading zeros: one spelling per port.
-        guard !portText.isEmpty, portText.count <= 5, portText.allSatisfy(\.isASCIIDigit), portText == "0" || !portText.hasPrefix("0"),
-              let port = Int(portText), port <= 65535 else {
-            return nil
-        }
-        return (String(host), port)
-    }
-
-    /// `scheme://host:port` in lower case (the default port written out); nil when it is not an origin.
-    static func normalizedOrigin(_ text: String) -> String? {
-        let lower = text.lowercased()
-        let scheme: String
-        if lower.hasPrefix("http://") { scheme = "http" } else if lower.hasPrefix("https://") { scheme = "https" } else { return nil }
-        let rest = String(lower.dropFirst(scheme.count + 3))
-        guard let (host, port) = split(authority: rest), HostPattern.isHostName(host) else { return nil }
-        // The port always written, so that `http://localhost` and `http://localhost:80` are one origin.
-        return "\(scheme)://\(host):\(port ?? (scheme == "http" ? 80 : 443))"
-    }
-
     static func bracketed(_ host: String) -> String {
         host.contains(":") && !host.hasPrefix("[") ? "[\(host.lowercased())]" : host.lowercased()
     }
@@ -268,10 +188,10 @@ public struct EdgeAccess: Sendable, Hashable {
 
 extension HTTPRequest.Method {
     /// GET, HEAD, OPTIONS and TRACE: what a page may send without a preflight and what must change nothing.
-    public var isSafe: Bool { self == .get || self == .head || self == .options || self == .trace }
+    var isSafe: Bool { self == .get || self == .head || self == .options || self == .trace }
 }
 
 extension HTTPField.Name {
     /// `Sec-Fetch-Site` (Fetch Metadata): where a browser's request came from.
-    public static let secFetchSite = HTTPField.Name("Sec-Fetch-Site")!
+    static let secFetchSite = HTTPField.Name("Sec-Fetch-Site")!
 }

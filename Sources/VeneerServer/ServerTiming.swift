@@ -1,9 +1,11 @@
+import VeneerCore
+
 /// The `Server-Timing` field (W3C Server Timing, what browser devtools show in a request's
 /// Timing tab) made of a request's ``RequestRecord/entries``:
 /// `cache;desc="miss stored", auth_refresh;desc="token 41s left", upstream;dur=12.3`.
-public enum ServerTiming {
+enum ServerTiming {
     /// The field value: one metric per entry, in their order; nil for none.
-    public static func value(_ entries: [RequestRecord.Entry]) -> String? {
+    static func value(_ entries: [RequestRecord.Entry]) -> String? {
         guard !entries.isEmpty else { return nil }
         var text = ""
         for entry in entries {
@@ -23,7 +25,7 @@ public enum ServerTiming {
     }
 
     /// `text` as a quoted-string: `"` and `\` escaped, control characters dropped.
-    public static func quoted(_ text: String) -> String {
+    static func quoted(_ text: String) -> String {
         var bytes: [UInt8] = [UInt8(ascii: "\"")]
         bytes.reserveCapacity(text.utf8.count + 2)
         for byte in text.utf8 {
@@ -36,7 +38,7 @@ public enum ServerTiming {
     }
 
     /// Milliseconds with one decimal, rounded: `12.3`.
-    public static func milliseconds(_ duration: Duration) -> String {
+    static func milliseconds(_ duration: Duration) -> String {
         let parts = duration.components
         let micros = max(0, parts.seconds * 1_000_000 + parts.attoseconds / 1_000_000_000_000)
         let tenths = (micros + 50) / 100

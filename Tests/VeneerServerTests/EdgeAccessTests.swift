@@ -1,11 +1,12 @@
 import HTTPTypes
 import Testing
 import VeneerCore
+@testable import VeneerServer
 
 @Suite("EdgeAccess: which Host and Origin a listener answers for")
 struct EdgeAccessTests {
     let access = EdgeAccess(listenHost: "127.0.0.1", adminListenHost: "::1",
-                            allowedHosts: [EdgeAccess.HostPattern("veneer.test")!, EdgeAccess.HostPattern("other.test:8443")!],
+                            allowedHosts: ["veneer.test", "other.test:8443"],
                             allowedOrigins: ["http://localhost:3000", "HTTPS://App.Example"])
 
     @Test("Host names: its own with its port, allowed_hosts with theirs or any; nothing else", arguments: [
@@ -27,9 +28,6 @@ struct EdgeAccessTests {
         #expect(wildcard.accepts(authority: "localhost", port: 80, admin: false))
         #expect(!EdgeAccess(listenHost: "::").accepts(authority: "[::]:80", port: 80, admin: false))
         #expect(EdgeAccess(listenHost: "Veneer.Lan").accepts(authority: "veneer.lan:80", port: 80, admin: false))
-        #expect(EdgeAccess.needsAllowedHosts("0.0.0.0") && EdgeAccess.needsAllowedHosts("::") && EdgeAccess.needsAllowedHosts("192.0.2.1")
-            && EdgeAccess.needsAllowedHosts("veneer.lan"))
-        #expect(!EdgeAccess.needsAllowedHosts("127.0.0.1") && !EdgeAccess.needsAllowedHosts("::1") && !EdgeAccess.needsAllowedHosts("localhost"))
     }
 
     func verdict(_ fields: HTTPFields, _ method: HTTPRequest.Method = .post, admin: Bool = false, host: String? = "127.0.0.1:8080")
@@ -88,7 +86,7 @@ struct EdgeAccessTests {
 
     @Test("a port-less allowed_hosts name widens the Hosts answered, not the origins: a page on another port of that host is refused")
     func portlessAllowedHost() {
-        let devbox = EdgeAccess(listenHost: "0.0.0.0", allowedHosts: [EdgeAccess.HostPattern("devbox.test")!])
+        let devbox = EdgeAccess(listenHost: "0.0.0.0", allowedHosts: ["devbox.test"])
         func verdict(_ fields: HTTPFields, _ method: HTTPRequest.Method, host: String?, admin: Bool = false) -> EdgeAccess.Verdict {
             devbox.verdict(method: method, authority: host, fields: fields, port: 8080, admin: admin)
         }
@@ -125,36 +123,5 @@ struct EdgeAccessTests {
         #expect(varied.headers[.vary] == "Accept, Origin")
         #expect(varied.headers[.accessControlAllowOrigin] == "http://localhost:3000")
         #expect(EdgeAccess.withCORS(ProxyResponse(status: .ok), origin: "o").headers[.vary] == "Origin")
-    }
-
-    @Test("allowed_hosts and allowed_origins syntax")
-    func syntax() {
-        for good in ["veneer.test", "veneer.test:8080", "[::1]:80", "10.0.0.1", "[2001:db8::1]"] { #expect(EdgeAccess.HostPattern(good) != nil, "\(good)") }
-        for bad in ["*.example", "", "a b", "veneer.test:", "veneer.test:99999", "[::1", "[zz]", "host/path", "user@host"] {
-            #expect(EdgeAccess.HostPattern(bad) == nil, "\(bad)")
-        }
-        for good in ["http://localhost:3000", "https://app.example", "HTTP://[::1]:1"] { #expect(EdgeAccess.isOrigin(good), "\(good)") }
-        for bad in ["*", "null", "localhost:3000", "ftp://x", "http://", "http://a/b", "http://a:b"] { #expect(!EdgeAccess.isOrigin(bad), "\(bad)") }
-    }
-}
-
-@Suite("ForwardingHeaders: what callers may not tell an origin")
-struct ForwardingHeadersTests {
-    @Test("stripped unless passed by name; other fields kept in order")
-    func strip() {
-        var fields: HTTPFields = [.accept: "a", HTTPField.Name("X-Forwarded-Host")!: "evil", HTTPField.Name("forwarded")!: "for=x",
-                                  HTTPField.Name("X-Forwarded-Proto")!: "https", .authorization: "b", HTTPField.Name("X-Original-URL")!: "/x"]
-        var passing = fields
-        ForwardingHeaders().strip(&fields)
-        #expect(fields.map(\.name.canonicalName) == ["accept", "authorization"])
-        ForwardingHeaders(passing: ["x-forwarded-PROTO"]).strip(&passing)
-        #expect(passing.map(\.name.canonicalName) == ["accept", "x-forwarded-proto", "authorization"])
-        var underscores: HTTPFields = [HTTPField.Name("Transfer_Encoding")!: "chunked", .accept: "a", HTTPField.Name("X_Forwarded_Host")!: "e",
-                                       HTTPField.Name("x-account_id")!: "666"]
-        ForwardingHeaders(passing: ["X-Forwarded-Host"]).strip(&underscores)
-        #expect(underscores.map(\.name.canonicalName) == ["accept"], "names with '_' are dropped, as nginx does")
-        var untouched: HTTPFields = [.accept: "a", HTTPField.Name("X-Request-Id")!: "r"]
-        ForwardingHeaders().strip(&untouched)
-        #expect(untouched.count == 2)
     }
 }
