@@ -90,7 +90,12 @@ struct ConnectionAttackTests {
             }
             let median = times.sorted()[times.count / 2]
             #expect(median < .milliseconds(100), "answers took \(times.map { "\(Int($0.seconds * 1000)) ms" })")
-            #expect(slow.allSatisfy { !$0.isClosed }, "closed before header_timeout")
+            // None closed before header_timeout: checked only while it has not passed (a busy
+            // machine can take longer than header_timeout over the five requests above).
+            let open = slow.allSatisfy { !$0.isClosed }
+            if ContinuousClock.now - started < .milliseconds(1900) {
+                #expect(open, "closed before header_timeout")
+            }
 
             try await eventually("every slow connection is closed") { slow.allSatisfy(\.isClosed) }
             let elapsed = ContinuousClock.now - started
