@@ -51,7 +51,7 @@ public struct ConfigDocument: Sendable {
     public static func isExtension(_ key: String) -> Bool { key.hasPrefix("x-") }
 
     /// The keys of an environment.
-    public static let environmentKeys = ["extends", "listen", "admin", "resources", "limits", "origin", "chain", "drain_timeout", "idle_timeout",
+    public static let environmentKeys = ["extends", "listen", "socket", "admin", "resources", "limits", "origin", "chain", "drain_timeout", "idle_timeout",
                                                 "allowed_hosts", "allowed_origins", "pass_forwarding_headers", "access_log", "trace"]
 
     /// Where it came from.

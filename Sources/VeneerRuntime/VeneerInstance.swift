@@ -254,11 +254,12 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         admin.switchEnvironment = { await self.switchEnvironment(to: $0) }
         admin.environments = { self.environments }
         admin.switchRefusal = switchRefusal
-        let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2, chain: chain) { [onReady, logger, notifier, chain, adminAddress] info in
+        let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2, mainCount: spec.listeners.count, chain: chain) { [onReady, logger, notifier, chain, adminAddress] info in
             // Where the admin API really listens (port 0 picks one): `veneer unblock` reads it.
-            let host = spec.adminListen?.host ?? spec.listen.host
+            // (Commands reach it over TCP: an admin API on Unix sockets only is not recorded.)
+            let adminTCP = spec.adminListen.map { $0.socketPath == nil ? $0 : nil } ?? spec.listeners.first { $0.socketPath == nil }
             do {
-                try adminAddress.record(ListenAddress(host: host, port: info.adminPort ?? info.port))
+                if let host = adminTCP?.host { try adminAddress.record(ListenAddress(host: host, port: info.adminPort ?? info.port)) }
             } catch {
                 logger.debug("could not record the admin address", metadata: ["error": .string(ErrorText.describe(error))])
             }
@@ -267,21 +268,29 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
             await onReady(info)
         }
         var services: [any Service] = [ReloadOnHangup(instance: self)]
-        services.append(Listener.make(
-            host: spec.listen.host, port: spec.listen.port,
-            edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil,
-                            accessLog: accessLog, metrics: edgeMetrics, feed: feed),
-            limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
-            onBound: { port in await readiness.bound(main: port) }))
+        for (index, address) in spec.listeners.enumerated() {
+            services.append(Listener.make(
+                Self.endpoint(address, spec.socket),
+                edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil,
+                                accessLog: accessLog, metrics: edgeMetrics, feed: feed, unixSocket: address.socketPath != nil),
+                limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
+                onBound: { port in await readiness.bound(main: port, index: index) }))
+        }
         if let adminListen = spec.adminListen {
             services.append(Listener.make(
-                host: adminListen.host, port: adminListen.port,
+                Self.endpoint(adminListen, spec.socket),
                 edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: true, servesAdmin: true, accessLog: accessLog,
-                            metrics: edgeMetrics, feed: feed),
+                            metrics: edgeMetrics, feed: feed, unixSocket: adminListen.socketPath != nil),
                 limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
                 onBound: { port in await readiness.bound(admin: port) }))
         }
         services.append(StoppingNotice(notifier: notifier))
         return services
+    }
+
+    /// Where the listener of `address` listens: a Unix socket gets the environment's `socket` options.
+    static func endpoint(_ address: ListenAddress, _ socket: SocketOptions) -> Listener.Endpoint {
+        guard let path = address.socketPath else { return .tcp(host: address.host, port: address.port) }
+        return .unix(path: path, mode: socket.mode, groupID: socket.groupID)
     }
 }

@@ -21,7 +21,8 @@ struct ProxyConnection: ServerChildChannel {
     let dates: HTTPDateCache
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        channel.eventLoop.makeCompletedFuture {
+        // Who connected, when the kernel can say (a Unix socket): once, for every request of it.
+        PeerCredentials.read(channel).flatMapThrowing { peer in
             // Unsent answers over `output_buffer` make the channel unwritable, which stops reading
             // it; below half of it, it is read again.
             let high = max(limits.outputBuffer, 2)
@@ -29,7 +30,7 @@ struct ProxyConnection: ServerChildChannel {
             try channel.pipeline.syncOperations.addHandler(
                 ProxyRequestHandler(edge: edge, dates: dates, client: ClientAddress(channel.remoteAddress),
                                     localPort: channel.localAddress?.port ?? 0, limits: limits,
-                                    eventLoop: channel.eventLoop, logger: logger))
+                                    eventLoop: channel.eventLoop, logger: logger, peer: peer))
             return Value(channel: channel)
         }
     }
