@@ -18,12 +18,16 @@ public enum Listener {
         /// A Unix socket Veneer creates at `path` (replacing a stale socket file, never anything
         /// else), then gives `mode` and group `groupID` when set, before it accepts anything.
         case unix(path: String, mode: UInt32?, groupID: UInt32?)
+        /// A socket already listening, passed by systemd as `descriptor` (socket activation);
+        /// `address` says where it listens, for messages.
+        case inherited(descriptor: Int32, address: String)
 
         /// `127.0.0.1:8080`, `[::1]:8080` or `unix:/path`.
         public var description: String {
             switch self {
             case .tcp(let host, let port): return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
             case .unix(let path, _, _): return "unix:\(path)"
+            case .inherited(_, let address): return "\(address) (passed by systemd)"
             }
         }
     }
@@ -45,13 +49,21 @@ public enum Listener {
     ) -> any Service {
         let bound = BoundFlag()
         let failure = SetupFailure()
+        let connection = ProxyConnection(edge: edge, limits: limits, dates: HTTPDateCache())
         let address: BindAddress
         switch endpoint {
         case .tcp(let host, let port): address = .hostname(host, port: port)
         case .unix(let path, _, _): address = .unixDomainSocket(path: path)
+        case .inherited(let descriptor, _):
+            let listener = InheritedListener(descriptor: descriptor, connection: connection, eventLoopGroup: eventLoopGroup, logger: logger) { channel in
+                bound.set()
+                await guardAccepts(channel, connections: limits.connections, logger: logger)
+                await onBound(channel.localAddress?.port ?? 0)
+            }
+            return NamedListener(server: listener, address: endpoint.description, bound: bound, failure: failure)
         }
         let server = Server(
-            childChannelSetup: ProxyConnection(edge: edge, limits: limits, dates: HTTPDateCache()),
+            childChannelSetup: connection,
             configuration: ServerConfiguration(address: address, backlog: 1024),
             onServerRunning: { channel in
                 if case .unix(let path, let mode, let groupID) = endpoint, let problem = SocketFile.apply(path: path, mode: mode, groupID: groupID) {
