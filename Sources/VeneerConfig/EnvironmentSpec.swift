@@ -243,6 +243,9 @@ public struct EnvironmentSpec: Sendable {
     /// `trace`: whether answers that went through the chain carry `Server-Timing`, one entry
     /// per decorator that acted and the origin (off by default: it tells callers about the chain).
     public var trace = false
+    /// `peer_identity`: on loopback TCP connections, ask the kernel who owns the client's
+    /// socket (its uid), once per connection (a Unix socket's callers are always named).
+    public var peerIdentity = false
 
     /// Why the listen addresses cannot serve as they are (see ``listenProblem(_:allowedHosts:)``).
     public var listenProblems: [String] {
@@ -292,6 +295,7 @@ public struct EnvironmentSpec: Sendable {
             ("state_dir", .string(stateDirectory)),
             ("access_log", .string(accessLog?.description ?? "off")),
             ("trace", .bool(trace)),
+            ("peer_identity", .bool(peerIdentity)),
         ]
         if !stores.isEmpty {
             members.append(("stores", .object(stores.keys.sorted().map { ($0, .string(stores[$0]!.description)) })))

@@ -282,7 +282,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
                 edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil,
                                 accessLog: accessLog, metrics: edgeMetrics, feed: feed, unixSocket: unixSocket),
                 limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
-                onBound: { port in await readiness.bound(main: port, index: index) }))
+                loopbackIdentity: spec.peerIdentity, onBound: { port in await readiness.bound(main: port, index: index) }))
         }
         if let adminListen = spec.adminListen {
             services.append(Listener.make(

@@ -43,13 +43,15 @@ public enum Listener {
 
     /// A service that listens on `endpoint` and answers through `edge`, within `limits`, until
     /// graceful shutdown; `onBound` is told the port (0 for a Unix socket) once it accepts.
+    /// `loopbackIdentity` (`peer_identity`): each loopback TCP connection's caller is asked
+    /// of the kernel (its uid).
     public static func make(
         _ endpoint: Endpoint, edge: ProxyEdge, limits: ConnectionLimits, eventLoopGroup: any EventLoopGroup,
-        logger: Logger, onBound: @escaping @Sendable (Int) async -> Void
+        logger: Logger, loopbackIdentity: Bool = false, onBound: @escaping @Sendable (Int) async -> Void
     ) -> any Service {
         let bound = BoundFlag()
         let failure = SetupFailure()
-        let connection = ProxyConnection(edge: edge, limits: limits, dates: HTTPDateCache())
+        let connection = ProxyConnection(edge: edge, limits: limits, dates: HTTPDateCache(), loopbackIdentity: loopbackIdentity)
         let address: BindAddress
         switch endpoint {
         case .tcp(let host, let port): address = .hostname(host, port: port)

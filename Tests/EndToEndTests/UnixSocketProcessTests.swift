@@ -182,3 +182,44 @@ struct UnixSocketProcessTests {
         #expect(tcp.status == 403 && tcp.errorCode == "client_blocked", "no peer identity on TCP: not an allowed caller")
     }
 }
+
+@Suite("peer_identity on loopback TCP, the real binary")
+struct LoopbackIdentityProcessTests {
+    @Test("with peer_identity: true the access log names the uid owning the client's socket; without, no peer")
+    func uidInAccessLog() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try """
+            environments:
+              named:
+                listen: 127.0.0.1:0
+                peer_identity: true
+                origin: { mock: {} }
+                access_log: named.log
+              plain:
+                listen: 127.0.0.1:0
+                origin: { mock: {} }
+                access_log: plain.log
+            """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        for (environment, named) in [("named", true), ("plain", false)] {
+            let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--environment", environment], directory: directory)
+            defer { process.terminate() }
+            let port = try await process.waitUntilReady()
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts").status == 200)
+            let path = "\(directory)/\(environment).log"
+            func lines() -> [[String: Any]] {
+                ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
+                    try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+                }
+            }
+            try await eventually("the request is logged") { !lines().isEmpty }
+            let line = try #require(lines().first)
+            if named {
+                #expect(line["peer.uid"] as? Int == Int(getuid()), "\(line)")
+                #expect(line["client.address"] as? String == "127.0.0.1")
+            } else {
+                #expect(line["peer.uid"] == nil)
+            }
+        }
+    }
+}
