@@ -6,11 +6,14 @@ import VeneerTestSupport
 /// and the kernel names each caller (issue 29).
 @Suite("Unix socket listeners of the real binary")
 struct UnixSocketProcessTests {
-    func lines(_ path: String) -> [[String: Any]] {
+    /// The JSON lines of the file at `path` (none while it is missing).
+    static func lines(_ path: String) -> [[String: Any]] {
         ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
         }
     }
+
+    func lines(_ path: String) -> [[String: Any]] { Self.lines(path) }
 
     /// A group other than the test's own, which it may give a file (the tests run as root
     /// in CI; otherwise the test's own primary group).
@@ -207,11 +210,7 @@ struct LoopbackIdentityProcessTests {
             let port = try await process.waitUntilReady()
             #expect(try await RawHTTP.request(port: port, "GET", "/posts").status == 200)
             let path = "\(directory)/\(environment).log"
-            func lines() -> [[String: Any]] {
-                ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
-                    try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
-                }
-            }
+            func lines() -> [[String: Any]] { UnixSocketProcessTests.lines(path) }
             try await eventually("the request is logged") { !lines().isEmpty }
             let line = try #require(lines().first)
             if named {
