@@ -45,6 +45,8 @@ struct AnswerObserver {
     private let observes: Bool
     private let client: ClientAddress?
     private let peer: PeerIdentity?
+    /// The counter of this connection's caller's unit, once it has had an answer.
+    private var unitCounter: Counter?
     private let logger: Logger
     /// The request being answered (one at a time).
     private var answering: Exchange?
@@ -177,6 +179,11 @@ struct AnswerObserver {
             } else {
                 let counter = metrics.counter(route: route, method: method, status: status)
                 lastCounter = (route, method, status, counter)
+                counter.increment()
+            }
+            if let peer {
+                let counter = unitCounter ?? metrics.unitCounter(peer.unit)
+                unitCounter = counter
                 counter.increment()
             }
         }

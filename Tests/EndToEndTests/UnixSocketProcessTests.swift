@@ -69,6 +69,11 @@ struct UnixSocketProcessTests {
         #expect(peers.first?["uid"] as? Int == Int(getuid()) && peers.first?["pid"] as? Int == Int(getpid()))
         let page = try await UnixHTTP.request(socket: directory + "/veneer.sock", "GET", "/-/", headers: [("Accept", "text/html")])
         #expect(page.text.contains("uid \(getuid()) pid \(getpid())"), "the page's row names the caller")
+        // Counted by the caller's unit (this process's, or none when its cgroup names no unit).
+        let metrics = try await UnixHTTP.request(socket: directory + "/veneer.sock", "GET", "/-/metrics").text
+        let byUnit = metrics.split(separator: "\n").filter { $0.hasPrefix("veneer_http_requests_by_unit_total{") }
+        #expect(byUnit.count == 1, "\(byUnit)")
+        #expect(byUnit.first.flatMap { $0.split(separator: " ").last.flatMap { Double($0) } } ?? 0 >= 3, "\(byUnit)")
     }
 
     @Test("a stale socket file from a crash is replaced; a path that is not a socket is an error at FILE:LINE:COL for check and run")
