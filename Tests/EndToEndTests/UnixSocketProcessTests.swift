@@ -154,6 +154,10 @@ struct UnixSocketProcessTests {
         #expect(try await UnixHTTP.request(socket: directory + "/admin.sock", "GET", "/posts").status == 404)
         #expect(try await UnixHTTP.request(socket: directory + "/veneer.sock", "GET", "/-/health").status == 404)
         #expect(try await UnixHTTP.request(socket: directory + "/veneer.sock", "GET", "/posts").status == 200)
+        // The commands that act through the running instance reach it on its admin socket.
+        let reloaded = try await VeneerProcess.run(["reload", "--config", "veneer.yaml"], directory: directory)
+        #expect(reloaded.status == 0, "\(reloaded.stdout)\(reloaded.stderr)")
+        #expect(reloaded.stdout.contains("generation 2"), "\(reloaded.stdout)")
     }
 
     @Test("block_list allow: { uids: [OTHER] } refuses the test's own uid with 403 client_blocked; its own uid passes, a TCP caller (unknown) does not")
