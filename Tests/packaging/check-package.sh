@@ -162,6 +162,7 @@ control="$scratch/DEBIAN/control"
 depends="$(sed -n 's/^Depends: //p' "$control")"
 check "Depends ($depends) has libyaml-0-2" grep -qE '(^|, )libyaml-0-2( |,|$)' <<<"$depends"
 check "Depends has libc6" grep -qE '(^|, )libc6 ' <<<"$depends"
+check "Depends has passwd (postinst's groupadd)" grep -qE '(^|, )passwd( |,|$)' <<<"$depends"
 package_version="$(sed -n 's/^Version: //p' "$control")"
 check "Version $package_version is the binary's $upstream with a Debian revision" \
     test -n "$upstream" -a "${package_version%-*}" == "$upstream"
