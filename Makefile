@@ -153,6 +153,9 @@ install-files:
 		install -D -m 0644 $(DIST)/veneer.debug "$(DESTDIR)$(DEBUGDIR)/.build-id/$$(echo $$id | cut -c1-2)/$$(echo $$id | cut -c3-).debug"
 	sed 's|/usr/local/bin/veneer|$(BINDIR)/veneer|; s|/usr/local/share/doc/veneer|$(DOCDIR)|' systemd/veneer@.service > $(DESTDIR)$(UNITDIR)/veneer@.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/veneer@.service
+	sed 's|/usr/local/share/doc/veneer|$(DOCDIR)|' systemd/veneer@.socket > $(DESTDIR)$(UNITDIR)/veneer@.socket
+	chmod 0644 $(DESTDIR)$(UNITDIR)/veneer@.socket
+	install -D -m 0644 systemd/examples/veneer@.socket.d/loopback.conf $(DESTDIR)$(DOCDIR)/examples/veneer@.socket.d/loopback.conf
 	gzip -9n < $(DIST)/veneer.1 > $(DESTDIR)$(MANDIR)/man1/veneer.1.gz
 	install -m 0644 $(DIST)/completions/veneer.bash $(DESTDIR)$(BASHCOMPDIR)/veneer
 	install -m 0644 $(DIST)/completions/_veneer $(DESTDIR)$(ZSHCOMPDIR)/_veneer
@@ -170,7 +173,7 @@ install-files:
 uninstall:
 	id="$$(readelf -n $(DESTDIR)$(BINDIR)/veneer 2>/dev/null | sed -n 's/^ *Build ID: *//p')"; [ -z "$$id" ] || \
 		rm -f "$(DESTDIR)$(DEBUGDIR)/.build-id/$$(echo $$id | cut -c1-2)/$$(echo $$id | cut -c3-).debug"
-	rm -f $(DESTDIR)$(BINDIR)/veneer $(DESTDIR)$(UNITDIR)/veneer@.service $(DESTDIR)$(MANDIR)/man1/veneer.1.gz \
+	rm -f $(DESTDIR)$(BINDIR)/veneer $(DESTDIR)$(UNITDIR)/veneer@.service $(DESTDIR)$(UNITDIR)/veneer@.socket $(DESTDIR)$(MANDIR)/man1/veneer.1.gz \
 		$(DESTDIR)$(BASHCOMPDIR)/veneer $(DESTDIR)$(ZSHCOMPDIR)/_veneer $(DESTDIR)$(FISHCOMPDIR)/veneer.fish
 	rm -rf $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR)
 

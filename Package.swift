@@ -93,6 +93,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                // Quiescing for listeners on sockets systemd passes (Hummingbird's Server binds its own).
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -60,6 +60,8 @@ printf 'Source: veneer\n\nPackage: veneer\nArchitecture: any\n' > "$shlibs/debia
 install -d "$root/DEBIAN"
 depends="$(cd "$shlibs" && dpkg-shlibdeps -O "$root/usr/bin/veneer" | sed -n 's/^shlibs:Depends=//p')"
 [[ -n "$depends" ]] || die "dpkg-shlibdeps found no dependencies"
+# postinst creates the group veneer-clients with groupadd (passwd is not essential).
+depends="$depends, passwd"
 
 # Modes as Debian expects them, whatever the umask of the build was.
 normalize() {

@@ -51,8 +51,8 @@ public struct ConfigDocument: Sendable {
     public static func isExtension(_ key: String) -> Bool { key.hasPrefix("x-") }
 
     /// The keys of an environment.
-    public static let environmentKeys = ["extends", "listen", "admin", "resources", "limits", "origin", "chain", "drain_timeout", "idle_timeout",
-                                                "allowed_hosts", "allowed_origins", "pass_forwarding_headers", "access_log", "trace"]
+    public static let environmentKeys = ["extends", "listen", "socket", "admin", "resources", "limits", "origin", "chain", "drain_timeout", "idle_timeout",
+                                                "allowed_hosts", "allowed_origins", "pass_forwarding_headers", "access_log", "trace", "peer_identity"]
 
     /// Where it came from.
     public let source: ConfigSource

@@ -166,19 +166,18 @@ extension ConfigDocument {
         }()
         context.stores = StoreCatalog(names: storeNames)
 
-        var listen = ListenAddress(host: "127.0.0.1", port: 8080)
-        if let value = environment["listen"], let text = value.string() {
-            if let parsed = ListenAddress(text) { listen = parsed } else {
-                value.error("\(quoted(text)) is not a listen address (use e.g. 127.0.0.1:8080 or [::1]:8080)")
-            }
+        var listeners = [ListenAddress(host: "127.0.0.1", port: 8080)]
+        if let value = environment["listen"] {
+            let items = value.node.isList ? value.list() ?? [] : [value]
+            let parsed = items.compactMap { decodeListenAddress($0, example: "127.0.0.1:8080, [::1]:8080 or unix:/run/veneer/NAME.sock") }
+            if !parsed.isEmpty { listeners = parsed } else if items.isEmpty, value.node.isList { value.error("must list at least one address") }
         }
 
         var adminListen: ListenAddress?
-        if let admin = environment.mapping("admin", allowedKeys: ["listen"]), let value = admin["listen"], let text = value.string() {
-            if let parsed = ListenAddress(text) { adminListen = parsed } else {
-                value.error("\(quoted(text)) is not a listen address (use e.g. 127.0.0.1:9090)")
-            }
+        if let admin = environment.mapping("admin", allowedKeys: ["listen"]), let value = admin["listen"] {
+            adminListen = decodeListenAddress(value, example: "127.0.0.1:9090 or unix:/run/veneer/NAME-admin.sock")
         }
+        let socket = decodeSocketOptions(environment)
 
         let resources = decodeResources(environment["resources"])
         let (allowedHosts, allowedOrigins) = decodeAccess(environment)
@@ -210,6 +209,7 @@ extension ConfigDocument {
         let idleTimeout = environment.duration("idle_timeout", default: .seconds(75), in: .init(.milliseconds(1) ... .days(1))) ?? .seconds(75)
         let accessLog = decodeAccessLog(environment["access_log"])
         let trace = environment["trace"]?.bool() ?? false
+        let peerIdentity = environment["peer_identity"]?.bool() ?? false
 
         let origin = decodeOrigin(environment, registry: registry)
         let chain = decodeChain(environment, registry: registry)
@@ -217,15 +217,16 @@ extension ConfigDocument {
         let referenced = context.stores?.referenced ?? []
         let stores = decodeStores(context, stateDirectory: stateDirectory, only: referenced)
         guard let origin, let chain else { return nil }
-        for (key, address) in [("listen", listen), ("admin", adminListen)] {
+        for (key, address) in listeners.map({ ("listen", $0) }) + [("admin", adminListen)] {
             guard let address, let problem = EnvironmentSpec.listenProblem(address, allowedHosts: allowedHosts) else { continue }
             (environment[key] ?? environment.value).error(problem)
         }
         var spec = EnvironmentSpec(
-            name: name, configFile: source.file, listen: listen, adminListen: adminListen, resources: resources,
+            name: name, configFile: source.file, listeners: listeners, socket: socket, adminListen: adminListen, resources: resources,
             limits: limits, drainTimeout: drainTimeout, idleTimeout: idleTimeout, stateDirectory: stateDirectory, accessLog: accessLog, stores: stores,
             origin: origin, chain: chain, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins, passForwardingHeaders: passed)
         spec.trace = trace
+        spec.peerIdentity = peerIdentity
         return spec
     }
 

@@ -1,21 +1,37 @@
 import Foundation
 import VeneerCore
 
-/// A `host:port` to listen on.
+/// A `host:port` or a Unix domain socket (`unix:/path`) to listen on.
 public struct ListenAddress: Hashable, Sendable, CustomStringConvertible {
-    /// Host name or address (IPv6 without brackets).
+    /// Host name or address (IPv6 without brackets); empty for a Unix socket.
     public let host: String
-    /// Port; 0 picks a free one.
+    /// Port; 0 picks a free one (0 for a Unix socket).
     public let port: Int
+    /// The path of a Unix domain socket (`unix:/run/veneer/production.sock`); nil for `host:port`.
+    public let socketPath: String?
 
     /// Creates an address.
     public init(host: String, port: Int) {
         self.host = host
         self.port = port
+        socketPath = nil
     }
 
-    /// Parses `127.0.0.1:8080`, `[::1]:8080` or `localhost:8080`.
+    /// A Unix domain socket at `socketPath`.
+    public init(socketPath: String) {
+        host = ""
+        port = 0
+        self.socketPath = socketPath
+    }
+
+    /// Parses `127.0.0.1:8080`, `[::1]:8080`, `localhost:8080` or `unix:/path`.
     public init?(_ text: String) {
+        if text.hasPrefix("unix:") {
+            let path = String(text.dropFirst(5))
+            guard !path.isEmpty, !path.contains("\0") else { return nil }
+            self.init(socketPath: path)
+            return
+        }
         var host: Substring
         let portText: Substring
         if text.hasPrefix("[") {
@@ -33,8 +49,27 @@ public struct ListenAddress: Hashable, Sendable, CustomStringConvertible {
         self.init(host: String(host), port: port)
     }
 
-    /// `host:port`, with brackets around IPv6.
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    /// `host:port`, with brackets around IPv6, or `unix:/path`.
+    public var description: String {
+        if let socketPath { return "unix:\(socketPath)" }
+        return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    }
+
+    /// The longest path a Unix socket address holds (`sun_path`, less its terminating zero).
+    public static let maximumSocketPath = 107
+}
+
+/// `socket`: what Veneer sets on the Unix sockets it creates (not on sockets systemd passes).
+public struct SocketOptions: Sendable, Hashable {
+    /// The permission bits (`mode: "0660"`); nil leaves what the umask gives.
+    public var mode: UInt32?
+    /// The group the socket belongs to (`group: veneer-clients`), by name or number.
+    public var group: String?
+    /// The group's id, looked up when the configuration was checked.
+    public var groupID: UInt32?
+
+    /// No changes.
+    public init() {}
 }
 
 /// Size, time and count limits of an environment's listener.
@@ -168,8 +203,16 @@ public struct EnvironmentSpec: Sendable {
     public let name: String
     /// The file it came from (or `<built-in>`).
     public let configFile: String
-    /// The listener of the posts API (and of the admin API unless moved).
-    public var listen: ListenAddress
+    /// The listeners of the posts API (and of the admin API unless moved): `listen`, one
+    /// address or a list; never empty.
+    public var listeners: [ListenAddress]
+    /// The first listener; setting it replaces them all (the command line's `--listen`).
+    public var listen: ListenAddress {
+        get { listeners[0] }
+        set { listeners = [newValue] }
+    }
+    /// `socket`: mode and group of the Unix sockets Veneer creates.
+    public var socket = SocketOptions()
     /// A separate admin listener; nil keeps the admin API under `/-/` of ``listen``.
     public var adminListen: ListenAddress?
     /// The collections exposed.
@@ -200,16 +243,20 @@ public struct EnvironmentSpec: Sendable {
     /// `trace`: whether answers that went through the chain carry `Server-Timing`, one entry
     /// per decorator that acted and the origin (off by default: it tells callers about the chain).
     public var trace = false
+    /// `peer_identity`: on loopback TCP connections, ask the kernel who owns the client's
+    /// socket (its uid), once per connection (a Unix socket's callers are always named).
+    public var peerIdentity = false
 
     /// Why the listen addresses cannot serve as they are (see ``listenProblem(_:allowedHosts:)``).
     public var listenProblems: [String] {
-        [listen, adminListen].compactMap { $0 }.compactMap { Self.listenProblem($0, allowedHosts: allowedHosts) }
+        (listeners + [adminListen].compactMap { $0 }).compactMap { Self.listenProblem($0, allowedHosts: allowedHosts) }
     }
 
     /// Why `address` cannot serve without `allowed_hosts`: a wildcard or a non-loopback address
     /// is reached by names only the operator knows, and a Host Veneer does not know gets 421.
     public static func listenProblem(_ address: ListenAddress, allowedHosts: [String]) -> String? {
-        guard allowedHosts.isEmpty, needsAllowedHosts(address.host) else { return nil }
+        // A Unix socket is reached by no name: its file's permissions say who may connect.
+        guard address.socketPath == nil, allowedHosts.isEmpty, needsAllowedHosts(address.host) else { return nil }
         return "\(address) is reached by names Veneer cannot know (a wildcard or a non-loopback address): list them in "
             + "allowed_hosts (e.g. allowed_hosts: [veneer.example.lan]); requests naming any other Host get 421"
     }
@@ -227,7 +274,7 @@ public struct EnvironmentSpec: Sendable {
         var members: [(String, JSONValue)] = [
             ("environment", .string(name)),
             ("config", .string(configFile)),
-            ("listen", .string(listen.description)),
+            ("listen", listeners.count == 1 ? .string(listen.description) : .array(listeners.map { .string($0.description) })),
             ("admin", .string(adminListen.map { "\($0)/-/" } ?? "\(listen)/-/ (loopback clients only)")),
             ("resources", .array(resources.map { .string($0.description) })),
             ("limits", .object([
@@ -248,6 +295,7 @@ public struct EnvironmentSpec: Sendable {
             ("state_dir", .string(stateDirectory)),
             ("access_log", .string(accessLog?.description ?? "off")),
             ("trace", .bool(trace)),
+            ("peer_identity", .bool(peerIdentity)),
         ]
         if !stores.isEmpty {
             members.append(("stores", .object(stores.keys.sorted().map { ($0, .string(stores[$0]!.description)) })))

@@ -19,6 +19,10 @@ public struct ProxyRequest: Sendable {
     public var body: ByteBuffer
     /// The address of the client that sent the request, if known.
     public var client: ClientAddress?
+    /// Who sent the request, as the kernel says (``PeerIdentity``): set on a Unix socket
+    /// listener, and on loopback TCP with `peer_identity: true`; nil otherwise. A decorator
+    /// may key on it (`block_list`'s `uids`, `groups` and `units` do).
+    public var peer: PeerIdentity?
     /// The request id: the client's `X-Request-Id` or a generated one.
     public var requestID: String
     /// What the chain did with the request, noted by its decorators for the edge (copies of
@@ -34,9 +38,11 @@ public struct ProxyRequest: Sendable {
         headers: HTTPFields = [:],
         body: ByteBuffer = ByteBuffer(),
         client: ClientAddress? = nil,
+        peer: PeerIdentity? = nil,
         requestID: String = RequestID.generate(),
         record: RequestRecord = RequestRecord()
     ) {
+        self.peer = peer
         self.method = method
         self.route = route
         self.query = query

@@ -48,7 +48,7 @@ actor InstanceCommandContext: CommandLineContext {
 
     func askInstance(_ method: HTTPRequest.Method, _ path: String, query: [(String, String)], timeout: Duration) async -> AdminAnswer? {
         guard case .found(let address) = await locate() else { return nil }
-        var url = "http://\(address)/-/\(path)?environment=\(InstanceAdmin.queryValue(spec.name))"
+        var url = InstanceAdmin.url(address, "/-/\(path)?environment=\(InstanceAdmin.queryValue(spec.name))")
         let allowed = CharacterSet.alphanumerics.union(.init(charactersIn: "-._~/"))
         for (name, value) in query { url += "&\(name)=\(value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value)" }
         guard let (status, body) = await InstanceAdmin.exchange(HTTPMethod(rawValue: method.rawValue), url, timeout: TimeAmount(timeout)) else {

@@ -4,6 +4,8 @@ import VeneerServer
 extension EnvironmentSpec {
     /// What the edge checks of Host and Origin for this environment.
     var access: EdgeAccess {
-        EdgeAccess(listenHost: listen.host, adminListenHost: adminListen?.host, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins)
+        // The names a TCP listener answers for (a Unix socket's Host is not checked).
+        let host = listeners.first { $0.socketPath == nil }?.host ?? "127.0.0.1"
+        return EdgeAccess(listenHost: host, adminListenHost: adminListen.flatMap { $0.socketPath == nil ? $0.host : nil }, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins)
     }
 }

@@ -51,7 +51,7 @@ public enum InstanceAdmin {
             return .none(address: "(none)", source: "no instance of environment \(environment) recorded its address in \(stateDirectory)/run")
         }
         let address = address(admin)
-        guard let health = await exchange(.GET, "http://\(address)/-/health", timeout: .seconds(10)),
+        guard let health = await exchange(.GET, url(address, "/-/health"), timeout: .seconds(10)),
               let serving = health.body?["environment"]?.stringValue else {
             return .none(address: address, source: source)
         }
@@ -84,8 +84,18 @@ public enum InstanceAdmin {
         }
     }
 
-    /// `host:port` to ask an admin API listening on `admin` at.
+    /// The URL of `pathAndQuery` on the admin API at `address` (``address(_:)``): a Unix
+    /// socket's is `http+unix://` and its percent-encoded path, as AsyncHTTPClient takes it.
+    public static func url(_ address: String, _ pathAndQuery: String) -> String {
+        guard address.hasPrefix("unix:") else { return "http://\(address)\(pathAndQuery)" }
+        let path = String(address.dropFirst(5))
+        let encoded = path.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(.init(charactersIn: "-._~"))) ?? path
+        return "http+unix://\(encoded)\(pathAndQuery)"
+    }
+
+    /// `host:port` (or `unix:/path`) to ask an admin API listening on `admin` at.
     public static func address(_ admin: ListenAddress) -> String {
+        if admin.socketPath != nil { return admin.description }
         // A wildcard listener is asked on loopback, where the admin API answers.
         let host = admin.host == "0.0.0.0" ? "127.0.0.1" : (admin.host == "::" ? "::1" : admin.host)
         return host.contains(":") ? "[\(host)]:\(admin.port)" : "\(host):\(admin.port)"
@@ -110,7 +120,7 @@ public enum InstanceAdmin {
         guard case .found(let address) = located else {
             return .unavailable(notFound(located, environment: spec.name, configFile: spec.configFile))
         }
-        guard let (status, body) = await exchange(.POST, "http://\(address)/-/reload?environment=\(queryValue(spec.name))") else {
+        guard let (status, body) = await exchange(.POST, url(address, "/-/reload?environment=\(queryValue(spec.name))")) else {
             return .unavailable("the Veneer at \(address) stopped answering")
         }
         switch status {
@@ -151,7 +161,7 @@ public enum InstanceAdmin {
     /// is asked to check that it serves `serving`.
     public static func switchEnvironment(at address: String, serving: String, to target: String) async -> SwitchOutcome {
         let request = JSONValue.object([("environment", .string(target))]).buffer
-        guard let (status, body) = await exchange(.POST, "http://\(address)/-/environment?environment=\(queryValue(serving))", json: request) else {
+        guard let (status, body) = await exchange(.POST, url(address, "/-/environment?environment=\(queryValue(serving))"), json: request) else {
             return .unavailable("the Veneer at \(address) stopped answering")
         }
         let message = body?["message"]?.stringValue
@@ -193,6 +203,8 @@ public enum InstanceAdmin {
         defer { _ = client.shutdown() }
         var request = HTTPClientRequest(url: url)
         request.method = method
+        // AsyncHTTPClient sends no Host to a Unix socket, and HTTP/1.1 needs one (any will do there).
+        if url.hasPrefix("http+unix:") { request.headers.add(name: "Host", value: "localhost") }
         if let json {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(json)

@@ -29,18 +29,28 @@ actor Readiness {
     let expected: Int
     let chain: ActiveChain
     let onReady: @Sendable (ReadyInfo) async -> Void
-    var main: Int?
+    /// The ports of the main listeners bound so far, by their place in `listen` (0: a Unix socket).
+    var mains: [Int: Int] = [:]
+    let mainCount: Int
     var admin: Int?
 
-    init(expected: Int, chain: ActiveChain, onReady: @escaping @Sendable (ReadyInfo) async -> Void) {
+    init(expected: Int, mainCount: Int = 1, chain: ActiveChain, onReady: @escaping @Sendable (ReadyInfo) async -> Void) {
         self.expected = expected
+        self.mainCount = mainCount
         self.chain = chain
         self.onReady = onReady
     }
 
-    func bound(main port: Int) async {
-        main = port
+    /// The main listener at place `index` of `listen` is bound, on `port`.
+    func bound(main port: Int, index: Int = 0) async {
+        mains[index] = port
         await fireIfReady()
+    }
+
+    /// The port announced: the first TCP listener's, 0 when they are all Unix sockets.
+    var main: Int? {
+        guard mains.count == mainCount else { return nil }
+        return (0..<mainCount).lazy.compactMap { self.mains[$0] }.first { $0 != 0 } ?? 0
     }
 
     func bound(admin port: Int) async {

@@ -7,6 +7,7 @@ enum MetricCatalog {
         // The edge: every request the listeners answered, refusals included.
         "veneer_http_requests_total": "Requests answered by the listeners, Veneer's own refusals included, by route template, method and status.",
         "veneer_http_requests_in_flight": "Requests read whole and not yet answered.",
+        "veneer_http_requests_by_unit_total": "Requests answered to callers the kernel named (Unix sockets, peer_identity), by their systemd unit (at most 32, then other; none without one).",
         "veneer_access_log_dropped_lines_total": "Access log lines dropped because the writer fell behind.",
         // The HTTP clients' pooled http:// transport.
         "veneer_upstream_connect_failures_total": "Upstream connections that could not be opened, by reason (pooled http:// transport).",

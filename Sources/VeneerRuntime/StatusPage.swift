@@ -76,15 +76,20 @@ enum StatusPage {
 
     /// What the chain noted for a request, in a few words (`cache miss stored · upstream 12.3 ms`).
     static func notes(_ item: RequestFeed.Item) -> String {
-        guard let record = item.record else { return "" }
-        return record.entries.map { entry in
+        // Who called, when the kernel said (a Unix socket, `peer_identity`): first in the row.
+        let caller = item.peer.map { peer in
+            (["uid \(peer.uid)"] + (peer.pid.map { ["pid \($0)"] } ?? []) + (peer.unit.map { [$0] } ?? [])).joined(separator: " ")
+        }
+        guard let record = item.record else { return caller ?? "" }
+        let callerNotes: [String] = caller.map { [$0] } ?? []
+        return (callerNotes + record.entries.map { entry -> String in
             var text = entry.name
             if !entry.detail.isEmpty { text += " " + entry.detail }
             if let duration = entry.duration {
                 text += " " + RequestFeed.milliseconds(duration) + " ms"
             }
             return text
-        }.joined(separator: " · ")
+        }).joined(separator: " · ")
     }
 
     static func render(_ snapshot: StatusSnapshot, nonce: String) -> String {
@@ -207,7 +212,8 @@ enum StatusPage {
     document.getElementById('live').textContent='(live)';
     function cell(tr,text,cls){var td=document.createElement('td');td.textContent=text;if(cls)td.className=cls;tr.appendChild(td);}
     function ms(v){return v==null?'':String(v);}
-    function notes(e){return (e.entries||[]).map(function(n){return n.name+(n.detail?' '+n.detail:'')+(n.duration_ms!=null?' '+n.duration_ms+' ms':'');}).join(' · ');}
+    function caller(e){var p=e.peer;return p?['uid '+p.uid+(p.pid!=null?' pid '+p.pid:'')+(p.unit?' '+p.unit:'')]:[];}
+    function notes(e){return caller(e).concat((e.entries||[]).map(function(n){return n.name+(n.detail?' '+n.detail:'')+(n.duration_ms!=null?' '+n.duration_ms+' ms':'');})).join(' · ');}
     function add(e){
       if(tbody.querySelector('tr[data-sequence="'+e.sequence+'"]'))return;
       var tr=document.createElement('tr');tr.setAttribute('data-sequence',e.sequence);

@@ -87,9 +87,9 @@ extension VeneerInstance {
     static func onListeners(of old: EnvironmentSpec, _ loaded: EnvironmentSpec, action: String) throws(ConfigError) -> (EnvironmentSpec, [String]) {
         var spec = loaded
         var warnings: [String] = []
-        if spec.listen != old.listen || spec.adminListen != old.adminListen {
-            warnings.append("listen addresses cannot change on \(action) (still \(old.listen)); restart to move them")
-            (spec.listen, spec.adminListen) = (old.listen, old.adminListen)
+        if spec.listeners != old.listeners || spec.adminListen != old.adminListen || spec.socket != old.socket {
+            warnings.append("listen addresses cannot change on \(action) (still \(old.listeners.map(\.description).joined(separator: ", "))); restart to move them")
+            (spec.listeners, spec.adminListen, spec.socket) = (old.listeners, old.adminListen, old.socket)
             let problems = spec.listenProblems
             if !problems.isEmpty {
                 throw ConfigError(problems.map {

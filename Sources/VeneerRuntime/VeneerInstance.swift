@@ -254,11 +254,20 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         admin.switchEnvironment = { await self.switchEnvironment(to: $0) }
         admin.environments = { self.environments }
         admin.switchRefusal = switchRefusal
-        let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2, chain: chain) { [onReady, logger, notifier, chain, adminAddress] info in
+        let activation = SocketActivation.from(configuration.variables).assign(listeners: spec.listeners, admin: spec.adminListen)
+        let mains = Self.mainEndpoints(spec, activation)
+        if !activation.main.isEmpty || activation.admin != nil || !activation.extra.isEmpty {
+            logger.info("serving on the sockets systemd passed", metadata: [
+                "sockets": .string((activation.main.values.sorted { $0.descriptor < $1.descriptor } + [activation.admin].compactMap { $0 } + activation.extra)
+                    .map { $0.address?.description ?? "fd \($0.descriptor)" }.joined(separator: ", ")),
+            ])
+        }
+        let readiness = Readiness(expected: spec.adminListen == nil ? 1 : 2, mainCount: mains.count, chain: chain) { [onReady, logger, notifier, chain, adminAddress] info in
             // Where the admin API really listens (port 0 picks one): `veneer unblock` reads it.
-            let host = spec.adminListen?.host ?? spec.listen.host
+            // (Commands reach it over TCP: an admin API on Unix sockets only is not recorded.)
+            let adminTCP = spec.adminListen.map { $0.socketPath == nil ? $0 : nil } ?? spec.listeners.first { $0.socketPath == nil }
             do {
-                try adminAddress.record(ListenAddress(host: host, port: info.adminPort ?? info.port))
+                if let host = adminTCP?.host { try adminAddress.record(ListenAddress(host: host, port: info.adminPort ?? info.port)) }
             } catch {
                 logger.debug("could not record the admin address", metadata: ["error": .string(ErrorText.describe(error))])
             }
@@ -267,21 +276,41 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
             await onReady(info)
         }
         var services: [any Service] = [ReloadOnHangup(instance: self)]
-        services.append(Listener.make(
-            host: spec.listen.host, port: spec.listen.port,
-            edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil,
-                            accessLog: accessLog, metrics: edgeMetrics, feed: feed),
-            limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
-            onBound: { port in await readiness.bound(main: port) }))
+        for (index, (endpoint, unixSocket)) in mains.enumerated() {
+            services.append(Listener.make(
+                endpoint,
+                edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil,
+                                accessLog: accessLog, metrics: edgeMetrics, feed: feed, unixSocket: unixSocket),
+                limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
+                loopbackIdentity: spec.peerIdentity, onBound: { port in await readiness.bound(main: port, index: index) }))
+        }
         if let adminListen = spec.adminListen {
             services.append(Listener.make(
-                host: adminListen.host, port: adminListen.port,
+                activation.admin.map { .inherited(descriptor: $0.descriptor, address: adminListen.description) } ?? Self.endpoint(adminListen, spec.socket),
                 edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: true, servesAdmin: true, accessLog: accessLog,
-                            metrics: edgeMetrics, feed: feed),
+                            metrics: edgeMetrics, feed: feed, unixSocket: adminListen.socketPath != nil),
                 limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
                 onBound: { port in await readiness.bound(admin: port) }))
         }
         services.append(StoppingNotice(notifier: notifier))
         return services
+    }
+
+    /// The main listeners: each of `listen`, on the socket systemd passed for it or bound as
+    /// configured, then the passed sockets that match none; with whether each is a Unix socket.
+    static func mainEndpoints(_ spec: EnvironmentSpec, _ activation: SocketActivation.Assignment) -> [(Listener.Endpoint, Bool)] {
+        let configured = spec.listeners.enumerated().map { index, address -> (Listener.Endpoint, Bool) in
+            guard let passed = activation.main[index] else { return (endpoint(address, spec.socket), address.socketPath != nil) }
+            return (.inherited(descriptor: passed.descriptor, address: address.description), address.socketPath != nil)
+        }
+        return configured + activation.extra.map { passed in
+            (.inherited(descriptor: passed.descriptor, address: passed.address?.description ?? "fd \(passed.descriptor)"), passed.address?.socketPath != nil)
+        }
+    }
+
+    /// Where the listener of `address` listens: a Unix socket gets the environment's `socket` options.
+    static func endpoint(_ address: ListenAddress, _ socket: SocketOptions) -> Listener.Endpoint {
+        guard let path = address.socketPath else { return .tcp(host: address.host, port: address.port) }
+        return .unix(path: path, mode: socket.mode, groupID: socket.groupID)
     }
 }

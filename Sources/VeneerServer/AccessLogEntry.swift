@@ -42,6 +42,8 @@ public struct AccessLogEntry: Sendable {
     public var record: RequestRecord?
     /// `User-Agent`, as sent.
     public var userAgent: String?
+    /// Who connected, as the kernel says (`peer.uid`, `peer.gid`, `peer.pid`, `peer.unit`).
+    public var peer: PeerIdentity?
 
     /// An entry.
     public init(time: Int64, requestID: String?, client: ClientAddress?, method: HTTPRequest.Method?, route: String?, target: String?,
@@ -130,7 +132,26 @@ public struct AccessLogEntry: Sendable {
             buffer.writeStaticString(",\"user_agent.original\":")
             JSONText.writeQuoted(Self.trimmed(userAgent, to: Self.maxUserAgent), into: &buffer)
         }
+        if let peer { Self.writePeer(peer, into: &buffer) }
         buffer.writeStaticString("}\n")
+    }
+
+    /// `,"peer.uid":1001,"peer.gid":1001,"peer.pid":4242,"peer.unit":"cron.service"`: what is known.
+    static func writePeer(_ peer: PeerIdentity, into buffer: inout ByteBuffer) {
+        buffer.writeStaticString(",\"peer.uid\":")
+        Self.writeDecimal(Int(peer.uid), into: &buffer)
+        if let gid = peer.gid {
+            buffer.writeStaticString(",\"peer.gid\":")
+            Self.writeDecimal(Int(gid), into: &buffer)
+        }
+        if let pid = peer.pid {
+            buffer.writeStaticString(",\"peer.pid\":")
+            Self.writeDecimal(Int(pid), into: &buffer)
+        }
+        if let unit = peer.unit {
+            buffer.writeStaticString(",\"peer.unit\":")
+            JSONText.writeQuoted(Self.trimmed(unit, to: Self.maxUserAgent), into: &buffer)
+        }
     }
 
     /// `,"trace":[...]`: one object per entry, `name`, then `desc` and `dur_ms` when it has them.

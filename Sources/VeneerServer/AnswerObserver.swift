@@ -44,6 +44,9 @@ struct AnswerObserver {
     /// Whether anything is reported at all (no record is made per request otherwise).
     private let observes: Bool
     private let client: ClientAddress?
+    private let peer: PeerIdentity?
+    /// The counter of this connection's caller's unit, once it has had an answer.
+    private var unitCounter: Counter?
     private let logger: Logger
     /// The request being answered (one at a time).
     private var answering: Exchange?
@@ -52,7 +55,8 @@ struct AnswerObserver {
     /// The counter of this connection's last answer, with what it counts (see ``EdgeMetrics/counter(route:method:status:)``).
     private var lastCounter: (route: String?, method: HTTPRequest.Method?, status: Int, counter: Counter)?
 
-    init(_ sinks: Sinks, client: ClientAddress?, logger: Logger) {
+    init(_ sinks: Sinks, client: ClientAddress?, peer: PeerIdentity? = nil, logger: Logger) {
+        self.peer = peer
         self.sinks = sinks
         observes = sinks.accessLog != nil || sinks.metrics != nil || sinks.feed != nil
         self.client = client
@@ -177,16 +181,23 @@ struct AnswerObserver {
                 lastCounter = (route, method, status, counter)
                 counter.increment()
             }
+            if let peer {
+                let counter = unitCounter ?? metrics.unitCounter(peer.unit)
+                unitCounter = counter
+                counter.increment()
+            }
         }
         if let feed = sinks.feed, let exchange, route != "/-/" {
             feed.add(answered: now, method: exchange.work.head.method, target: exchange.work.head.target, status: Int(response.status.code),
-                     duration: .nanoseconds((now - exchange.work.received).nanoseconds), headers: response.headers, record: exchange.record)
+                     duration: .nanoseconds((now - exchange.work.received).nanoseconds), headers: response.headers, record: exchange.record,
+                     peer: peer)
         }
         guard let accessLog = sinks.accessLog else { return }
         var entry = AccessLogEntry(
             time: AccessLogEntry.now(), requestID: response.headers[.xRequestID], client: client, method: nil, route: nil, target: nil,
             protocolVersion: nil, status: Int(response.status.code), bytesIn: 0, bytesOut: bytesOut, duration: .zero, record: nil,
             userAgent: nil)
+        entry.peer = peer
         if let exchange {
             let head = exchange.work.head
             entry.method = head.method

@@ -3,8 +3,10 @@ import HTTPTypes
 import Synchronization
 
 /// What the listeners count: every request answered, refusals included
-/// (`veneer_http_requests_total{route,method,status}`), and the requests read and not yet
-/// answered (`veneer_http_requests_in_flight`).
+/// (`veneer_http_requests_total{route,method,status}`), the requests read and not yet
+/// answered (`veneer_http_requests_in_flight`), and the answers to callers the kernel named
+/// by their systemd unit (`veneer_http_requests_by_unit_total{unit}`: Unix sockets and
+/// `peer_identity`; at most ``maxUnits`` units, the rest `other`, no unit `none`).
 ///
 /// Labels stay bounded whatever clients send: the route is the template the edge matched
 /// (`/posts/{id}`), `/-/` for the admin API and `unmatched` for anything else; a method
@@ -18,6 +20,10 @@ public final class EdgeMetrics: Sendable {
 
     private let factory: any MetricsFactory
     private let counters = Mutex<[Key: Counter]>([:])
+    private let unitCounters = Mutex<[String: Counter]>([:])
+    /// How many units get a label of their own: the callers of a machine are its services,
+    /// and a caller cannot make up a unit, but a host may run many (one scope per login).
+    static let maxUnits = 32
     private let inFlight: Meter
 
     /// The edge's metrics, created through `factory`.
@@ -52,6 +58,20 @@ public final class EdgeMetrics: Sendable {
             let made = Counter(label: "veneer_http_requests_total",
                                dimensions: [("route", key.route), ("method", key.method), ("status", String(status))], factory: factory)
             counters[key] = made
+            return made
+        }
+    }
+
+    /// The counter of answers to callers of `unit` (nil: a caller without one): asked once per
+    /// connection.
+    func unitCounter(_ unit: String?) -> Counter {
+        unitCounters.withLock { counters in
+            var label = unit ?? "none"
+            if let existing = counters[label] { return existing }
+            if unit != nil, counters.count >= Self.maxUnits { label = "other" }
+            if let existing = counters[label] { return existing }
+            let made = Counter(label: "veneer_http_requests_by_unit_total", dimensions: [("unit", label)], factory: factory)
+            counters[label] = made
             return made
         }
     }

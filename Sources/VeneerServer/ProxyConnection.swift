@@ -19,9 +19,15 @@ struct ProxyConnection: ServerChildChannel {
     let edge: ProxyEdge
     let limits: ConnectionLimits
     let dates: HTTPDateCache
+    /// `peer_identity`: ask the kernel who owns the client's end of a loopback TCP connection
+    /// (one netlink round trip per connection; see ``SockDiag``).
+    var loopbackIdentity = false
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        channel.eventLoop.makeCompletedFuture {
+        // Who connected, when the kernel can say (a Unix socket): once, for every request of it.
+        let peer = loopbackIdentity && !PeerCredentials.isUnixSocket(channel)
+            ? channel.eventLoop.makeSucceededFuture(PeerCredentials.loopbackOwner(channel)) : PeerCredentials.read(channel)
+        return peer.flatMapThrowing { peer in
             // Unsent answers over `output_buffer` make the channel unwritable, which stops reading
             // it; below half of it, it is read again.
             let high = max(limits.outputBuffer, 2)
@@ -29,7 +35,7 @@ struct ProxyConnection: ServerChildChannel {
             try channel.pipeline.syncOperations.addHandler(
                 ProxyRequestHandler(edge: edge, dates: dates, client: ClientAddress(channel.remoteAddress),
                                     localPort: channel.localAddress?.port ?? 0, limits: limits,
-                                    eventLoop: channel.eventLoop, logger: logger))
+                                    eventLoop: channel.eventLoop, logger: logger, peer: peer))
             return Value(channel: channel)
         }
     }

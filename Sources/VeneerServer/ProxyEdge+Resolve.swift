@@ -40,12 +40,13 @@ extension ProxyEdge {
     @inline(__always)
     static func resolve(_ target: RequestTarget, raw rawTarget: String, method: HTTPRequest.Method, fields: HTTPFields, body: IncomingBody, client: ClientAddress?,
                         requestID: String, record: RequestRecord?, in generation: ServingChain, servesAdmin: Bool,
-                        adminOnly: Bool) -> Resolution {
+                        adminOnly: Bool, peer: PeerIdentity? = nil) -> Resolution {
         switch target {
         case .admin(let path, let query):
             // One route for the whole admin API: its paths are the client's text.
             record?.noteRoute("/-/")
-            guard servesAdmin, adminOnly || client?.isLoopback == true else { return .refused(ProxyError.notFound().response) }
+            // A caller the kernel named (a Unix socket's, a loopback one's) is local too.
+            guard servesAdmin, adminOnly || client?.isLoopback == true || peer != nil else { return .refused(ProxyError.notFound().response) }
             guard case .complete(let bytes) = body else { return .refused(tooLarge(generation.requestBodyLimit)) }
             return .admin(AdminCall(method: method, path: path, query: query, fields: fields, body: bytes))
         case .notFound:
@@ -79,7 +80,7 @@ extension ProxyEdge {
             // Read per request from the generation it entered: a reload can turn it on or off.
             if generation.trace { record.trace(.serverTiming) }
             return .chain(ProxyRequest(method: method, route: route, query: query, headers: headers, body: bytes, client: client,
-                                       requestID: requestID, record: record))
+                                       peer: peer, requestID: requestID, record: record))
         }
     }
 

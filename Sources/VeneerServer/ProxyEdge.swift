@@ -29,6 +29,9 @@ public struct ProxyEdge: Sendable {
     let adminOnly: Bool
     /// Whether `/-/` is served on this listener.
     let servesAdmin: Bool
+    /// Whether this listener is a Unix socket: no web page reaches one, and its clients name
+    /// whatever Host their URL had, so the Host is not checked (its file's mode says who may connect).
+    let unixSocket: Bool
     /// Where the connections report each answer they write (``AnswerObserver``).
     let sinks: AnswerObserver.Sinks
     /// The streamed admin answers being written (``AdminStream``), shared by the copies of this edge.
@@ -39,8 +42,9 @@ public struct ProxyEdge: Sendable {
     /// line per answer to `accessLog`, count answers in `metrics` and add the chain's answers
     /// to `feed`, refusals included where they say so (see ``AnswerObserver``).
     public init(chain: any ChainSource, admin: any AdminResponder, logger: Logger, adminOnly: Bool, servesAdmin: Bool,
-                accessLog: AccessLog? = nil, metrics: EdgeMetrics? = nil, feed: RequestFeed? = nil) {
+                accessLog: AccessLog? = nil, metrics: EdgeMetrics? = nil, feed: RequestFeed? = nil, unixSocket: Bool = false) {
         self.chain = chain
+        self.unixSocket = unixSocket
         self.admin = admin
         self.logger = logger
         self.adminOnly = adminOnly
@@ -126,15 +130,15 @@ public struct ProxyEdge: Sendable {
     @inline(__always)
     func begin(method: HTTPRequest.Method, target: String, fields: HTTPFields, body: IncomingBody,
                client: ClientAddress?, authority: String? = nil, localPort: Int? = nil, record: RequestRecord? = nil,
-               requestID given: String? = nil) -> Start {
+               requestID given: String? = nil, peer: PeerIdentity? = nil) -> Start {
         let admitted: Admitted
-        switch admit(method: method, target: target, fields: fields, authority: authority, localPort: localPort ?? 0, requestID: given) {
+        switch admit(method: method, target: target, fields: fields, authority: unixSocket ? nil : authority, localPort: localPort ?? 0, requestID: given) {
         case .refused(let refusal): return .answered(refusal)
         case .admitted(let admission): admitted = admission
         }
         let resolution = Self.resolve(admitted.target, raw: target, method: method, fields: fields, body: body, client: client,
                                       requestID: admitted.requestID, record: record, in: admitted.lease.chain,
-                                      servesAdmin: servesAdmin, adminOnly: adminOnly)
+                                      servesAdmin: servesAdmin, adminOnly: adminOnly, peer: peer)
         switch resolution {
         case .refused(let refusal): return .answered(admitted.outgoing(refusal))
         case .admin(let call): return dispatch(call, admitted)

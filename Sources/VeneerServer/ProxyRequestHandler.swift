@@ -60,6 +60,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private let edge: ProxyEdge
     private let dates: HTTPDateCache
     private let client: ClientAddress?
+    /// Who is connected, as the kernel says (``PeerIdentity``), when known.
+    private let peer: PeerIdentity?
     /// The port the client connected to: the one its `Host` must name (port 0 in the configuration picks it).
     private let localPort: Int
     private let logger: Logger
@@ -87,7 +89,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private let executor: EventLoopTaskExecutor
 
     init(edge: ProxyEdge, dates: HTTPDateCache, client: ClientAddress?, localPort: Int, limits: ConnectionLimits, eventLoop: any EventLoop,
-         logger: Logger) {
+         logger: Logger, peer: PeerIdentity? = nil) {
+        self.peer = peer
         flusher = TickFlusher.for(eventLoop)
         executor = EventLoopTaskExecutor.for(eventLoop)
         parser = HTTP1RequestParser(maxHeadSize: limits.requestHeaders, bodyLimit: edge.requestBodyLimit)
@@ -100,7 +103,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         self.client = client
         self.localPort = localPort
         self.logger = logger
-        observer = AnswerObserver(edge.sinks, client: client, logger: logger)
+        observer = AnswerObserver(edge.sinks, client: client, peer: peer, logger: logger)
     }
 
     // MARK: Channel events
@@ -315,7 +318,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private func start(_ work: Work, context: ChannelHandlerContext) -> Machine.Action {
         let observed = observer.started(work)
         switch edge.begin(method: work.head.method, target: work.head.target, fields: work.head.fields, body: work.body, client: client,
-                          authority: work.head.authority, localPort: localPort, record: observed?.record, requestID: observed?.requestID) {
+                          authority: work.head.authority, localPort: localPort, record: observed?.record, requestID: observed?.requestID,
+                          peer: peer) {
         case .answered(let response):
             // Refused by the edge or answered at once by the chain: no task needed.
             return written(response, method: work.head.method, context: context)

@@ -36,6 +36,8 @@ public final class RequestFeed: Sendable {
         public var requestID: String? { headers[.xRequestID] }
         /// What the chain's decorators noted (read when shown).
         public let record: RequestRecord?
+        /// Who sent it, as the kernel says, when known.
+        public let peer: PeerIdentity?
         /// Its rendering for the streams, made by the first that sends it (only while someone
         /// watches: no allocation per request otherwise).
         let rendering: Rendering?
@@ -58,6 +60,12 @@ public final class RequestFeed: Sendable {
                 ("duration_ms", .number(RequestFeed.milliseconds(duration))),
             ]
             if let requestID { members.append(("request_id", .string(requestID))) }
+            if let peer {
+                var fields: [(String, JSONValue)] = [("uid", .int(Int(peer.uid)))]
+                if let pid = peer.pid { fields.append(("pid", .int(Int(pid)))) }
+                if let unit = peer.unit { fields.append(("unit", .string(unit))) }
+                members.append(("peer", .object(fields)))
+            }
             if let record {
                 members.append(("entries", .array(record.entries.map { entry in
                     var fields: [(String, JSONValue)] = [("name", .string(entry.name)), ("detail", .string(entry.detail))]
@@ -119,11 +127,11 @@ public final class RequestFeed: Sendable {
     /// Adds a request answered at `answered` (from the connection's event loop), its answer's
     /// `headers` (for the request id).
     public func add(answered: NIODeadline = .now(), method: HTTPRequest.Method, target: String, status: Int, duration: Duration,
-                    headers: ProxyHeaders = ProxyHeaders(), record: RequestRecord?) {
+                    headers: ProxyHeaders = ProxyHeaders(), record: RequestRecord?, peer: PeerIdentity? = nil) {
         state.withLock { state in
             state.sequence += 1
             state.ring[state.next] = Item(sequence: state.sequence, answered: answered, method: method, target: target, status: status,
-                                          duration: duration, headers: headers, record: record,
+                                          duration: duration, headers: headers, record: record, peer: peer,
                                           rendering: watchCount.load(ordering: .relaxed) > 0 ? Rendering() : nil)
             state.next = (state.next + 1) % capacity
         }

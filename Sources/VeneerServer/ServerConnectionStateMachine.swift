@@ -223,6 +223,13 @@ struct ServerConnectionStateMachine<Request> {
     /// Graceful shutdown was asked for: a stream that would begin now ends at once. (Not a
     /// state of its own: a closing connection looks the same, whoever closes it.)
     private(set) var quiesced = false
+    /// Whether a request was read whole on this connection yet. One that has had none when
+    /// graceful shutdown comes was just accepted, and its client is sending its first request
+    /// (a restart under socket activation accepts from the queue until the last moment): it
+    /// gets `headerTimeout` to arrive, and is answered, rather than being closed unread.
+    private var readAny = false
+    /// Until when a connection quiesced before its first request waits for it.
+    private var firstRequestGrace: NIODeadline?
     let limits: Limits
 
     init(limits: Limits) {
@@ -261,6 +268,7 @@ struct ServerConnectionStateMachine<Request> {
     /// The parser read a request whole, at `now`. `keepAlive`: the request allows another after it.
     mutating func requestParsed(_ request: Request, keepAlive: Bool, bodyBytes: Int, now: NIODeadline) -> ParsedAction {
         guard let current = reading else { return .drop }
+        readAny = true
         var output = current.output
         // Its head and body are done: a head that follows has a deadline of its own.
         var input = current.input == .paused ? Input.paused : .waiting(since: now)
@@ -468,7 +476,14 @@ struct ServerConnectionStateMachine<Request> {
                 state = .closed
                 return .close
             }
-            return rearm(nextDeadline(input, output) ?? now + limits.idleTimeout)
+            if case .quiescing(.waiting, _) = state, let grace = firstRequestGrace, now >= grace {
+                // Quiesced before its first request, which did not come.
+                state = .closed
+                return .close
+            }
+            let next = nextDeadline(input, output) ?? now + limits.idleTimeout
+            if case .quiescing = state, let grace = firstRequestGrace, grace > now { return rearm(min(next, grace)) }
+            return rearm(next)
         case .closing(let output, _, _):
             if case .blocked(let since) = output {
                 if now >= since + limits.idleTimeout {
@@ -549,6 +564,12 @@ struct ServerConnectionStateMachine<Request> {
                 // A body on its way is read and answered: a client cannot safely send it again.
                 state = .quiescing(input, output)
                 return .none
+            }
+            if !readAny, case .idle = output, queue.isEmpty {
+                // Just accepted: its first request is read and answered, then it closes.
+                state = .quiescing(input, output)
+                firstRequestGrace = now + limits.headerTimeout
+                return armIfEarlier(now + limits.headerTimeout)
             }
             if case .idle = output, queue.isEmpty {
                 state = .closed

@@ -20,7 +20,7 @@ struct Chain: ParsableCommand {
             return
         }
         print("environment  \(spec.name)  (\(spec.configFile))")
-        print("listen       \(spec.listen)")
+        print("listen       \(spec.listeners.map(\.description).joined(separator: ", "))")
         print("admin        \(spec.adminListen.map { "\($0)/-/" } ?? "/-/ on the same listener, loopback clients only")")
         print("resources    \(spec.resources.map(\.description).joined(separator: ", "))")
         print("state_dir    \(spec.stateDirectory)")

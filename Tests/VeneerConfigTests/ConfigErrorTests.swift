@@ -76,7 +76,7 @@ struct ConfigErrorTests {
             """
         let found = problems(yaml)
         #expect(found == [
-            #"veneer.yaml:3:13: environments.development.listen: "localhost" is not a listen address (use e.g. 127.0.0.1:8080 or [::1]:8080)"#,
+            #"veneer.yaml:3:13: environments.development.listen: "localhost" is not a listen address (use e.g. 127.0.0.1:8080, [::1]:8080 or unix:/run/veneer/NAME.sock)"#,
             #"veneer.yaml:4:52: environments.development.origin.upstream.timeout: "soon" is not a duration (use e.g. 30s, 5m, 1h)"#,
             #"veneer.yaml:6:38: environments.development.chain[0].cache.max_bytes: "lots" is not a size (use e.g. 512KB, 10MB, 1GB)"#,
             "veneer.yaml:6:57: environments.development.chain[0].cache.max_entries: -5 is out of range (1...1000000)",

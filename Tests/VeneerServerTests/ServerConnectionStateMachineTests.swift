@@ -273,7 +273,10 @@ struct ServerConnectionStateMachineTests {
 
     @Test("graceful shutdown closes an idle connection at once, a second one changes nothing")
     func quiesceIdle() {
-        var machine = Self.active()
+        var machine = Self.answering()
+        // After an answer: an idle keep-alive connection (one never read is given its first request).
+        _ = machine.answerReady(now: Self.at(0))
+        _ = machine.answerWritten(now: Self.at(0))
         #expect(machine.quiesce(now: Self.at(1)) == .close)
         #expect(machine.quiesce(now: Self.at(2)) == .none)
     }
@@ -302,7 +305,9 @@ struct ServerConnectionStateMachineTests {
 
     @Test("graceful shutdown drops a head begun when nothing else is in progress")
     func quiesceMidHead() {
-        var machine = Self.active()
+        var machine = Self.answering()
+        _ = machine.answerReady(now: Self.at(0))
+        _ = machine.answerWritten(now: Self.at(0))
         _ = machine.inputProgressed(.head, now: Self.at(1))
         #expect(machine.quiesce(now: Self.at(2)) == .close)
     }

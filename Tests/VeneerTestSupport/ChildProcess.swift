@@ -41,9 +41,10 @@ public final class ChildProcess: Sendable {
     private let reaped = Mutex<Int32?>(nil)
 
     /// Starts `executable` with `arguments`, in `directory`, with `environment` (nil: the test
-    /// process's own).
+    /// process's own); `passing` are descriptors of the test it gets as 3, 4, … (the way
+    /// systemd passes sockets).
     public init(_ executable: String, _ arguments: [String], directory: String? = nil, environment: [String: String]? = nil,
-                input: Stream = .null, output: Stream = .null, error: Stream = .null) throws {
+                input: Stream = .null, output: Stream = .null, error: Stream = .null, passing: [Int32] = []) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -67,8 +68,9 @@ public final class ChildProcess: Sendable {
                 posix_spawn_file_actions_adddup2(&actions, child, Int32(target))
             }
         }
+        for (index, descriptor) in passing.enumerated() { posix_spawn_file_actions_adddup2(&actions, descriptor, Int32(3 + index)) }
         // Nothing else of the test process: not its sockets, not another child's pipes.
-        guard Self.addCloseFrom(&actions, 3) == 0 else { throw ChildProcessError.system("posix_spawn_file_actions_addclosefrom_np", errno) }
+        guard Self.addCloseFrom(&actions, Int32(3 + passing.count)) == 0 else { throw ChildProcessError.system("posix_spawn_file_actions_addclosefrom_np", errno) }
         if let directory, Self.addChdir(&actions, directory) != 0 {
             throw ChildProcessError.system("posix_spawn_file_actions_addchdir_np", errno)
         }

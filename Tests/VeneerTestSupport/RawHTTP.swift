@@ -69,7 +69,12 @@ public enum RawHTTP {
                     try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                 }
             }
-        return try await withThrowingTaskGroup(of: [UInt8]?.self) { group in
+        return try await exchange(over: channel, bytes, timeout: timeout)
+    }
+
+    /// Sends `bytes` over a connected `channel` and returns everything read before the server closed.
+    static func exchange(over channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, _ bytes: [UInt8], timeout: Duration) async throws -> [UInt8] {
+        try await withThrowingTaskGroup(of: [UInt8]?.self) { group in
             group.addTask {
                 try await channel.executeThenClose { inbound, outbound in
                     try await outbound.write(ByteBuffer(bytes: bytes))

@@ -30,12 +30,13 @@ public final class VeneerProcess: Sendable {
         return (status, process.stdout, process.stderr)
     }
 
-    /// Starts `veneer ARGS` (or `executable ARGS`).
-    public init(_ arguments: [String], directory: String? = nil, environment: [String: String] = [:], executable: String = VeneerProcess.binary) throws {
+    /// Starts `veneer ARGS` (or `executable ARGS`), with `passing` as its descriptors 3, 4, ….
+    public init(_ arguments: [String], directory: String? = nil, environment: [String: String] = [:], executable: String = VeneerProcess.binary,
+                passing: [Int32] = []) throws {
         var variables = ProcessInfo.processInfo.environment
         for key in ["VENEER_CONFIG", "VENEER_ENV", "NOTIFY_SOCKET", "WATCHDOG_USEC", "LISTEN_FDS", "LISTEN_PID", "INVOCATION_ID", "SYSTEMD_EXEC_PID"] { variables[key] = nil }
         variables.merge(environment) { $1 }
-        process = try ChildProcess(executable, arguments, directory: directory, environment: variables, output: .pipe, error: .pipe)
+        process = try ChildProcess(executable, arguments, directory: directory, environment: variables, output: .pipe, error: .pipe, passing: passing)
         output = process.standardOutput!
         errors = process.standardError!
     }

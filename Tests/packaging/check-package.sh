@@ -133,7 +133,8 @@ else
 fi
 
 # ---- Contents -----------------------------------------------------------------------------
-for path in usr/bin/veneer lib/systemd/system/veneer@.service etc/veneer/veneer.yaml \
+for path in usr/bin/veneer lib/systemd/system/veneer@.service lib/systemd/system/veneer@.socket \
+    usr/share/doc/veneer/examples/veneer@.socket.d/loopback.conf etc/veneer/veneer.yaml \
     usr/share/veneer/fixtures/posts.json \
     usr/share/doc/veneer/README.md usr/share/doc/veneer/copyright usr/share/doc/veneer/changelog.Debian.gz \
     usr/share/doc/veneer/examples/veneer.yaml usr/share/man/man1/veneer.1.gz \
@@ -149,11 +150,19 @@ check "the unit runs /usr/bin/veneer" grep -q '^ExecStart=/usr/bin/veneer run ' 
 if grep -n '/usr/local' "$unit"; then fail "the unit still names /usr/local (above)"; else pass "no /usr/local in the unit"; fi
 doc_url="$(sed -n 's|^Documentation=file://||p' "$unit")"
 check "the unit's Documentation= ($doc_url) is in the package" test -n "$doc_url" -a -f "$root$doc_url"
+socket_unit="$root/lib/systemd/system/veneer@.socket"
+socket_doc="$(sed -n 's|^Documentation=file://||p' "$socket_unit")"
+check "the socket unit's Documentation= ($socket_doc) is in the package" test -n "$socket_doc" -a -f "$root$socket_doc"
+for line in 'ListenStream=/run/veneer/%i.sock' 'SocketGroup=veneer-clients' 'SocketMode=0660'; do
+    check "the socket unit has $line" grep -q -x -F "$line" "$socket_unit"
+done
+check "postinst creates the group veneer-clients" grep -q 'groupadd --system veneer-clients' "$scratch/DEBIAN/postinst"
 
 control="$scratch/DEBIAN/control"
 depends="$(sed -n 's/^Depends: //p' "$control")"
 check "Depends ($depends) has libyaml-0-2" grep -qE '(^|, )libyaml-0-2( |,|$)' <<<"$depends"
 check "Depends has libc6" grep -qE '(^|, )libc6 ' <<<"$depends"
+check "Depends has passwd (postinst's groupadd)" grep -qE '(^|, )passwd( |,|$)' <<<"$depends"
 package_version="$(sed -n 's/^Version: //p' "$control")"
 check "Version $package_version is the binary's $upstream with a Debian revision" \
     test -n "$upstream" -a "${package_version%-*}" == "$upstream"

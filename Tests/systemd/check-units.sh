@@ -2,6 +2,9 @@
 # Checks the systemd units under systemd/:
 #   - systemd-analyze verify                                 (syntax, directives, ExecStart)
 #   - systemd-analyze security --offline=yes --threshold=20  (hardening; exposure must be <= 2.0)
+#   - each socket unit, verified with the service it activates (and with the drop-in examples
+#     of systemd/examples/NAME.socket.d/ folded in), and the production layout it promises:
+#     the socket under /run/veneer, group veneer-clients, mode 0660
 #
 # Runs from any directory. Exits 0 with "skipped" when systemd-analyze is missing.
 # Set VENEER_BINARY to verify ExecStart against a real veneer binary; otherwise
@@ -87,8 +90,41 @@ for unit in "${units[@]}"; do
     fi
 done
 
+# ---- Socket units: the socket-activated service -------------------------------------------
+sockets=(systemd/*.socket)
+for unit in "${sockets[@]}"; do
+    name="${unit##*/}"
+    instance="${name/@./@test.}"
+    service="${instance%.socket}.service"
+    dir="$tmp/sockets"
+    rm -rf "$dir" && mkdir -p "$dir"
+    sed "s#/usr/local/bin/veneer#${stand_in}#g" "systemd/${name%.socket}.service" > "$dir/$service"
+    variants=("$unit")
+    for dropin in systemd/examples/"$name".d/*.conf; do variants+=("$dropin"); done
+    for variant in "${variants[@]}"; do
+        # A drop-in's [Socket] lines are folded into the unit (verify reads no drop-in folder).
+        if [[ "$variant" == "$unit" ]]; then cp "$unit" "$dir/$instance"; else
+            { sed '/^\[Install\]/,$d' "$unit"; grep -v -E '^\s*(#|\[Socket\]|$)' "$variant"; sed -n '/^\[Install\]/,$p' "$unit"; } > "$dir/$instance"
+        fi
+        echo "==> systemd-analyze verify $variant (with $service)"
+        out="$tmp/verify.out"
+        if (cd "$dir" && systemd-analyze verify --man=no "$instance" "$service") >"$out" 2>&1; then rc=0; else rc=$?; fi
+        problems="$(grep -v -E 'Failed to prepare filename|instance name' "$out" | grep -F -e "$instance" -e "$service" || true)"
+        [[ -s "$out" ]] && sed 's/^/    /' "$out"
+        if [[ $rc -ne 0 || -n "$problems" ]]; then echo "FAIL: verify $variant (exit $rc)"; failed=1; else echo "ok: verify $variant"; fi
+    done
+    for line in 'ListenStream=/run/veneer/%i.sock' 'SocketGroup=veneer-clients' 'SocketMode=0660'; do
+        if grep -q -x -F "$line" "$unit"; then echo "ok: $unit has $line"; else echo "FAIL: $unit lacks $line"; failed=1; fi
+    done
+    if grep -q -x -F 'ListenStream=127.0.0.1:8080' systemd/examples/"$name".d/*.conf; then
+        echo "ok: a drop-in example adds 127.0.0.1:8080"
+    else
+        echo "FAIL: no drop-in example in systemd/examples/$name.d/ adds 127.0.0.1:8080"; failed=1
+    fi
+done
+
 if [[ $failed -ne 0 ]]; then
     echo "check-units: FAILED"
     exit 1
 fi
-echo "check-units: all ${#units[@]} unit(s) passed"
+echo "check-units: all $(( ${#units[@]} + ${#sockets[@]} )) unit(s) passed"

@@ -23,9 +23,12 @@ public struct BlockListOptions: Sendable, Hashable {
     public init() {}
 
     static let docs: [OptionDoc] = [
-        OptionDoc("deny", "rules", "clients (IPs, CIDRs), headers (name: [values]), methods, routes (/posts, /posts/{id}, /posts/13) to refuse"),
-        OptionDoc("allow", "rules", "when given, each kind listed must match (an empty allow list allows all)"),
-        OptionDoc("rules_file", "file", "more rules, one per line: 'deny client 10.0.0.0/8', 'allow method GET', ... (re-read on reload)"),
+        OptionDoc("deny", "rules", "clients (IPs, CIDRs), uids, groups, units (callers on a Unix socket or with peer_identity), "
+                  + "headers (name: [values]), methods, routes (/posts, /posts/{id}, /posts/13) to refuse"),
+        OptionDoc("allow", "rules", "when given, each kind listed must match (uids, groups and units are one kind: any of them); "
+                  + "an empty allow list allows all"),
+        OptionDoc("rules_file", "file", "more rules, one per line: 'deny client 10.0.0.0/8', 'allow method GET', 'allow uid 1001', "
+                  + "'deny unit cron*.service', ... (re-read on reload)"),
         OptionDoc("learn", "signal", "status, json (field: value), header (name: value), account_header, block_for: the upstream's 'account blocked' answer"),
         OptionDoc("store", "store name", default: "memory", "where learned blocks are kept (a sqlite store survives restarts)"),
     ]
@@ -78,7 +81,19 @@ public struct BlockListOptions: Sendable, Hashable {
 
     static func decodeRules(_ value: ConfigValue) -> RuleSet {
         var rules = RuleSet()
-        guard let mapping = value.mapping(allowedKeys: ["clients", "headers", "methods", "routes"]) else { return rules }
+        guard let mapping = value.mapping(allowedKeys: ["clients", "uids", "groups", "units", "headers", "methods", "routes"]) else { return rules }
+        for item in mapping["uids"]?.list() ?? [] {
+            guard let text = item.string() else { continue }
+            if let uid = ConfigDocument.userID(text) { rules.uids.insert(uid) } else { item.error("there is no user \"\(text)\" on this machine (use a name or a number)") }
+        }
+        for item in mapping["groups"]?.list() ?? [] {
+            guard let text = item.string() else { continue }
+            if let gid = ConfigDocument.groupID(text) { rules.groups.insert(gid) } else { item.error("there is no group \"\(text)\" on this machine") }
+        }
+        for item in mapping["units"]?.list() ?? [] {
+            guard let text = item.string() else { continue }
+            if let problem = unitProblem(text) { item.error(problem) } else { rules.units.append(UnitPattern(text)) }
+        }
         for item in mapping["clients"]?.list() ?? [] {
             guard let text = item.string() else { continue }
             if let cidr = CIDR(text) { rules.clients.append(cidr) } else { item.error("\"\(text)\" is not an IP address or CIDR (e.g. 10.0.0.0/8, 2001:db8::/32)") }
@@ -103,6 +118,16 @@ public struct BlockListOptions: Sendable, Hashable {
         return rules
     }
 
+    /// Why `text` is not a unit name pattern: units are named with letters, digits and
+    /// `:-_.\@`, plus the glob's `*?[]`.
+    static func unitProblem(_ text: String) -> String? {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:-_.\\@*?[]!")
+        guard !text.isEmpty, text.allSatisfy({ allowed.contains($0) }) else {
+            return "\"\(text)\" is not a systemd unit name or glob (e.g. cron.service, backup-*.service)"
+        }
+        return nil
+    }
+
     static func summary(_ rules: RuleSet) -> JSONValue {
         var members: [(String, JSONValue)] = []
         if !rules.clients.isEmpty { members.append(("clients", .array(rules.clients.map { .string($0.description) }))) }
@@ -112,6 +137,9 @@ public struct BlockListOptions: Sendable, Hashable {
                 (name, .array(values.sorted().map { .string(RequestRedaction.written.header(name, $0)) }))
             })))
         }
+        if !rules.uids.isEmpty { members.append(("uids", .array(rules.uids.sorted().map { .int(Int($0)) }))) }
+        if !rules.groups.isEmpty { members.append(("groups", .array(rules.groups.sorted().map { .int(Int($0)) }))) }
+        if !rules.units.isEmpty { members.append(("units", .array(rules.units.map { .string($0.description) }))) }
         if !rules.methods.isEmpty { members.append(("methods", .array(rules.methods.sorted().map(JSONValue.string)))) }
         if !rules.routes.isEmpty { members.append(("routes", .array(rules.routes.map { .string($0.description) }))) }
         return .object(members)
@@ -158,7 +186,7 @@ enum RulesFile {
                 continue
             }
             guard words.count >= 3 else {
-                fail(words.count, "expected '\(words[0].text) client|header|method|route VALUE'")
+                fail(words.count, "expected '\(words[0].text) client|uid|group|unit|header|method|route VALUE'")
                 continue
             }
             var rules = RuleSet()
@@ -176,11 +204,21 @@ enum RulesFile {
                     fail(2, "\"\(words[2].text)\" is not a method of the posts API"); continue
                 }
                 rules.methods = [method]
+            case "uid":
+                guard words.count == 3, let uid = ConfigDocument.userID(words[2].text) else { fail(2, "\"\(words[2].text)\" is not a user (a name or a number)"); continue }
+                rules.uids = [uid]
+            case "group":
+                guard words.count == 3, let gid = ConfigDocument.groupID(words[2].text) else { fail(2, "there is no group \"\(words[2].text)\" on this machine"); continue }
+                rules.groups = [gid]
+            case "unit":
+                if words.count == 3, let problem = BlockListOptions.unitProblem(words[2].text) { fail(2, problem); continue }
+                guard words.count == 3 else { fail(3, "expected 'unit PATTERN'"); continue }
+                rules.units = [UnitPattern(words[2].text)]
             case "route":
                 guard words.count == 3, let route = RoutePattern(words[2].text) else { fail(2, "\"\(words[2].text)\" is not a route (/posts, /posts/{id} or /posts/13)"); continue }
                 rules.routes = [route]
             default:
-                fail(1, "unknown rule kind '\(kind)'\(Suggestions.hint(for: kind, in: ["client", "header", "method", "route"]))")
+                fail(1, "unknown rule kind '\(kind)'\(Suggestions.hint(for: kind, in: ["client", "uid", "group", "unit", "header", "method", "route"]))")
                 continue
             }
             if words[0].text == "deny" { deny.merge(rules) } else { allow.merge(rules) }

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPTypes
 import VeneerCore
 
@@ -88,7 +91,19 @@ public enum RoutePattern: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// One list of rules (`deny` or `allow`): client networks, header values, methods, routes.
+/// A systemd unit name pattern (`cron*.service`), matched like a shell glob.
+public struct UnitPattern: Hashable, Sendable, CustomStringConvertible {
+    /// The pattern as written.
+    public let description: String
+
+    /// A pattern.
+    public init(_ pattern: String) { description = pattern }
+
+    func matches(_ unit: String) -> Bool { fnmatch(description, unit, 0) == 0 }
+}
+
+/// One list of rules (`deny` or `allow`): client networks, callers (uids, groups, systemd
+/// units, as the kernel names them: ``PeerIdentity``), header values, methods, routes.
 public struct RuleSet: Hashable, Sendable {
     /// Client networks.
     public var clients: [CIDR] = []
@@ -98,12 +113,21 @@ public struct RuleSet: Hashable, Sendable {
     public var methods: Set<String> = []
     /// Routes.
     public var routes: [RoutePattern] = []
+    /// Callers' user ids.
+    public var uids: Set<UInt32> = []
+    /// Callers' groups (primary or supplementary), by id.
+    public var groups: Set<UInt32> = []
+    /// Callers' systemd units.
+    public var units: [UnitPattern] = []
 
     /// An empty set.
     public init() {}
 
     /// Whether nothing is listed.
-    public var isEmpty: Bool { clients.isEmpty && headers.isEmpty && methods.isEmpty && routes.isEmpty }
+    public var isEmpty: Bool { clients.isEmpty && headers.isEmpty && methods.isEmpty && routes.isEmpty && !namesCallers }
+
+    /// Whether it lists callers (uids, groups or units).
+    var namesCallers: Bool { !uids.isEmpty || !groups.isEmpty || !units.isEmpty }
 
     /// Adds `other`'s rules.
     mutating func merge(_ other: RuleSet) {
@@ -111,6 +135,18 @@ public struct RuleSet: Hashable, Sendable {
         for (name, values) in other.headers { headers[name, default: []].formUnion(values) }
         methods.formUnion(other.methods)
         routes += other.routes
+        uids.formUnion(other.uids)
+        groups.formUnion(other.groups)
+        units += other.units
+    }
+
+    /// The first caller rule that `peer` matches: its uid, one of its groups, its unit.
+    func callerMatch(_ peer: PeerIdentity?) -> String? {
+        guard let peer else { return nil }
+        if uids.contains(peer.uid) { return "uid \(peer.uid)" }
+        if let group = groups.first(where: { peer.isInGroup($0) }) { return "group \(group)" }
+        if let unit = peer.unit, let pattern = units.first(where: { $0.matches(unit) }) { return "unit \(pattern)" }
+        return nil
     }
 
     /// A deny list: the first kind of rule the request matches, if any. A header rule matches
@@ -118,6 +154,7 @@ public struct RuleSet: Hashable, Sendable {
     /// cannot slip a denied value past it in a list (`666, 1`), a second field or other case.
     func firstMatch(_ request: ProxyRequest) -> String? {
         if let client = request.client, let network = clients.first(where: { $0.contains(client) }) { return "client \(network)" }
+        if namesCallers, let caller = callerMatch(request.peer) { return caller }
         for (name, values) in headers {
             guard let fieldName = HTTPField.Name(name) else { continue }
             let elements = Self.elements(of: fieldName, in: request)
@@ -135,6 +172,11 @@ public struct RuleSet: Hashable, Sendable {
     func firstMiss(_ request: ProxyRequest) -> String? {
         if !clients.isEmpty {
             guard let client = request.client, clients.contains(where: { $0.contains(client) }) else { return "client not allowed" }
+        }
+        // The caller lists are one kind: a listed uid, a listed group or a listed unit lets it
+        // in. A caller the kernel did not name (TCP without peer_identity) is none of them.
+        if namesCallers, callerMatch(request.peer) == nil {
+            return request.peer.map { "uid \($0.uid) not allowed" } ?? "caller unknown (not a Unix socket or peer_identity connection)"
         }
         for (name, values) in headers {
             // Every element named must be listed (exactly): one allowed value does not carry others in.
