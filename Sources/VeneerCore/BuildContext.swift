@@ -78,12 +78,15 @@ extension BuildContext {
 
 /// The limits that factories need to know.
 public struct BuildLimits: Sendable, Hashable {
-    /// The largest upstream response body accepted.
+    /// The largest upstream response body buffered whole (a streamed one passes, whatever its size).
     public var responseBody: Int
+    /// The longest pause of a streamed body (`limits.body_timeout`).
+    public var bodyTimeout: Duration
 
     /// Creates limits.
-    public init(responseBody: Int = 16 << 20) {
+    public init(responseBody: Int = 16 << 20, bodyTimeout: Duration = .seconds(30)) {
         self.responseBody = responseBody
+        self.bodyTimeout = bodyTimeout
     }
 }
 

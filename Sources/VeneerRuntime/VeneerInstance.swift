@@ -172,7 +172,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
             var context = BuildContext(
                 logger: configuration.logger, clock: configuration.clock, metrics: factory, transports: transports,
                 stateDirectory: spec.stateDirectory, resources: spec.resources,
-                limits: BuildLimits(responseBody: spec.limits.responseBody), carried: carried, health: health,
+                limits: BuildLimits(responseBody: spec.limits.responseBody, bodyTimeout: spec.limits.bodyTimeout), carried: carried, health: health,
                 stores: StoreRegistry(specs: spec.stores, carried: carried, health: health, logger: configuration.logger, runner: storeRunner))
             context.passedForwardingHeaders = ForwardingHeaders(passing: spec.passForwardingHeaders).passed
             context.environment = spec.name

@@ -182,6 +182,11 @@ public struct CacheDecorator: ImmediateAnswering {
             return (served, nil)
         }
         storage.metrics.count("miss")
+        if let stream = response.stream {
+            // The answer passes as it comes; a copy is kept while it fits (stored at its end).
+            let stores = storeWhilePassing(stream, response, request, key: key, requestTime: requestTime, responseTime: responseTime)
+            return (finish(response, request, status: "fwd=\(reason); fwd-status=\(response.status.code)" + (stores ? "; detail=stored-at-end" : "")), nil)
+        }
         if let entry = CachePolicy.entry(status: response.status, headers: response.headers, body: response.body, request: request,
                                          requestTime: requestTime, responseTime: responseTime, options: options) {
             storage.store(key, entry)
@@ -192,6 +197,35 @@ public struct CacheDecorator: ImmediateAnswering {
             return (Self.withTiming(of: response, served), entry)
         }
         return (finish(response, request, status: "fwd=\(reason); fwd-status=\(response.status.code)"), nil)
+    }
+
+    /// Keeps a copy of a streamed answer's body as it passes, up to `max_entry_size`, and
+    /// stores it once the body has ended whole; the copy is dropped once it is over (the
+    /// answer itself is neither delayed nor cut). False when it cannot be stored at all.
+    func storeWhilePassing(_ stream: BodyStream, _ response: ProxyResponse, _ request: ProxyRequest, key: String,
+                           requestTime: Date, responseTime: Date) -> Bool {
+        let limit = options.maxEntrySize
+        if let length = stream.expectedLength, length > limit { return false }
+        // Whether the answer may be stored at all, judged on its head.
+        guard response.status.code == 200,
+              CachePolicy.entry(status: response.status, headers: response.headers, body: ByteBuffer(), request: request,
+                                requestTime: requestTime, responseTime: responseTime, options: options) != nil else { return false }
+        let copy = BodyStream.Copy(limit: limit)
+        let storage = storage, options = options
+        stream.tap { event in
+            switch event {
+            case .part(let part):
+                copy.append(part)
+            case .end:
+                guard let body = copy.take(),
+                      let entry = CachePolicy.entry(status: response.status, headers: response.headers, body: body, request: request,
+                                                    requestTime: requestTime, responseTime: responseTime, options: options) else { return }
+                storage.store(key, entry)
+            case .failed:
+                _ = copy.take()
+            }
+        }
+        return true
     }
 
     /// `served` (made from what was stored) with the upstream's own `Server-Timing` of the
@@ -462,3 +496,4 @@ public struct CacheDecorator: ImmediateAnswering {
         return (id, hasQuery)
     }
 }
+
