@@ -154,11 +154,14 @@ public final class BodyStream: @unchecked Sendable {
 
     /// The whole body, read into one buffer; more than `limit` bytes cancels the stream and
     /// throws `upstream_unavailable` (a 502, as a buffered answer over `response_body` gets).
-    public func collect(upTo limit: Int) async throws -> ByteBuffer {
+    /// What is read is reserved from `budget` (`limits.buffered`) as it comes, until the body
+    /// goes; beyond the budget, 503 `overloaded`.
+    public func collect(upTo limit: Int, budget: BufferBudget? = nil) async throws -> ByteBuffer {
         if let expectedLength, expectedLength > limit {
             cancel()
             throw Self.tooLarge(limit)
         }
+        let reservation = budget?.reserve(0)
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ByteBuffer, any Error>) in
             let gathered = Gathered()
             start { [self] event in
@@ -167,6 +170,13 @@ public final class BodyStream: @unchecked Sendable {
                     guard gathered.value.readableBytes + part.readableBytes <= limit else {
                         cancel()
                         continuation.resume(throwing: Self.tooLarge(limit))
+                        return
+                    }
+                    guard reservation?.grow(by: part.readableBytes) ?? true else {
+                        cancel()
+                        var error = ProxyError(.overloaded, "Veneer is holding as many bodies as limits.buffered allows; try again shortly.")
+                        error.headers[.retryAfter] = "1"
+                        continuation.resume(throwing: error)
                         return
                     }
                     if gathered.value.readableBytes == 0 { gathered.value = part } else { gathered.value.writeBuffer(&part) }

@@ -47,6 +47,9 @@ public struct BuildContext: Sendable {
     /// Where a handler starts work that outlives a request (a cache's background refresh): the
     /// runtime's drain waits for it. Chains built by hand run it in tasks nobody waits for.
     public var backgroundWork: any BackgroundWork = DetachedWork()
+    /// The instance's budget for what is buffered whole (`limits.buffered`): a decorator that
+    /// reads a streamed body whole reserves it there (``ProxyResponse/collected(upTo:budget:)``).
+    public var buffers: BufferBudget = .unbounded
 
     /// Creates a context.
     public init(logger: Logger, clock: any VeneerClock, metrics: any MetricsFactory, transports: any TransportProvider,

@@ -36,12 +36,13 @@ public struct ProxyResponse: Sendable {
     public var isStreamed: Bool { stream != nil }
 
     /// The response with its body whole: a streamed body is read in, up to `limit` bytes (more
-    /// is `upstream_unavailable`, a 502, as for any answer over `limits.response_body`).
-    public func collected(upTo limit: Int) async throws -> ProxyResponse {
+    /// is `upstream_unavailable`, a 502, as for any answer over `limits.response_body`), taken
+    /// from `budget` while it is read (``BodyStream/collect(upTo:budget:)``).
+    public func collected(upTo limit: Int, budget: BufferBudget? = nil) async throws -> ProxyResponse {
         guard let stream else { return self }
         var whole = self
         whole.stream = nil
-        whole.body = try await stream.collect(upTo: limit)
+        whole.body = try await stream.collect(upTo: limit, budget: budget)
         return whole
     }
 

@@ -114,6 +114,8 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
     let edgeMetrics: EdgeMetrics
     /// The last requests answered, for the status page.
     let feed = RequestFeed()
+    /// What is buffered whole across every connection and chain (`limits.buffered`).
+    let buffers = BufferBudget(limit: 256 << 20)
     /// `veneer_config_last_reload_successful` and `..._success_timestamp_seconds`.
     let reloadSuccessful: Prometheus.Gauge
     let reloadSuccessTime: Prometheus.Gauge
@@ -168,7 +170,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         background = BackgroundRunner(logger: configuration.logger)
         let storeRunner = BackgroundRunner(logger: configuration.logger, description: "the store connections (postgres), closed after the background loops")
         self.storeRunner = storeRunner
-        chains = ChainLifecycle(makeContext: { [configuration] spec, carried in
+        chains = ChainLifecycle(makeContext: { [configuration, buffers] spec, carried in
             var context = BuildContext(
                 logger: configuration.logger, clock: configuration.clock, metrics: factory, transports: transports,
                 stateDirectory: spec.stateDirectory, resources: spec.resources,
@@ -177,6 +179,9 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
             context.passedForwardingHeaders = ForwardingHeaders(passing: spec.passForwardingHeaders).passed
             context.environment = spec.name
             context.requestDirectives = configuration.registry.requestDirectives
+            // One budget for the instance, its limit the serving environment's (a reload sets it).
+            buffers.resize(to: spec.limits.buffered)
+            context.buffers = buffers
             return context
         }, clock: configuration.clock, background: background, storeRunner: storeRunner, logger: configuration.logger)
     }
@@ -270,14 +275,14 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         services.append(Listener.make(
             host: spec.listen.host, port: spec.listen.port,
             edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil,
-                            accessLog: accessLog, metrics: edgeMetrics, feed: feed),
+                            accessLog: accessLog, metrics: edgeMetrics, feed: feed, buffers: buffers),
             limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
             onBound: { port in await readiness.bound(main: port) }))
         if let adminListen = spec.adminListen {
             services.append(Listener.make(
                 host: adminListen.host, port: adminListen.port,
                 edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: true, servesAdmin: true, accessLog: accessLog,
-                            metrics: edgeMetrics, feed: feed),
+                            metrics: edgeMetrics, feed: feed, buffers: buffers),
                 limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
                 onBound: { port in await readiness.bound(admin: port) }))
         }

@@ -46,7 +46,7 @@ extension ProxyEdge {
             // One route for the whole admin API: its paths are the client's text.
             record?.noteRoute("/-/")
             guard servesAdmin, adminOnly || client?.isLoopback == true else { return .refused(ProxyError.notFound().response) }
-            guard case .complete(let bytes) = body else { return .refused(tooLarge(generation.requestBodyLimit)) }
+            guard case .complete(let bytes, _) = body else { return .refused(notRead(body, generation.requestBodyLimit)) }
             return .admin(AdminCall(method: method, path: path, query: query, fields: fields, body: bytes))
         case .notFound:
             return .refused(ProxyError.notFound("No such resource: \(printable(rawTarget)).").response)
@@ -63,7 +63,7 @@ extension ProxyEdge {
                 return .refused(error.response)
             }
             // Every route reads its body whole today: a body refused for its size stops here.
-            guard case .complete(let bytes) = body else { return .refused(tooLarge(generation.requestBodyLimit)) }
+            guard case .complete(let bytes, _) = body else { return .refused(notRead(body, generation.requestBodyLimit)) }
             if route.resource.kind == .posts, method == .post || method == .put || method == .patch {
                 do {
                     _ = try PostValidation.validate(bytes, method: method, id: route.id)
@@ -81,6 +81,15 @@ extension ProxyEdge {
             return .chain(ProxyRequest(method: method, route: route, query: query, headers: headers, body: bytes, client: client,
                                        requestID: requestID, record: record))
         }
+    }
+
+    /// The refusal of a body that was not read: 413 over `limit`, 503 `overloaded` over the
+    /// buffer budget (`limits.buffered`), which may have room again in a moment.
+    static func notRead(_ body: IncomingBody, _ limit: Int) -> ProxyResponse {
+        guard case .overBudget = body else { return tooLarge(limit) }
+        var error = ProxyError(.overloaded, "Veneer is holding as many bodies as limits.buffered allows; try again shortly.")
+        error.headers[.retryAfter] = "1"
+        return error.response
     }
 
     /// 413 for a body over `limit`.

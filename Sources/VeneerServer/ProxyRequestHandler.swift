@@ -107,6 +107,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         flusher = TickFlusher.for(eventLoop)
         executor = EventLoopTaskExecutor.for(eventLoop)
         parser = HTTP1RequestParser(maxHeadSize: limits.requestHeaders, bodyLimit: edge.requestBodyLimit)
+        parser.budget = edge.buffers
         machine = Machine(limits: Machine.Limits(
             headerTimeout: TimeAmount(limits.headerTimeout), bodyTimeout: TimeAmount(limits.bodyTimeout),
             idleTimeout: TimeAmount(limits.idleTimeout), pipelineDepth: limits.pipelineDepth,
@@ -210,13 +211,16 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             case .waitingForBody:
                 perform(machine.continueExpected(), context: context)
             case .request(let head, let body):
-                parsed(Work(head: head, body: .complete(body), received: now), keepAlive: head.keepAlive, bodyBytes: body.readableBytes, now: now,
+                parsed(Work(head: head, body: .complete(body, reservation: parser.takeReservation()), received: now), keepAlive: head.keepAlive, bodyBytes: body.readableBytes, now: now,
                        context: context)
             case .tooLarge(let head):
                 // The parser has stopped: the rest of the body is still on the wire, so this
                 // request is the connection's last, whatever answers it (the edge's 413, or any
                 // refusal that comes first). The one rule for closing after a refusal.
                 parsed(Work(head: head, body: .tooLarge, received: now), keepAlive: false, bodyBytes: 0, now: now, context: context)
+            case .overBudget(let head):
+                // As for tooLarge: the body is still on the wire.
+                parsed(Work(head: head, body: .overBudget, received: now), keepAlive: false, bodyBytes: 0, now: now, context: context)
             }
         }
         perform(machine.inputProgressed(parser.progress, now: now), context: context)

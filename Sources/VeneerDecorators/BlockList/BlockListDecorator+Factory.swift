@@ -28,6 +28,7 @@ extension BlockListDecorator {
                 denied: Counter(label: "veneer_block_list_denied_total", dimensions: [("reason", "rule")], factory: context.metrics),
                 accountDenied: Counter(label: "veneer_block_list_denied_total", dimensions: [("reason", "account")], factory: context.metrics))
             decorator.maxResponseBody = context.limits.responseBody
+            decorator.buffers = context.buffers
             return decorator
         },
         warn: { (_: BlockListOptions, environment: EnvironmentSpec, site: ChainSite) in orderWarnings(environment, site) }
