@@ -3,6 +3,7 @@ import HTTPTypes
 import NIOCore
 import NIOPosix
 import Prometheus
+import Synchronization
 import Testing
 @testable import VeneerCore
 @testable import VeneerDecorators
@@ -76,6 +77,26 @@ struct StreamedBodyDecoratorTests {
         let second = try await cache.handle(.getPost(1))
         #expect(!second.cacheStatus.contains("hit") && inner.count == 2)
         second.discardBody()
+    }
+
+    @Test("cache: a background refresh (stale-while-revalidate) whose answer streams reads it, and stores it at its end")
+    func cacheRefreshInBackground() async throws {
+        let version = Mutex(0)
+        let inner = RecordingHandler { _ in
+            let next = version.withLock { $0 += 1; return $0 }
+            return ProxyResponse(status: .ok, headers: [.cacheControl: "max-age=10"], stream: Self.stream(["v\(next)"]))
+        }
+        var options = CacheOptions()
+        options.staleWhileRevalidate = .seconds(60)
+        let clock = ManualClock()
+        let cache = CacheDecorator.make(inner: inner, options: options, clock: clock, metrics: PrometheusMetricsFactory(registry: PrometheusCollectorRegistry()))
+        #expect(try await Self.drain(try await cache.handle(.getPost(1))) == "v1")
+        clock.advance(by: .seconds(20))
+        let stale = try await cache.handle(.getPost(1))
+        #expect(String(buffer: stale.body) == "v1" && stale.cacheStatus.contains("detail=stale-while-revalidate"), "\(stale.cacheStatus)")
+        try await eventually("the refresh's answer was read and stored") {
+            String(buffer: try await cache.handle(.getPost(1)).body) == "v2"
+        }
     }
 
     @Test("record: a streamed body is written at its end; over max_body it is left out and its size noted")

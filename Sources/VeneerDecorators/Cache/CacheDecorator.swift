@@ -179,6 +179,8 @@ public struct CacheDecorator: ImmediateAnswering {
             return (Self.withTiming(of: response, served), refreshed)
         }
         if response.status.code >= 500, let stale, let served = staleIfError(stale, request, status: response.status.code) {
+            // The error's own body is not passed on: one still streaming is dropped (its connection closed).
+            response.discardBody()
             return (served, nil)
         }
         storage.metrics.count("miss")
@@ -264,7 +266,10 @@ public struct CacheDecorator: ImmediateAnswering {
         // generation's drain waits for.
         backgroundWork.start {
             do {
-                let (_, stored) = try await decorator.forward(request, key: key, stale: entry, reason: "stale")
+                let (answer, stored) = try await decorator.forward(request, key: key, stale: entry, reason: "stale")
+                // Nobody reads this answer: a body that streams is read here, so that its copy
+                // is stored at its end (over max_entry_size it is cut, and its connection closed).
+                if let stream = answer.stream { _ = try? await stream.collect(upTo: decorator.options.maxEntrySize) }
                 decorator.storage.finish(key, flight, stored.map { .shared($0) } ?? .notShared)
             } catch let error as ProxyError {
                 decorator.storage.finish(key, flight, .failed(error))
