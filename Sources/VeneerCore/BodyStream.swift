@@ -32,6 +32,8 @@ public final class BodyStream: @unchecked Sendable {
     /// Where a stream's bytes come from (the upstream connection), told when to read and when
     /// to give up.
     package protocol Source: AnyObject {
+        /// A consumer started reading the body (``start(_:)``).
+        func bodyStarted()
         /// A part is wanted and none is held: read the socket.
         func bodyDemanded()
         /// Nobody wants the rest: stop, and never reuse what carried it.
@@ -114,6 +116,7 @@ public final class BodyStream: @unchecked Sendable {
             precondition(!self.started, "a body is read once")
             self.started = true
             self.consumer = consumer
+            self.source?.bodyStarted()
         }
     }
 

@@ -26,6 +26,8 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     private let flusher: TickFlusher
     /// The streamed body being read, if any.
     private var stream: BodyStream?
+    /// Whether its consumer has started reading it (until then the head's deadline runs).
+    private var streamStarted = false
     /// The longest pause of the streamed body while a part is wanted.
     private var bodyTimeout = TimeAmount.seconds(30)
     private var pauseTimer: Scheduled<Void>?
@@ -103,6 +105,13 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
 
     // MARK: The streamed body's source
 
+    /// A consumer took the body: the deadline for that (armed with the head) is over.
+    func bodyStarted() {
+        streamStarted = true
+        cancelPauseTimer()
+        readOnIfWanted()
+    }
+
     /// Its consumer wants a part: read the socket once more.
     func bodyDemanded() {
         readOnIfWanted()
@@ -120,6 +129,13 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     private func readOnIfWanted() {
         guard let stream, stream.wantsPart, let context else { return }
         context.read()
+        armPauseTimer(context)
+    }
+
+    /// `body_timeout` from now: the longest the upstream may pause while a part is wanted, and
+    /// the longest a head may wait for its body's consumer (a decorator that dropped an answer
+    /// without reading or discarding it must not keep the connection taken).
+    private func armPauseTimer(_ context: ChannelHandlerContext) {
         guard pauseTimer == nil else { return }
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
         pauseTimer = context.eventLoop.scheduleTask(in: bodyTimeout) {
@@ -184,12 +200,14 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
             let stream = BodyStream(eventLoop: context.eventLoop, expectedLength: expectedLength, source: self)
             self.stream = stream
+            streamStarted = false
+            armPauseTimer(context)
             var response = head
             response.stream = stream
             pool?.responseHeadReceived(on: id, response)
         case .streamPart(let part):
-            // Bytes came: the pause is over.
-            cancelPauseTimer()
+            // Bytes came: the pause is over (not the wait for a consumer, which has its own clock).
+            if streamStarted { cancelPauseTimer() }
             _ = stream?.yield(part)
         case .streamEnd(let keepAlive):
             cancelPauseTimer()
