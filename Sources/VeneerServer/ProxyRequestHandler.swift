@@ -492,8 +492,11 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         let exchange = observer.takeAnswering()
         switch machine.answerReady(now: now) {
         case .write(let close):
-            let bytes = write(response, method: method, close: close, streamed: streamed, context: context)
-            observer.written(exchange, response, bytesOut: bytes, now: now)
+            // Observed before it can reach the client: a last answer is flushed at once, and a
+            // client that then asks again on another connection must find this line logged first.
+            write(response, method: method, close: close, streamed: streamed, context: context) { bytes in
+                observer.written(exchange, response, bytesOut: bytes, now: now)
+            }
             return machine.answerWritten(now: now)
         case .discard:
             // The client left: logged with nothing sent.
@@ -589,7 +592,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// `streamed`: the head of a streamed answer (no `Content-Length`).
     @discardableResult
     private func write(_ response: ProxyResponse, method: HTTPRequest.Method, close: Bool, streamed: Bool = false,
-                       context: ChannelHandlerContext) -> Int {
+                       context: ChannelHandlerContext, beforeSending: (Int) -> Void = { _ in }) -> Int {
         // The last answer's buffer, if the socket has let go of it (the usual case: small
         // answers are written at once): no allocation per answer.
         var buffer = outputBuffer ?? context.channel.allocator.buffer(capacity: 512 + response.body.readableBytes)
@@ -597,6 +600,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         buffer.clear()
         HTTP1ResponseWriter.write(response, method: method, close: close, streamed: streamed, date: dates.now(), into: &buffer)
         let bytes = buffer.readableBytes
+        beforeSending(bytes)
         if close {
             sendLast(buffer, context: context)
         } else {
