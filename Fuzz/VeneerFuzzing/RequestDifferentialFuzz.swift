@@ -92,7 +92,7 @@ public enum RequestDifferentialFuzz {
         while true {
             do {
                 switch try parser.next() {
-                case nil, .tooLarge:
+                case nil, .tooLarge, .overBudget:
                     return requests
                 case .waitingForBody:
                     continue

@@ -64,7 +64,7 @@ public enum RequestParserFuzz {
                         continue
                     case .request(let head, let body):
                         outcome.requests.append(Request(head, body: body))
-                    case .tooLarge(let head):
+                    case .tooLarge(let head), .overBudget(let head):
                         outcome.requests.append(Request(head, body: nil))
                     }
                 }

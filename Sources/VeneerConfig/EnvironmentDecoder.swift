@@ -193,7 +193,7 @@ extension ConfigDocument {
 
         var limits = Limits()
         let limitKeys = ["request_body", "request_headers", "response_body", "header_timeout", "body_timeout", "output_buffer",
-                         "pipeline_depth", "connections"]
+                         "pipeline_depth", "connections", "buffered"]
         if let mapping = environment.mapping("limits", allowedKeys: limitKeys) {
             limits.requestBody = mapping.size("request_body", default: limits.requestBody, in: Limits.requestBodyBounds) ?? limits.requestBody
             limits.requestHeaders = mapping.size("request_headers", default: limits.requestHeaders, in: Limits.requestHeadersBounds)
@@ -204,6 +204,7 @@ extension ConfigDocument {
             limits.outputBuffer = mapping.size("output_buffer", default: limits.outputBuffer, in: Limits.outputBufferBounds) ?? limits.outputBuffer
             limits.pipelineDepth = mapping.int("pipeline_depth", default: limits.pipelineDepth, in: 1...1024) ?? limits.pipelineDepth
             limits.connections = mapping.int("connections", default: limits.connections, in: 1...1_000_000) ?? limits.connections
+            limits.buffered = mapping.size("buffered", default: limits.buffered, in: Limits.bufferedBounds) ?? limits.buffered
         }
         let drainTimeout = environment.duration("drain_timeout", default: .seconds(10), in: .init(.zero ... .seconds(3600))) ?? .seconds(10)
         let idleTimeout = environment.duration("idle_timeout", default: .seconds(75), in: .init(.milliseconds(1) ... .days(1))) ?? .seconds(75)

@@ -86,6 +86,9 @@ public struct Limits: Sendable, Hashable {
     public var bodyTimeout: Duration = .seconds(30)
     /// How many bytes of unsent answers stop the reading of a connection.
     public var outputBuffer: Int = 256 << 10
+    /// `buffered`: everything held whole at once across the connections (request bodies
+    /// read before the chain sees them, answers read whole by a decorator); beyond it, 503.
+    public var buffered: Int = 256 << 20
     /// How many requests may wait for their answers on one connection.
     public var pipelineDepth: Int = 16
     /// How many client connections may be open at once (per listener).
@@ -105,6 +108,8 @@ public struct Limits: Sendable, Hashable {
     /// Below 4KB a connection would stop reading before one small answer is out; above 64MB
     /// a slow reader holds more than any answer needs.
     public static let outputBufferBounds = Bounded<Sizes>((4 << 10)...(64 << 20))
+    /// `buffered`: 1MB to 64GB.
+    public static let bufferedBounds = Bounded<Sizes>((1 << 20)...(64 << 30))
 }
 
 /// Where the access log of an environment goes (`access_log:`): one JSON line per request.
@@ -284,6 +289,7 @@ public struct EnvironmentSpec: Sendable {
                 ("header_timeout", .string(Units.format(limits.headerTimeout))),
                 ("body_timeout", .string(Units.format(limits.bodyTimeout))),
                 ("output_buffer", .string(Units.format(bytes: limits.outputBuffer))),
+                ("buffered", .string(Units.format(bytes: limits.buffered))),
                 ("pipeline_depth", .int(limits.pipelineDepth)),
                 ("connections", .int(limits.connections)),
             ])),

@@ -47,6 +47,9 @@ public struct BuildContext: Sendable {
     /// Where a handler starts work that outlives a request (a cache's background refresh): the
     /// runtime's drain waits for it. Chains built by hand run it in tasks nobody waits for.
     public var backgroundWork: any BackgroundWork = DetachedWork()
+    /// The instance's budget for what is buffered whole (`limits.buffered`): a decorator that
+    /// reads a streamed body whole reserves it there (``ProxyResponse/collected(upTo:budget:)``).
+    public var buffers: BufferBudget = .unbounded
 
     /// Creates a context.
     public init(logger: Logger, clock: any VeneerClock, metrics: any MetricsFactory, transports: any TransportProvider,
@@ -78,12 +81,15 @@ extension BuildContext {
 
 /// The limits that factories need to know.
 public struct BuildLimits: Sendable, Hashable {
-    /// The largest upstream response body accepted.
+    /// The largest upstream response body buffered whole (a streamed one passes, whatever its size).
     public var responseBody: Int
+    /// The longest pause of a streamed body (`limits.body_timeout`).
+    public var bodyTimeout: Duration
 
     /// Creates limits.
-    public init(responseBody: Int = 16 << 20) {
+    public init(responseBody: Int = 16 << 20, bodyTimeout: Duration = .seconds(30)) {
         self.responseBody = responseBody
+        self.bodyTimeout = bodyTimeout
     }
 }
 

@@ -79,8 +79,13 @@ public struct OutboundRequest: Sendable {
     public var body: ByteBuffer?
     /// How long the whole exchange may take.
     public var timeout: Duration
-    /// The largest response body accepted; more is an error (`upstream_unavailable`).
+    /// The largest response body accepted whole; more is an error (`upstream_unavailable`).
     public var maxResponseBodySize: Int
+    /// Response bodies of unknown length, and those longer than this, may come as a
+    /// ``BodyStream`` (``ProxyResponse/stream``) on a transport that streams; nil: always whole.
+    public var streamThreshold: Int?
+    /// The longest pause of a streamed body while a part is wanted (`limits.body_timeout`).
+    public var bodyTimeout: Duration = .seconds(30)
 
     /// Creates a request.
     public init(method: HTTPRequest.Method, endpoint: Endpoint, target: String, headers: HTTPFields = [:],

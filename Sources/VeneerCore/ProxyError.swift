@@ -19,6 +19,8 @@ public struct ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
         case unauthorized = "unauthorized"
         case upstreamUnavailable = "upstream_unavailable"
         case upstreamTimeout = "upstream_timeout"
+        /// 503: buffering the body would go over `limits.buffered`.
+        case overloaded = "overloaded"
         case `internal` = "internal"
 
         /// The HTTP status each code is answered with.
@@ -35,6 +37,7 @@ public struct ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
             case .unauthorized: return .unauthorized
             case .upstreamUnavailable: return .badGateway
             case .upstreamTimeout: return .gatewayTimeout
+            case .overloaded: return .serviceUnavailable
             case .internal: return .internalServerError
             }
         }

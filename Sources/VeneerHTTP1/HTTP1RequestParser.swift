@@ -48,6 +48,9 @@ public struct HTTP1RequestParser {
         case request(Head, ByteBuffer)
         /// A request with a body over the limit; the parser reads nothing more.
         case tooLarge(Head)
+        /// A request whose declared body does not fit in the ``budget`` now; the parser reads
+        /// nothing more.
+        case overBudget(Head)
     }
 
     private enum State {
@@ -63,6 +66,11 @@ public struct HTTP1RequestParser {
     public let maxFields: Int
     /// The largest body.
     public var bodyLimit: Int
+    /// What a body declared by its `Content-Length` is reserved from before it is read (nil: no
+    /// budget). A chunked body, whose length is not known in advance, is not counted.
+    public var budget: BufferBudget?
+    /// The reservation of the last request read whole, until ``takeReservation()``.
+    private var reservation: BufferBudget.Reservation?
     private var input = ByteBuffer()
     private var scanned = 0
     private var state = State.head
@@ -113,8 +121,16 @@ public struct HTTP1RequestParser {
     /// Whether the parser is between requests (nothing of the next one has arrived).
     public var isBetweenRequests: Bool { progress == .none }
 
+    /// The budget reservation of the request just read whole (nil without a budget or a
+    /// declared body): whoever holds the request holds it, and its bytes go back with it.
+    public mutating func takeReservation() -> BufferBudget.Reservation? {
+        defer { reservation = nil }
+        return reservation
+    }
+
     /// Stops the parser: it drops what it holds and every byte appended later.
     public mutating func stop() {
+        reservation = nil
         noteInterrupted()
         state = .stopped
         input = ByteBuffer()
@@ -212,6 +228,14 @@ public struct HTTP1RequestParser {
         }
         if length == 0 {
             return complete(head, ByteBuffer())
+        }
+        if let budget {
+            guard let reserved = budget.reserve(length) else {
+                state = .stopped
+                input = ByteBuffer()
+                return .overBudget(head)
+            }
+            reservation = reserved
         }
         state = .body(head, remaining: length, ByteBuffer())
         if head.expectsContinue, input.readableBytes == 0 { return .waitingForBody(head) }

@@ -24,17 +24,37 @@ public struct HTTP1ResponseParser {
         var keepAlive: Bool
     }
 
+    /// What ``nextEvent(requestMethod:)`` read.
+    public enum Event: Sendable {
+        /// A whole response.
+        case response(Response)
+        /// The head of a response whose body streams (its length unknown, or over
+        /// ``streamThreshold``): the body follows as ``part(_:)``s, then ``end(keepAlive:)``.
+        case head(ProxyResponse, expectedLength: Int?)
+        /// The next bytes of a streamed body.
+        case part(ByteBuffer)
+        /// The streamed body ended; `keepAlive`: the connection may carry another request.
+        case end(keepAlive: Bool)
+    }
+
     private enum State {
         case head
         case body(Head, remaining: Int, ByteBuffer)
         case chunked(Head, ChunkedDecoder, ByteBuffer)
         case untilClose(Head, ByteBuffer)
+        /// A streamed body: so many bytes left, chunked, or until the close.
+        case streamLength(keepAlive: Bool, remaining: Int)
+        case streamChunked(keepAlive: Bool, ChunkedDecoder)
+        case streamUntilClose
     }
 
     /// The largest header section.
     public let maxHeadSize: Int
     /// The largest body; more is an error.
     public var maxBodySize: Int
+    /// Bodies of unknown length, and those longer than this, stream (``Event/head(_:expectedLength:)``)
+    /// instead of being read whole; nil: every body is read whole (``next(requestMethod:)``).
+    public var streamThreshold: Int?
     private var input = ByteBuffer()
     private var scanned = 0
     private var state = State.head
@@ -67,8 +87,16 @@ public struct HTTP1ResponseParser {
     }
 
     /// The response once it has arrived whole, else nil. `requestMethod` is the method of
-    /// the request it answers (HEAD answers have no body).
+    /// the request it answers (HEAD answers have no body). Only without a ``streamThreshold``.
     public mutating func next(requestMethod: HTTPRequest.Method) throws(HTTP1ParseError) -> Response? {
+        precondition(streamThreshold == nil, "a parser that streams is read with nextEvent")
+        guard case .response(let response)? = try nextEvent(requestMethod: requestMethod) else { return nil }
+        return response
+    }
+
+    /// What arrived next: a whole response, the head of a streamed one, a part of its body or
+    /// its end; nil when more bytes are needed.
+    public mutating func nextEvent(requestMethod: HTTPRequest.Method) throws(HTTP1ParseError) -> Event? {
         while true {
             switch state {
             case .head:
@@ -79,7 +107,22 @@ public struct HTTP1ResponseParser {
                     continue
                 }
                 if requestMethod == .head || status == 204 || status == 304 {
-                    return finish(head, ByteBuffer())
+                    return .response(finish(head, ByteBuffer()))
+                }
+                if let threshold = streamThreshold {
+                    if framing.hasTransferEncoding {
+                        state = framing.chunkedIsLast ? .streamChunked(keepAlive: head.keepAlive, ChunkedDecoder()) : .streamUntilClose
+                        return .head(ProxyResponse(status: head.status, headers: head.headers), expectedLength: nil)
+                    }
+                    if let length = framing.contentLength {
+                        if length > threshold {
+                            state = .streamLength(keepAlive: head.keepAlive, remaining: length)
+                            return .head(ProxyResponse(status: head.status, headers: head.headers), expectedLength: length)
+                        }
+                    } else {
+                        state = .streamUntilClose
+                        return .head(ProxyResponse(status: head.status, headers: head.headers), expectedLength: nil)
+                    }
                 }
                 if framing.hasTransferEncoding {
                     if framing.chunkedIsLast {
@@ -91,7 +134,7 @@ public struct HTTP1ResponseParser {
                     }
                 } else if let length = framing.contentLength {
                     guard length <= maxBodySize else { throw tooLarge }
-                    if length == 0 { return finish(head, ByteBuffer()) }
+                    if length == 0 { return .response(finish(head, ByteBuffer())) }
                     state = .body(head, remaining: length, ByteBuffer())
                 } else {
                     var head = head
@@ -102,7 +145,7 @@ public struct HTTP1ResponseParser {
                 guard input.readableBytes > 0 else { return nil }
                 state = .head  // drop the reference so that appending does not copy
                 let left = HTTP1Syntax.take(remaining, from: &input, into: &body)
-                if left == 0 { return finish(head, body) }
+                if left == 0 { return .response(finish(head, body)) }
                 state = .body(head, remaining: left, body)
                 return nil
             case .chunked(let head, var decoder, var body):
@@ -112,7 +155,7 @@ public struct HTTP1ResponseParser {
                     state = .chunked(head, decoder, body)
                     return nil
                 case .complete:
-                    return finish(head, body)
+                    return .response(finish(head, body))
                 case .tooLarge:
                     throw tooLarge
                 }
@@ -125,8 +168,46 @@ public struct HTTP1ResponseParser {
                 }
                 state = .untilClose(head, body)
                 return nil
+            case .streamLength(let keepAlive, let remaining):
+                if remaining == 0 {
+                    state = .head
+                    if input.readableBytes == 0 { input = ByteBuffer() }
+                    return .end(keepAlive: keepAlive)
+                }
+                guard input.readableBytes > 0 else { return nil }
+                let count = min(remaining, input.readableBytes)
+                let part = input.readSlice(length: count)!
+                state = .streamLength(keepAlive: keepAlive, remaining: remaining - count)
+                return .part(part)
+            case .streamChunked(let keepAlive, var decoder):
+                if case .done = decoder.state {
+                    state = .head
+                    if input.readableBytes == 0 { input = ByteBuffer() }
+                    return .end(keepAlive: keepAlive)
+                }
+                var part = ByteBuffer()
+                let result = try decoder.decode(&input, into: &part, limit: .max, trailerLimit: maxHeadSize)
+                state = .streamChunked(keepAlive: keepAlive, decoder)
+                if part.readableBytes > 0 { return .part(part) }
+                if case .needMore = result { return nil }
+            case .streamUntilClose:
+                guard input.readableBytes > 0 else { return nil }
+                let part = input
+                input = ByteBuffer()
+                return .part(part)
             }
         }
+    }
+
+    /// The connection closed while a streamed body arrived: its end if it ran until the close,
+    /// else an error (the body was cut short).
+    public mutating func endOfStream() throws(HTTP1ParseError) -> Event {
+        // Every byte read was handed out as a part already (nextEvent takes them all).
+        if case .streamUntilClose = state {
+            state = .head
+            return .end(keepAlive: false)
+        }
+        throw HTTP1ParseError("The upstream closed the connection mid-response.")
     }
 
     /// The connection closed: the response whose body ran until the close, if that is what
@@ -137,6 +218,8 @@ public struct HTTP1ResponseParser {
             return finish(head, body)
         case .head where input.readableBytes == 0:
             return nil
+        case .streamUntilClose:
+            preconditionFailure("a streamed body ends with endOfStream")
         default:
             throw HTTP1ParseError("The upstream closed the connection mid-response.")
         }

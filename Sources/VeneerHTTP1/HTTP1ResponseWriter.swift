@@ -18,9 +18,12 @@ public enum HTTP1ResponseWriter {
     /// Appends the whole response to `buffer`, with `date` (IMF-fixdate, asked for only when
     /// the response has no `Date`). `streamed`: the body goes on after `response.body` until
     /// the connection closes (`close` must be true for a GET), so no `Content-Length` is written.
+    /// A proxied streamed body (``ProxyResponse/stream``) is framed by `length` when it is
+    /// known, else by `chunked` (then each part goes out after ``writeChunkHead(size:into:)``).
     public static func write(_ response: ProxyResponse, method: HTTPRequest.Method, close: Bool, streamed: Bool = false,
+                             length: Int? = nil, chunked: Bool = false,
                              date: @autoclosure () -> String, into buffer: inout ByteBuffer) {
-        assert(!streamed || close || method == .head, "a streamed body ends with the connection")
+        assert(!streamed || close || method == .head || length != nil || chunked, "a streamed body without a length ends with the connection")
         let code = response.status.code
         let bodyless = code == 204 || code == 304 || (100..<200).contains(code)
         buffer.writeStaticString("HTTP/1.1 ")
@@ -50,6 +53,13 @@ public enum HTTP1ResponseWriter {
             buffer.moveWriterIndex(to: fieldsStart)
             (hasDate, declaredLength, _) = SerializedFields.write(fields, skipping: namedByConnection(fields), into: &buffer)
         }
+        if !bodyless, streamed, let length {
+            buffer.writeStaticString("Content-Length: ")
+            writeDecimal(length, into: &buffer)
+            buffer.writeStaticString("\r\n")
+        } else if !bodyless, streamed, chunked {
+            buffer.writeStaticString("Transfer-Encoding: chunked\r\n")
+        }
         if !bodyless, !streamed {
             buffer.writeStaticString("Content-Length: ")
             // A HEAD answer passed through says how long the GET answer would be.
@@ -71,6 +81,17 @@ public enum HTTP1ResponseWriter {
         if !bodyless, method != .head {
             buffer.writeImmutableBuffer(response.body)
         }
+    }
+
+    /// The size line of one chunk of a chunked body (its data and CRLF follow); a size of 0
+    /// writes the last chunk and the end of the body.
+    public static func writeChunkHead(size: Int, into buffer: inout ByteBuffer) {
+        if size == 0 {
+            buffer.writeStaticString("0\r\n\r\n")
+            return
+        }
+        buffer.writeString(String(size, radix: 16))
+        buffer.writeStaticString("\r\n")
     }
 
     /// `200 OK\r\n`: three digits, then the reason phrase: the standard one of a registered

@@ -114,6 +114,8 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
     let edgeMetrics: EdgeMetrics
     /// The last requests answered, for the status page.
     let feed = RequestFeed()
+    /// What is buffered whole across every connection and chain (`limits.buffered`).
+    let buffers = BufferBudget(limit: 256 << 20)
     /// `veneer_config_last_reload_successful` and `..._success_timestamp_seconds`.
     let reloadSuccessful: Prometheus.Gauge
     let reloadSuccessTime: Prometheus.Gauge
@@ -168,15 +170,18 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         background = BackgroundRunner(logger: configuration.logger)
         let storeRunner = BackgroundRunner(logger: configuration.logger, description: "the store connections (postgres), closed after the background loops")
         self.storeRunner = storeRunner
-        chains = ChainLifecycle(makeContext: { [configuration] spec, carried in
+        chains = ChainLifecycle(makeContext: { [configuration, buffers] spec, carried in
             var context = BuildContext(
                 logger: configuration.logger, clock: configuration.clock, metrics: factory, transports: transports,
                 stateDirectory: spec.stateDirectory, resources: spec.resources,
-                limits: BuildLimits(responseBody: spec.limits.responseBody), carried: carried, health: health,
+                limits: BuildLimits(responseBody: spec.limits.responseBody, bodyTimeout: spec.limits.bodyTimeout), carried: carried, health: health,
                 stores: StoreRegistry(specs: spec.stores, carried: carried, health: health, logger: configuration.logger, runner: storeRunner))
             context.passedForwardingHeaders = ForwardingHeaders(passing: spec.passForwardingHeaders).passed
             context.environment = spec.name
             context.requestDirectives = configuration.registry.requestDirectives
+            // One budget for the instance, its limit the serving environment's (a reload sets it).
+            buffers.resize(to: spec.limits.buffered)
+            context.buffers = buffers
             return context
         }, clock: configuration.clock, background: background, storeRunner: storeRunner, logger: configuration.logger)
     }
@@ -280,7 +285,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
             services.append(Listener.make(
                 endpoint,
                 edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil,
-                                accessLog: accessLog, metrics: edgeMetrics, feed: feed, unixSocket: unixSocket),
+                                accessLog: accessLog, metrics: edgeMetrics, feed: feed, buffers: buffers, unixSocket: unixSocket),
                 limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
                 loopbackIdentity: spec.peerIdentity, onBound: { port in await readiness.bound(main: port, index: index) }))
         }
@@ -288,7 +293,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
             services.append(Listener.make(
                 activation.admin.map { .inherited(descriptor: $0.descriptor, address: adminListen.description) } ?? Self.endpoint(adminListen, spec.socket),
                 edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: true, servesAdmin: true, accessLog: accessLog,
-                            metrics: edgeMetrics, feed: feed, unixSocket: adminListen.socketPath != nil),
+                            metrics: edgeMetrics, feed: feed, buffers: buffers, unixSocket: adminListen.socketPath != nil),
                 limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
                 onBound: { port in await readiness.bound(admin: port) }))
         }

@@ -206,7 +206,7 @@ struct AnswerObserver {
             entry.protocolVersion = head.minorVersion == 0 ? "1.0" : "1.1"
             if let read = exchange.bodyBytesRead {
                 entry.bytesIn = head.size + read
-            } else if case .complete(let body) = exchange.work.body {
+            } else if case .complete(let body, _) = exchange.work.body {
                 entry.bytesIn = head.size + body.readableBytes
             } else {
                 entry.bytesIn = head.size

@@ -47,7 +47,7 @@ extension ProxyEdge {
             record?.noteRoute("/-/")
             // A caller the kernel named (a Unix socket's, a loopback one's) is local too.
             guard servesAdmin, adminOnly || client?.isLoopback == true || peer != nil else { return .refused(ProxyError.notFound().response) }
-            guard case .complete(let bytes) = body else { return .refused(tooLarge(generation.requestBodyLimit)) }
+            guard case .complete(let bytes, _) = body else { return .refused(notRead(body, generation.requestBodyLimit)) }
             return .admin(AdminCall(method: method, path: path, query: query, fields: fields, body: bytes))
         case .notFound:
             return .refused(ProxyError.notFound("No such resource: \(printable(rawTarget)).").response)
@@ -64,7 +64,7 @@ extension ProxyEdge {
                 return .refused(error.response)
             }
             // Every route reads its body whole today: a body refused for its size stops here.
-            guard case .complete(let bytes) = body else { return .refused(tooLarge(generation.requestBodyLimit)) }
+            guard case .complete(let bytes, _) = body else { return .refused(notRead(body, generation.requestBodyLimit)) }
             if route.resource.kind == .posts, method == .post || method == .put || method == .patch {
                 do {
                     _ = try PostValidation.validate(bytes, method: method, id: route.id)
@@ -82,6 +82,15 @@ extension ProxyEdge {
             return .chain(ProxyRequest(method: method, route: route, query: query, headers: headers, body: bytes, client: client,
                                        peer: peer, requestID: requestID, record: record))
         }
+    }
+
+    /// The refusal of a body that was not read: 413 over `limit`, 503 `overloaded` over the
+    /// buffer budget (`limits.buffered`), which may have room again in a moment.
+    static func notRead(_ body: IncomingBody, _ limit: Int) -> ProxyResponse {
+        guard case .overBudget = body else { return tooLarge(limit) }
+        var error = ProxyError(.overloaded, "Veneer is holding as many bodies as limits.buffered allows; try again shortly.")
+        error.headers[.retryAfter] = "1"
+        return error.response
     }
 
     /// 413 for a body over `limit`.

@@ -36,13 +36,16 @@ public struct ProxyEdge: Sendable {
     let sinks: AnswerObserver.Sinks
     /// The streamed admin answers being written (``AdminStream``), shared by the copies of this edge.
     let streams: AdminStreamSlots
+    /// What request bodies are reserved from before they are read (`limits.buffered`).
+    let buffers: BufferBudget
 
     /// An edge answering through `chain`, with `admin` under `/-/` when `servesAdmin` (and
     /// nothing else when `adminOnly`, the separate admin listener). Its connections write one
     /// line per answer to `accessLog`, count answers in `metrics` and add the chain's answers
     /// to `feed`, refusals included where they say so (see ``AnswerObserver``).
     public init(chain: any ChainSource, admin: any AdminResponder, logger: Logger, adminOnly: Bool, servesAdmin: Bool,
-                accessLog: AccessLog? = nil, metrics: EdgeMetrics? = nil, feed: RequestFeed? = nil, unixSocket: Bool = false) {
+                accessLog: AccessLog? = nil, metrics: EdgeMetrics? = nil, feed: RequestFeed? = nil, buffers: BufferBudget = .unbounded,
+                unixSocket: Bool = false) {
         self.chain = chain
         self.unixSocket = unixSocket
         self.admin = admin
@@ -51,6 +54,7 @@ public struct ProxyEdge: Sendable {
         self.servesAdmin = servesAdmin
         sinks = AnswerObserver.Sinks(accessLog: accessLog, metrics: metrics, feed: feed)
         streams = AdminStreamSlots()
+        self.buffers = buffers
     }
 
     /// The request's id: its `X-Request-Id` when that is reasonable, else a new one.
@@ -285,7 +289,11 @@ protocol AnswerDelivery: Sendable {
 /// actual) without reading the rest, which is then still on the wire: such a request is its
 /// connection's last (the one rule for closing after a refusal, kept by the connection's
 /// state machine: the handler reports the request as not keeping the connection alive).
+///
+/// `overBudget`: its declared body did not fit in `limits.buffered` and was not read (503).
+/// A complete body holds its share of that budget (`reservation`) for as long as it is held.
 enum IncomingBody: Sendable {
-    case complete(ByteBuffer)
+    case complete(ByteBuffer, reservation: BufferBudget.Reservation? = nil)
     case tooLarge
+    case overBudget
 }

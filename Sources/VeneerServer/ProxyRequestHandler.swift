@@ -38,6 +38,18 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         var task: Task<Void, Never>?
     }
 
+    /// A chain's answer whose body streams (``ProxyResponse/stream``), being sent part by part.
+    struct ActiveBody {
+        let stream: BodyStream
+        let head: ProxyResponse
+        let exchange: AnswerObserver.Exchange?
+        var bytesOut: Int
+        /// Sent as chunks (its length unknown, to an HTTP/1.1 client).
+        let chunked: Bool
+        /// Its end is the connection's (its length unknown, to an HTTP/1.0 client).
+        let endsWithConnection: Bool
+    }
+
     /// A request read whole (or refused for its body size), as the machine queues it.
     struct Work {
         let head: HTTP1RequestParser.Head
@@ -74,6 +86,10 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var observer: AnswerObserver
     /// The streamed answer being written, if any.
     private var stream: ActiveStream?
+    /// The chain's answer whose body is being sent part by part, if any.
+    private var body: ActiveBody?
+    /// The HTTP minor version of the request being answered (how a body of unknown length is framed).
+    private var answeringMinorVersion = 1
 
     // Guards against re-entry on one call stack (not connection state): an answer can come
     // back while it is being started (a callback that completes at once), and reading can
@@ -94,6 +110,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         flusher = TickFlusher.for(eventLoop)
         executor = EventLoopTaskExecutor.for(eventLoop)
         parser = HTTP1RequestParser(maxHeadSize: limits.requestHeaders, bodyLimit: edge.requestBodyLimit)
+        parser.budget = edge.buffers
         machine = Machine(limits: Machine.Limits(
             headerTimeout: TimeAmount(limits.headerTimeout), bodyTimeout: TimeAmount(limits.bodyTimeout),
             idleTimeout: TimeAmount(limits.idleTimeout), pipelineDepth: limits.pipelineDepth,
@@ -120,6 +137,12 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     func channelInactive(context: ChannelHandlerContext) {
         // The client left (or the connection was closed): the producer learns it as its stream ends.
         stream?.task?.cancel()
+        if let cut = body {
+            // Its upstream connection closes with the rest of the body on it (never reused).
+            body = nil
+            cut.stream.cancel()
+            observer.written(cut.exchange, cut.head, bytesOut: cut.bytesOut, now: .now())
+        }
         perform(machine.channelInactive(), context: context)
         parser.stop()
         context.fireChannelInactive()
@@ -191,13 +214,16 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             case .waitingForBody:
                 perform(machine.continueExpected(), context: context)
             case .request(let head, let body):
-                parsed(Work(head: head, body: .complete(body), received: now), keepAlive: head.keepAlive, bodyBytes: body.readableBytes, now: now,
+                parsed(Work(head: head, body: .complete(body, reservation: parser.takeReservation()), received: now), keepAlive: head.keepAlive, bodyBytes: body.readableBytes, now: now,
                        context: context)
             case .tooLarge(let head):
                 // The parser has stopped: the rest of the body is still on the wire, so this
                 // request is the connection's last, whatever answers it (the edge's 413, or any
                 // refusal that comes first). The one rule for closing after a refusal.
                 parsed(Work(head: head, body: .tooLarge, received: now), keepAlive: false, bodyBytes: 0, now: now, context: context)
+            case .overBudget(let head):
+                // As for tooLarge: the body is still on the wire.
+                parsed(Work(head: head, body: .overBudget, received: now), keepAlive: false, bodyBytes: 0, now: now, context: context)
             }
         }
         perform(machine.inputProgressed(parser.progress, now: now), context: context)
@@ -244,6 +270,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         case .cancelTimer:
             timer?.cancel()
             timer = nil
+        case .readBody:
+            body?.stream.read()
         }
     }
 
@@ -316,6 +344,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     /// Hands one request to the edge; what next if it was answered at once.
     private func start(_ work: Work, context: ChannelHandlerContext) -> Machine.Action {
+        answeringMinorVersion = work.head.minorVersion
         let observed = observer.started(work)
         switch edge.begin(method: work.head.method, target: work.head.target, fields: work.head.fields, body: work.body, client: client,
                           authority: work.head.authority, localPort: localPort, record: observed?.record, requestID: observed?.requestID,
@@ -453,12 +482,25 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// Writes the answer the edge gave (unless the connection is gone); what next.
     private func written(_ response: ProxyResponse, method: HTTPRequest.Method, streamed: Bool = false,
                          context: ChannelHandlerContext) -> Machine.Action {
+        if let stream = response.stream {
+            guard method != .head else {
+                // No body goes out for HEAD (an upstream answers none: this is for safety).
+                stream.cancel()
+                var head = response
+                head.stream = nil
+                return written(head, method: method, context: context)
+            }
+            return sendBody(response, stream, context: context)
+        }
         let now = NIODeadline.now()
         let exchange = observer.takeAnswering()
         switch machine.answerReady(now: now) {
         case .write(let close):
-            let bytes = write(response, method: method, close: close, streamed: streamed, context: context)
-            observer.written(exchange, response, bytesOut: bytes, now: now)
+            // Observed before it can reach the client: a last answer is flushed at once, and a
+            // client that then asks again on another connection must find this line logged first.
+            write(response, method: method, close: close, streamed: streamed, context: context) { bytes in
+                observer.written(exchange, response, bytesOut: bytes, now: now)
+            }
             return machine.answerWritten(now: now)
         case .discard:
             // The client left: logged with nothing sent.
@@ -467,11 +509,94 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         }
     }
 
+    // MARK: Streamed bodies of the chain's answers
+
+    /// Writes the head of an answer whose body streams, then its parts one at a time, each
+    /// asked for while the output takes more: a client that does not read stops its upstream
+    /// being read (``BodyStream``).
+    private func sendBody(_ response: ProxyResponse, _ stream: BodyStream, context: ChannelHandlerContext) -> Machine.Action {
+        let now = NIODeadline.now()
+        let exchange = observer.takeAnswering()
+        switch machine.bodyStreamReady(now: now) {
+        case .discard:
+            stream.cancel()
+            observer.discarded(exchange, response, now: now)
+            return .none
+        case .start(let close):
+            let length = stream.expectedLength
+            let chunked = length == nil && answeringMinorVersion >= 1
+            let endsWithConnection = length == nil && !chunked
+            var buffer = context.channel.allocator.buffer(capacity: 512)
+            HTTP1ResponseWriter.write(response, method: .get, close: close || endsWithConnection, streamed: true, length: length, chunked: chunked,
+                                      date: dates.now(), into: &buffer)
+            body = ActiveBody(stream: stream, head: response, exchange: exchange, bytesOut: buffer.readableBytes, chunked: chunked,
+                              endsWithConnection: endsWithConnection)
+            context.write(wrapOutboundOut(buffer), promise: nil)
+            flusher.flushSoon(context.channel)
+            let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+            let eventLoop = context.eventLoop
+            stream.start { event in
+                Self.onLoop(eventLoop, loopBound) { $0.bodyEvent(event, context: $1) }
+            }
+            if machine.bodyPartWritten() { stream.read() }
+            return .none
+        }
+    }
+
+    /// A part, the end, or the cut of the body being sent.
+    private func bodyEvent(_ event: BodyStream.Event, context: ChannelHandlerContext) {
+        guard let active = body else { return }
+        switch event {
+        case .part(let part):
+            guard part.readableBytes > 0 else {
+                if machine.bodyPartWritten() { active.stream.read() }
+                return
+            }
+            var bytes = part.readableBytes
+            if active.chunked {
+                var size = context.channel.allocator.buffer(capacity: 18)
+                HTTP1ResponseWriter.writeChunkHead(size: part.readableBytes, into: &size)
+                bytes += size.readableBytes + 2
+                context.write(wrapOutboundOut(size), promise: nil)
+                context.write(wrapOutboundOut(part), promise: nil)
+                context.write(wrapOutboundOut(ByteBuffer(staticString: "\r\n")), promise: nil)
+            } else {
+                // The channel may turn unwritable here (channelWritabilityChanged, before this returns).
+                context.write(wrapOutboundOut(part), promise: nil)
+            }
+            body?.bytesOut += bytes
+            flusher.flushSoon(context.channel)
+            if machine.bodyPartWritten() { active.stream.read() }
+        case .end:
+            body = nil
+            var total = active.bytesOut
+            if active.chunked {
+                var last = context.channel.allocator.buffer(capacity: 5)
+                HTTP1ResponseWriter.writeChunkHead(size: 0, into: &last)
+                total += last.readableBytes
+                context.write(wrapOutboundOut(last), promise: nil)
+                flusher.flushSoon(context.channel)
+            }
+            let now = NIODeadline.now()
+            observer.written(active.exchange, active.head, bytesOut: total, now: now)
+            // A body framed by the connection's end ends it; any other lets the connection go on.
+            perform(active.endsWithConnection ? machine.bodyFailed() : machine.bodyEnded(now: now), context: context)
+        case .failed(let error):
+            body = nil
+            logger.warning("an answer's body was cut: connection closed", metadata: [
+                "request_id": .string(active.head.headers[.xRequestID] ?? ""), "error": .string(error.code.rawValue),
+                "detail": .string(error.detail ?? error.message),
+            ])
+            observer.written(active.exchange, active.head, bytesOut: active.bytesOut, now: .now())
+            perform(machine.bodyFailed(), context: context)
+        }
+    }
+
     /// Writes one answer, or the last one and then the end of the connection; how many bytes.
     /// `streamed`: the head of a streamed answer (no `Content-Length`).
     @discardableResult
     private func write(_ response: ProxyResponse, method: HTTPRequest.Method, close: Bool, streamed: Bool = false,
-                       context: ChannelHandlerContext) -> Int {
+                       context: ChannelHandlerContext, beforeSending: (Int) -> Void = { _ in }) -> Int {
         // The last answer's buffer, if the socket has let go of it (the usual case: small
         // answers are written at once): no allocation per answer.
         var buffer = outputBuffer ?? context.channel.allocator.buffer(capacity: 512 + response.body.readableBytes)
@@ -479,6 +604,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         buffer.clear()
         HTTP1ResponseWriter.write(response, method: method, close: close, streamed: streamed, date: dates.now(), into: &buffer)
         let bytes = buffer.readableBytes
+        beforeSending(bytes)
         if close {
             sendLast(buffer, context: context)
         } else {

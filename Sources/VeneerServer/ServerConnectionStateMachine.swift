@@ -76,6 +76,11 @@ struct ServerConnectionStateMachine<Request> {
         /// The unsent answers exceed the output buffer, since `since`: nothing more is answered
         /// until the client reads.
         case blocked(since: NIODeadline)
+        /// The head of the chain's answer is out and its body streams (``VeneerCore/BodyStream``),
+        /// one part asked for at a time while the output takes more. `keepAlive` false: the
+        /// connection ends after it. `blockedSince`: since when the client has not read enough
+        /// for the output to take another part (no part is asked for meanwhile).
+        case sendingBody(keepAlive: Bool, blockedSince: NIODeadline?)
     }
 
     /// Where the connection is.
@@ -131,6 +136,17 @@ struct ServerConnectionStateMachine<Request> {
         case close
         /// Cancel the timer: the channel is gone.
         case cancelTimer
+        /// Ask the streamed body being sent for its next part (the output takes more again).
+        case readBody
+    }
+
+    /// What to do with an answer of the chain whose body streams.
+    enum BodyStreamAction: Sendable, Equatable {
+        /// Write its head (with `Connection: close` when `close`), then ask for its first part;
+        /// ``bodyPartWritten()`` after each part, ``bodyEnded(now:)`` at its end.
+        case start(close: Bool)
+        /// Cancel the stream: the connection is gone.
+        case discard
     }
 
     /// What to do with a request read whole.
@@ -375,6 +391,68 @@ struct ServerConnectionStateMachine<Request> {
         }
     }
 
+    /// The chain answered the request being answered with a head whose body streams. The
+    /// requests queued behind it wait until its body has been sent.
+    mutating func bodyStreamReady(now: NIODeadline) -> BodyStreamAction {
+        switch state {
+        case .open(let input, .answering(let keepAlive, let writable)), .quiescing(let input, .answering(let keepAlive, let writable)):
+            if !keepAlive {
+                state = .closing(.sendingBody(keepAlive: false, blockedSince: writable ? nil : now), final: nil, inputEnded: false)
+                return .start(close: true)
+            }
+            setReading(input, .sendingBody(keepAlive: true, blockedSince: writable ? nil : now), quiescing: reading?.quiescing == true)
+            return .start(close: false)
+        case .closing(.answering(_, let writable), let final, let inputEnded):
+            let last = queue.isEmpty && final == nil
+            state = .closing(.sendingBody(keepAlive: !last, blockedSince: writable ? nil : now), final: final, inputEnded: inputEnded)
+            return .start(close: last)
+        case .closingOutput, .lingering, .closed:
+            return .discard
+        case .initialized, .open, .quiescing, .closing, .streaming:
+            preconditionFailure("an answer came for a request that was never handed out (\(state))")
+        }
+    }
+
+    /// A part of the streamed body was handed to the channel: whether to ask for the next one
+    /// now (else once the output drains, ``Action/readBody``).
+    func bodyPartWritten() -> Bool {
+        switch state {
+        case .open(_, .sendingBody(_, let blockedSince)), .quiescing(_, .sendingBody(_, let blockedSince)),
+             .closing(.sendingBody(_, let blockedSince), _, _):
+            return blockedSince == nil
+        case .initialized, .open, .quiescing, .closing, .streaming, .closingOutput, .lingering, .closed:
+            return false
+        }
+    }
+
+    /// The streamed body ended whole and was handed to the channel: the answer is complete.
+    mutating func bodyEnded(now: NIODeadline) -> Action {
+        switch state {
+        case .open(let input, .sendingBody(_, let blockedSince)), .quiescing(let input, .sendingBody(_, let blockedSince)):
+            setReading(input, blockedSince.map { .blocked(since: $0) } ?? .idle(since: now), quiescing: reading?.quiescing == true)
+            return nextAnswer(now: now)
+        case .closing(.sendingBody(let keepAlive, let blockedSince), let final, let inputEnded):
+            if !keepAlive {
+                finishClosing(now: now, inputEnded: inputEnded)
+                return .end
+            }
+            state = .closing(blockedSince.map { .blocked(since: $0) } ?? .idle(since: now), final: final, inputEnded: inputEnded)
+            return nextAnswer(now: now)
+        case .initialized, .open, .quiescing, .closing, .streaming, .closingOutput, .lingering, .closed:
+            return .none
+        }
+    }
+
+    /// The streamed body was cut (the upstream failed or paused too long): its head is out,
+    /// so the client can only learn it from the connection closing.
+    mutating func bodyFailed() -> Action {
+        if case .closed = state { return .none }
+        state = .closed
+        queue.removeAll()
+        queuedBodyBytes = 0
+        return .close
+    }
+
     /// The edge answered the request being answered with a stream (``AdminStream``): it is
     /// the connection's last answer, and the requests behind it are dropped.
     mutating func streamReady(now: NIODeadline) -> StreamAction {
@@ -431,8 +509,15 @@ struct ServerConnectionStateMachine<Request> {
             case (.idle, false): return .blocked(since: now)
             case (.blocked, true): return .idle(since: now)
             case (.answering(let keepAlive, _), _): return .answering(keepAlive: keepAlive, writable: writable)
+            case (.sendingBody(let keepAlive, _), true): return .sendingBody(keepAlive: keepAlive, blockedSince: nil)
+            case (.sendingBody(let keepAlive, let since), false): return .sendingBody(keepAlive: keepAlive, blockedSince: since ?? now)
             case (.idle, true), (.blocked, false): return output
             }
+        }
+        /// A body whose parts waited for the output: ask for the next one.
+        func resumesBody(_ output: Output) -> Bool {
+            if writable, case .sendingBody(_, _?) = output { return true }
+            return false
         }
         switch state {
         case .open(let input, let output), .quiescing(let input, let output):
@@ -442,9 +527,12 @@ struct ServerConnectionStateMachine<Request> {
                 return input == .paused ? .none : .pauseReading
             }
             setReading(input, changed(output), quiescing: quiescing)
+            if resumesBody(output) { return .readBody }
             return nextAnswer(now: now)
         case .closing(let output, let final, let inputEnded):
             state = .closing(changed(output), final: final, inputEnded: inputEnded)
+            if resumesBody(output) { return .readBody }
+            if case .sendingBody = output, !writable { return armIfEarlier(now + limits.idleTimeout) }
             return writable ? nextAnswer(now: now) : .none
         case .streaming(let blockedSince):
             if writable {
@@ -485,7 +573,10 @@ struct ServerConnectionStateMachine<Request> {
             if case .quiescing = state, let grace = firstRequestGrace, grace > now { return rearm(min(next, grace)) }
             return rearm(next)
         case .closing(let output, _, _):
-            if case .blocked(let since) = output {
+            var blocked: NIODeadline?
+            if case .blocked(let since) = output { blocked = since }
+            if case .sendingBody(_, let since?) = output { blocked = since }
+            if let since = blocked {
                 if now >= since + limits.idleTimeout {
                     state = .closed
                     return .close
@@ -699,7 +790,7 @@ struct ServerConnectionStateMachine<Request> {
     /// that reads none of its answers counts as idle too.
     private func idleSince(_ input: Input, _ output: Output) -> NIODeadline? {
         switch (input, output) {
-        case (_, .blocked(let since)):
+        case (_, .blocked(let since)), (_, .sendingBody(_, let since?)):
             return since
         case (.waiting(let read), .idle(let answered)) where queue.isEmpty:
             return max(read, answered)
@@ -755,9 +846,12 @@ struct ServerConnectionStateMachine<Request> {
 }
 
 extension ServerConnectionStateMachine.Output {
+    /// Whether a request is being answered (its answer awaited, or its body being sent).
     var isAnswering: Bool {
-        if case .answering = self { return true }
-        return false
+        switch self {
+        case .answering, .sendingBody: return true
+        case .idle, .blocked: return false
+        }
     }
 }
 

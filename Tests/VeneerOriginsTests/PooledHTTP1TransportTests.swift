@@ -279,3 +279,45 @@ struct PooledHTTP1TransportTests {
         }
     }
 }
+
+/// Streamed answers on the pooled transport: nobody may keep a connection taken by dropping one.
+@Suite("Pooled HTTP/1.1 transport: streamed answers")
+struct PooledHTTP1StreamingTests {
+    @Test("an answer dropped without being read or discarded: its connection is closed after body_timeout, not kept taken")
+    func droppedUnread() async throws {
+        let upstream = try await ScriptedUpstream.start { _ in
+            .reply("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n")
+        }
+        defer { Task { await upstream.stop() } }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let transport = PooledHTTP1Transport(options: TransportOptions(connectTimeout: .seconds(10)), eventLoopGroup: group)
+        var request = OutboundRequest(method: .get, endpoint: Endpoint(url: upstream.url)!, target: "/posts/1", timeout: .seconds(30))
+        request.streamThreshold = 1 << 10
+        request.bodyTimeout = .milliseconds(200)
+        let response = try await transport.send(request)
+        #expect(response.isStreamed)
+        _ = response  // dropped: never read, never discarded
+        try await eventually("the connection was closed (\(upstream.openConnections) open)") { upstream.openConnections == 0 }
+        await transport.shutdown()
+        try await group.shutdownGracefully()
+    }
+
+    @Test("an answer read part by part passes whole, and its connection serves the next request")
+    func readWhole() async throws {
+        let upstream = try await ScriptedUpstream.start { _ in
+            .reply("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n6\r\nsecond\r\n0\r\n\r\n")
+        }
+        defer { Task { await upstream.stop() } }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let transport = PooledHTTP1Transport(options: TransportOptions(connectTimeout: .seconds(10)), eventLoopGroup: group)
+        var request = OutboundRequest(method: .get, endpoint: Endpoint(url: upstream.url)!, target: "/posts/1", timeout: .seconds(30))
+        request.streamThreshold = 1 << 10
+        for _ in 0..<2 {
+            let response = try await transport.send(request)
+            #expect(String(buffer: try await response.collected(upTo: 100).body) == "firstsecond")
+        }
+        #expect(upstream.connections == 1, "reused")
+        await transport.shutdown()
+        try await group.shutdownGracefully()
+    }
+}

@@ -191,6 +191,10 @@ extension UpstreamConnectionStateMachine.Action {
         case .fail(let failure): "fail \(failure)"
         case .closedBeforeResponse: "closedBeforeResponse"
         case .close: "close"
+        case .streamHead(let head, let length): "head \(head.status.code) \(length.map(String.init) ?? "unknown")"
+        case .streamPart(let part): "part \(String(buffer: part))"
+        case .streamEnd(let keepAlive): "end \(keepAlive ? "keepAlive" : "close")"
+        case .streamFailed(let failure): "failed \(failure)"
         }
     }
 }

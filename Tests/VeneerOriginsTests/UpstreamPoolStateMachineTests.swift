@@ -365,6 +365,48 @@ struct UpstreamPoolStateMachineTests {
         #expect(counts(machine) == "open 1 idle 0 waiting 0")
         #expect(counts(machine, port: 9090) == "open 1 idle 1 waiting 0")
     }
+
+    // MARK: Streamed bodies
+
+    @Test("a streamed answer: its request succeeds with the head; the connection stays taken until the body ends, then serves the next")
+    func streamedBody() {
+        var machine = Machine(limit: 1, idleTicksBeforeClose: 2)
+        let (r1, r2) = (Request("r1"), Request("r2"))
+        _ = execute(&machine, r1)
+        _ = machine.connectionEstablished(id(0), "c0")
+        #expect(machine.responseHeadReceived(on: id(0)).summary == "succeed r1")
+        #expect(execute(&machine, r2) == "", "the connection still carries r1's body")
+        #expect(machine.deadlineTick(now: Self.start + .seconds(60)).summary == "fail r2 timedOut unsent",
+                "no request deadline for a body being streamed: only the waiting request's")
+        let r3 = Request("r3")
+        _ = execute(&machine, r3, due: 120)
+        #expect(machine.bodyEnded(on: id(0), keepAlive: true).summary == "run r3 on c0")
+        #expect(machine.responseReceived(on: id(0), keepAlive: true).summary == "succeed r3")
+        #expect(counts(machine) == "open 1 idle 1 waiting 0")
+    }
+
+    @Test("a streamed body cut (the client left, the upstream failed): the connection is never reused; its close frees the room")
+    func streamedBodyCut() {
+        var machine = Machine(limit: 1, idleTicksBeforeClose: 2)
+        _ = execute(&machine, Request("r1"))
+        _ = machine.connectionEstablished(id(0), "c0")
+        _ = machine.responseHeadReceived(on: id(0))
+        let next = Request("r2")
+        _ = execute(&machine, next, due: 100)
+        #expect(machine.bodyEnded(on: id(0), keepAlive: false).summary == "", "closing: not given to r2")
+        #expect(counts(machine) == "open 1 idle 0 waiting 1")
+        #expect(machine.connectionClosed(id(0)).summary == "create #0.1 127.0.0.1:8080", "r2 gets a connection of its own")
+    }
+
+    @Test("shutdown closes a connection whose body streams; its stream is failed by the connection")
+    func streamedBodyShutdown() {
+        var machine = Machine(limit: 1, idleTicksBeforeClose: 2)
+        _ = execute(&machine, Request("r1"))
+        _ = machine.connectionEstablished(id(0), "c0")
+        _ = machine.responseHeadReceived(on: id(0))
+        #expect(machine.shutdown().summary == "close c0")
+        #expect(machine.bodyEnded(on: id(0), keepAlive: true).summary == "", "a late end finds the slot closing")
+    }
 }
 
 extension UpstreamPoolStateMachine.Action {
@@ -390,6 +432,7 @@ extension UpstreamPoolStateMachine.Action {
         }
         return parts.joined(separator: ", ")
     }
+
 }
 
 extension UpstreamPoolStateMachine.SweepAction {

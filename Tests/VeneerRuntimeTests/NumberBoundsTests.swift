@@ -24,6 +24,7 @@ struct NumberBoundsTests {
             "limits.output_buffer": "\(mock)\n    limits: { output_buffer: V }",
             "limits.pipeline_depth": "\(mock)\n    limits: { pipeline_depth: V }",
             "limits.connections": "\(mock)\n    limits: { connections: V }",
+            "limits.buffered": "\(mock)\n    limits: { buffered: V }",
             "drain_timeout": "\(mock)\n    drain_timeout: V",
             "idle_timeout": "\(mock)\n    idle_timeout: V",
             "mock.latency": "origin: { mock: { latency: V } }",

@@ -44,6 +44,9 @@ public struct AuthRefreshDecorator: Handler {
             if let detail { record.append(.init(name: "auth_refresh", detail: detail), at: place) }
             return response
         }
+        // The 401 is replaced (by the retry's answer, or the error): a body of it still
+        // streaming is dropped, and its upstream connection closed rather than reused.
+        response.discardBody()
         let said = detail ?? describe(handout)
         let retryToken: AccessToken
         do {

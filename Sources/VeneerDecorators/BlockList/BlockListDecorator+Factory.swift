@@ -23,10 +23,13 @@ extension BlockListDecorator {
             }
             await book.refresh()
             context.admin.register("blocks", endpoints: adminEndpoints) { request in await BlockListDecorator.admin(request, book: book) }
-            return BlockListDecorator(
+            var decorator = BlockListDecorator(
                 inner: inner, options: options, book: book,
                 denied: Counter(label: "veneer_block_list_denied_total", dimensions: [("reason", "rule")], factory: context.metrics),
                 accountDenied: Counter(label: "veneer_block_list_denied_total", dimensions: [("reason", "account")], factory: context.metrics))
+            decorator.maxResponseBody = context.limits.responseBody
+            decorator.buffers = context.buffers
+            return decorator
         },
         warn: { (_: BlockListOptions, environment: EnvironmentSpec, site: ChainSite) in orderWarnings(environment, site) }
     )

@@ -13,6 +13,10 @@ public struct BlockListDecorator: Handler {
     let accountDenied: Counter
     /// The same refusals and the blocks learned here, for the status page.
     let tally = StatusTally(["blocked_by_rule", "blocked_account", "learned"])
+    /// The largest streamed body read whole to match the signal's `json` (`limits.response_body`).
+    var maxResponseBody = 16 << 20
+    /// What such a body is reserved from (`limits.buffered`).
+    var buffers = BufferBudget.unbounded
 
     public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
         if let rule = options.deny.firstMatch(request) ?? options.allow.firstMiss(request) {
@@ -37,7 +41,12 @@ public struct BlockListDecorator: Handler {
         }
         // What the answer teaches is noted after what is inside: its entry keeps its place.
         let place = request.record.traces ? request.record.place("block_list") : nil
-        let response = try await inner.handle(request)
+        var response = try await inner.handle(request)
+        // The signal's json is matched on the whole body: a streamed answer that may be the
+        // signal (its status and headers match) is read whole, up to limits.response_body.
+        if response.isStreamed, !learn.json.isEmpty, learn.matches(head: response) {
+            response = try await response.collected(upTo: maxResponseBody, budget: buffers)
+        }
         // Learned only for a request that names one account: which of several the upstream
         // meant is not known, and a caller must not get another's account blocked.
         if Set(accounts).count == 1, let account = accounts.first, learn.matches(response) {

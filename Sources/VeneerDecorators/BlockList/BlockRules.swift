@@ -212,12 +212,18 @@ public struct LearnSignal: Hashable, Sendable {
     /// How long a learned block lasts; nil: until unblocked.
     public var blockFor: Duration?
 
-    /// Whether `response` is the signal.
-    func matches(_ response: ProxyResponse) -> Bool {
+    /// Whether `response`'s status and headers are the signal's (its body not looked at).
+    func matches(head response: ProxyResponse) -> Bool {
         guard response.status.code == status else { return false }
         for (name, value) in headers {
             guard let fieldName = HTTPField.Name(name), response.headers[fieldName] == value else { return false }
         }
+        return true
+    }
+
+    /// Whether `response` is the signal.
+    func matches(_ response: ProxyResponse) -> Bool {
+        guard matches(head: response) else { return false }
         guard !json.isEmpty else { return true }
         guard let body = try? JSONValue.parse(response.body) else { return false }
         for (name, expected) in json {

@@ -179,9 +179,16 @@ public struct CacheDecorator: ImmediateAnswering {
             return (Self.withTiming(of: response, served), refreshed)
         }
         if response.status.code >= 500, let stale, let served = staleIfError(stale, request, status: response.status.code) {
+            // The error's own body is not passed on: one still streaming is dropped (its connection closed).
+            response.discardBody()
             return (served, nil)
         }
         storage.metrics.count("miss")
+        if let stream = response.stream {
+            // The answer passes as it comes; a copy is kept while it fits (stored at its end).
+            let stores = storeWhilePassing(stream, response, request, key: key, requestTime: requestTime, responseTime: responseTime)
+            return (finish(response, request, status: "fwd=\(reason); fwd-status=\(response.status.code)" + (stores ? "; detail=stored-at-end" : "")), nil)
+        }
         if let entry = CachePolicy.entry(status: response.status, headers: response.headers, body: response.body, request: request,
                                          requestTime: requestTime, responseTime: responseTime, options: options) {
             storage.store(key, entry)
@@ -192,6 +199,35 @@ public struct CacheDecorator: ImmediateAnswering {
             return (Self.withTiming(of: response, served), entry)
         }
         return (finish(response, request, status: "fwd=\(reason); fwd-status=\(response.status.code)"), nil)
+    }
+
+    /// Keeps a copy of a streamed answer's body as it passes, up to `max_entry_size`, and
+    /// stores it once the body has ended whole; the copy is dropped once it is over (the
+    /// answer itself is neither delayed nor cut). False when it cannot be stored at all.
+    func storeWhilePassing(_ stream: BodyStream, _ response: ProxyResponse, _ request: ProxyRequest, key: String,
+                           requestTime: Date, responseTime: Date) -> Bool {
+        let limit = options.maxEntrySize
+        if let length = stream.expectedLength, length > limit { return false }
+        // Whether the answer may be stored at all, judged on its head.
+        guard response.status.code == 200,
+              CachePolicy.entry(status: response.status, headers: response.headers, body: ByteBuffer(), request: request,
+                                requestTime: requestTime, responseTime: responseTime, options: options) != nil else { return false }
+        let copy = BodyStream.Copy(limit: limit)
+        let storage = storage, options = options
+        stream.tap { event in
+            switch event {
+            case .part(let part):
+                copy.append(part)
+            case .end:
+                guard let body = copy.take(),
+                      let entry = CachePolicy.entry(status: response.status, headers: response.headers, body: body, request: request,
+                                                    requestTime: requestTime, responseTime: responseTime, options: options) else { return }
+                storage.store(key, entry)
+            case .failed:
+                _ = copy.take()
+            }
+        }
+        return true
     }
 
     /// `served` (made from what was stored) with the upstream's own `Server-Timing` of the
@@ -230,7 +266,10 @@ public struct CacheDecorator: ImmediateAnswering {
         // generation's drain waits for.
         backgroundWork.start {
             do {
-                let (_, stored) = try await decorator.forward(request, key: key, stale: entry, reason: "stale")
+                let (answer, stored) = try await decorator.forward(request, key: key, stale: entry, reason: "stale")
+                // Nobody reads this answer: a body that streams is read here, so that its copy
+                // is stored at its end (over max_entry_size it is cut, and its connection closed).
+                if let stream = answer.stream { _ = try? await stream.collect(upTo: decorator.options.maxEntrySize) }
                 decorator.storage.finish(key, flight, stored.map { .shared($0) } ?? .notShared)
             } catch let error as ProxyError {
                 decorator.storage.finish(key, flight, .failed(error))
@@ -462,3 +501,4 @@ public struct CacheDecorator: ImmediateAnswering {
         return (id, hasQuery)
     }
 }
+

@@ -10,7 +10,7 @@ import VeneerCore
 /// answer with a body that was never recorded).
 enum HAREntry {
     static func make(request: ProxyRequest, response: ProxyResponse, started: Date, elapsed: Duration,
-                     maxBody: Int, redaction: RequestRedaction) -> JSONValue {
+                     maxBody: Int, redaction: RequestRedaction, leftOut: (comment: String, size: Int)? = nil) -> JSONValue {
         let milliseconds = JSONValue.number(Timestamp.milliseconds(elapsed))
         let host = request.headers[HTTPField.Name("Host")!].flatMap { $0.isEmpty ? nil : $0 } ?? "localhost"
         var requestMembers: [(String, JSONValue)] = [
@@ -38,8 +38,11 @@ enum HAREntry {
             requestMembers.append(("postData", .object(postData)))
         }
         let mimeType = response.headers[.contentType] ?? "application/octet-stream"
-        var content: [(String, JSONValue)] = [("size", .int(response.body.readableBytes)), ("mimeType", .string(mimeType))]
-        switch body(response.body, mimeType: mimeType, contentEncoding: response.headers[.contentEncoding], maxBody: maxBody, redaction) {
+        let bodySize = leftOut?.size ?? response.body.readableBytes
+        var content: [(String, JSONValue)] = [("size", .int(bodySize)), ("mimeType", .string(mimeType))]
+        let kept: Body = leftOut.map { .omitted($0.comment) }
+            ?? body(response.body, mimeType: mimeType, contentEncoding: response.headers[.contentEncoding], maxBody: maxBody, redaction)
+        switch kept {
         case .text(let text, let decodedSize):
             content[0] = ("size", .int(decodedSize))
             if decodedSize != response.body.readableBytes { content.append(("compression", .int(decodedSize - response.body.readableBytes))) }
@@ -59,7 +62,7 @@ enum HAREntry {
             ("content", .object(content)),
             ("redirectURL", .string(redaction.header("Location", response.headers[.location] ?? ""))),
             ("headersSize", .int(-1)),
-            ("bodySize", .int(response.body.readableBytes)),
+            ("bodySize", .int(bodySize)),
         ]
         return .object([
             ("startedDateTime", .string(Timestamp.iso8601(started))),

@@ -38,7 +38,11 @@ public struct RecordDecorator: Handler {
         let place = request.record.traces ? request.record.place("record") : nil
         do {
             let response = try await inner.handle(request)
-            record(request, response, started: started, elapsed: clock.monotonic() - start, at: place)
+            if let stream = response.stream {
+                recordWhilePassing(stream, request, response, started: started, start: start, at: place)
+            } else {
+                record(request, response, started: started, elapsed: clock.monotonic() - start, at: place)
+            }
             return response
         } catch {
             let answered = (error as? ProxyError ?? .internal).response
@@ -47,9 +51,41 @@ public struct RecordDecorator: Handler {
         }
     }
 
-    func record(_ request: ProxyRequest, _ response: ProxyResponse, started: Date, elapsed: Duration, at place: RequestRecord.Place?) {
+    /// A streamed answer is recorded once its body has passed: a copy of up to `max_body` is
+    /// kept on the way; a longer body is noted as left out (as a buffered one over `max_body`
+    /// is), and a body that was cut is noted as such.
+    func recordWhilePassing(_ stream: BodyStream, _ request: ProxyRequest, _ response: ProxyResponse, started: Date, start: Duration,
+                            at place: RequestRecord.Place?) {
+        let copy = BodyStream.Copy(limit: options.maxBody)
+        let total = BodyStream.Copy.Counter()
+        let decorator = self
+        stream.tap { event in
+            switch event {
+            case .part(let part):
+                total.bytes += part.readableBytes
+                copy.append(part)
+            case .end, .failed:
+                var whole = response
+                whole.stream = nil
+                var leftOut: String?
+                if case .failed = event {
+                    _ = copy.take()
+                    leftOut = "body cut after \(total.bytes) bytes (the client left or the upstream failed), left out"
+                } else if let body = copy.take() {
+                    whole.body = body
+                } else {
+                    leftOut = "body of \(total.bytes) bytes left out (over max_body)"
+                }
+                decorator.record(request, whole, started: started, elapsed: decorator.clock.monotonic() - start, at: place,
+                                 leftOut: leftOut.map { ($0, total.bytes) })
+            }
+        }
+    }
+
+    func record(_ request: ProxyRequest, _ response: ProxyResponse, started: Date, elapsed: Duration, at place: RequestRecord.Place?,
+                leftOut: (comment: String, size: Int)? = nil) {
         let entry = HAREntry.make(request: request, response: response, started: started, elapsed: elapsed,
-                                  maxBody: options.maxBody, redaction: redaction)
+                                  maxBody: options.maxBody, redaction: redaction, leftOut: leftOut)
         do {
             try writer.append(entry.buffer)
             tally.add("recorded")

@@ -8,10 +8,21 @@ import VeneerCore
 /// The path sent is rebuilt from the typed route (never the client's raw path), hop-by-hop
 /// headers are gone in both directions, `X-Forwarded-For` gets the client's address, and
 /// redirects come back to the caller instead of being followed.
+///
+/// An answer of unknown length (chunked, close-delimited: server-sent events) or longer than
+/// ``streamThreshold`` comes back as a ``BodyStream`` on the pooled `http://` transport: it
+/// passes to the client as it arrives, whatever its size, and only a decorator that asks for
+/// the whole body (``ProxyResponse/collected(upTo:)``) is bound by `limits.response_body`.
 public struct UpstreamOrigin: CallbackAnswering {
+    /// Answers with a declared length up to this are read whole; longer ones stream.
+    public static let streamThreshold = 256 << 10
+
     let options: UpstreamOriginOptions
     let transport: any HTTPTransport
     let maxResponseBodySize: Int
+    /// Nil: every answer is read whole (up to ``maxResponseBodySize``).
+    let streamThreshold: Int?
+    let bodyTimeout: Duration
     let clock: any VeneerClock
     /// Where the time each request took goes (`veneer_upstream_request_duration_seconds`).
     let durations: CoreMetrics.Timer?
@@ -21,11 +32,16 @@ public struct UpstreamOrigin: CallbackAnswering {
 
     /// Creates an upstream origin that sends through `transport`; `directives` are the
     /// request fields it never passes on (``BuildContext/requestDirectives``).
+    /// `streamThreshold`: answers of unknown length or longer than that stream (nil: none do),
+    /// pausing at most `bodyTimeout`.
     public init(options: UpstreamOriginOptions, transport: any HTTPTransport, maxResponseBodySize: Int = 16 << 20,
+                streamThreshold: Int? = nil, bodyTimeout: Duration = .seconds(30),
                 clock: any VeneerClock = SystemClock(), durations: CoreMetrics.Timer? = nil, directives: [HTTPField.Name] = []) {
         self.options = options
         self.transport = transport
         self.maxResponseBodySize = maxResponseBodySize
+        self.streamThreshold = streamThreshold
+        self.bodyTimeout = bodyTimeout
         self.clock = clock
         self.durations = durations
         self.directives = directives
@@ -72,7 +88,7 @@ public struct UpstreamOrigin: CallbackAnswering {
                 headers[.xForwardedFor] = address
             }
         }
-        return OutboundRequest(
+        var outbound = OutboundRequest(
             method: request.method,
             endpoint: options.endpoint,
             target: Self.target(options.endpoint.basePath, request),
@@ -80,6 +96,9 @@ public struct UpstreamOrigin: CallbackAnswering {
             body: request.body.readableBytes > 0 || request.method == .post || request.method == .put || request.method == .patch ? request.body : nil,
             timeout: options.timeout,
             maxResponseBodySize: maxResponseBodySize)
+        outbound.streamThreshold = streamThreshold
+        outbound.bodyTimeout = bodyTimeout
+        return outbound
     }
 
     /// Prefix, path and query, built in one string.

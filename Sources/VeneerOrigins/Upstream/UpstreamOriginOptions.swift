@@ -57,7 +57,8 @@ extension UpstreamOrigin {
         decode: UpstreamOriginOptions.decode,
         make: { options, context in
             UpstreamOrigin(options: options, transport: context.transports.transport(options.transport),
-                           maxResponseBodySize: context.limits.responseBody, clock: context.clock,
+                           maxResponseBodySize: context.limits.responseBody, streamThreshold: UpstreamOrigin.streamThreshold,
+                           bodyTimeout: context.limits.bodyTimeout, clock: context.clock,
                            durations: CoreMetrics.Timer(label: "veneer_upstream_request_duration_seconds", factory: context.metrics),
                            directives: context.requestDirectives)
         }

@@ -6,7 +6,11 @@ import VeneerHTTP1
 /// ``UpstreamConnectionStateMachine`` and does what it says: writes a request, closes the
 /// channel, and reports outcomes to its ``UpstreamLoopPool``. Lives on its channel's event
 /// loop, as does the pool.
-final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
+///
+/// A streamed body (``BodyStream``) is read with `autoRead` off: one read of the socket per
+/// part its consumer asks for, so that a client that does not read stops this connection being
+/// read (and the upstream's sending, once the socket's buffers fill).
+final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHandler, BodyStream.Source {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
     typealias ID = UpstreamLoopPool.StateMachine.ConnectionID
@@ -20,6 +24,13 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// The last request's buffer, free again once written: no allocation per request.
     private var outputBuffer: ByteBuffer?
     private let flusher: TickFlusher
+    /// The streamed body being read, if any.
+    private var stream: BodyStream?
+    /// Whether its consumer has started reading it (until then the head's deadline runs).
+    private var streamStarted = false
+    /// The longest pause of the streamed body while a part is wanted.
+    private var bodyTimeout = TimeAmount.seconds(30)
+    private var pauseTimer: Scheduled<Void>?
 
     init(id: ID, eventLoop: any EventLoop) {
         self.id = id
@@ -46,12 +57,14 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// Sends `request` (the pool runs one at a time on a connection).
     func start(_ request: OutboundRequest) {
         let isActive = context?.channel.isActive ?? false
-        guard case .write = state.startRequest(request.method, maxResponseBodySize: request.maxResponseBodySize, channelIsActive: isActive),
+        guard case .write = state.startRequest(request.method, maxResponseBodySize: request.maxResponseBodySize,
+                                               streamThreshold: request.streamThreshold, channelIsActive: isActive),
               let context
         else {
             pool?.closedBeforeResponse(on: id, requestSent: false)
             return
         }
+        bodyTimeout = TimeAmount(request.bodyTimeout)
         var buffer = outputBuffer ?? context.channel.allocator.buffer(capacity: 512 + (request.body?.readableBytes ?? 0))
         outputBuffer = nil  // so that clearing finds the storage unshared
         buffer.clear()
@@ -69,12 +82,72 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        perform(state.read(unwrapInboundIn(data)))
+        var action = state.read(unwrapInboundIn(data))
+        // A streamed body's parts: each handed on, until the bytes read are used up.
+        while true {
+            switch action {
+            case .streamHead, .streamPart:
+                perform(action)
+                action = state.parseNext()
+            default:
+                perform(action)
+                readOnIfWanted()
+                return
+            }
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         perform(state.channelInactive())
+        cancelPauseTimer()
         context.fireChannelInactive()
+    }
+
+    // MARK: The streamed body's source
+
+    /// A consumer took the body: the deadline for that (armed with the head) is over.
+    func bodyStarted() {
+        streamStarted = true
+        cancelPauseTimer()
+        readOnIfWanted()
+    }
+
+    /// Its consumer wants a part: read the socket once more.
+    func bodyDemanded() {
+        readOnIfWanted()
+    }
+
+    /// Its consumer left: the connection closes, with the rest of the body on it.
+    func bodyCancelled() {
+        stream = nil
+        cancelPauseTimer()
+        perform(state.bodyCancelled())
+        pool?.bodyEnded(on: id, keepAlive: false)
+    }
+
+    /// While the stream wants a part: one more read, and a deadline for it (`body_timeout`).
+    private func readOnIfWanted() {
+        guard let stream, stream.wantsPart, let context else { return }
+        context.read()
+        armPauseTimer(context)
+    }
+
+    /// `body_timeout` from now: the longest the upstream may pause while a part is wanted, and
+    /// the longest a head may wait for its body's consumer (a decorator that dropped an answer
+    /// without reading or discarding it must not keep the connection taken).
+    private func armPauseTimer(_ context: ChannelHandlerContext) {
+        guard pauseTimer == nil else { return }
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        pauseTimer = context.eventLoop.scheduleTask(in: bodyTimeout) {
+            let handler = loopBound.value
+            handler.pauseTimer = nil
+            handler.perform(handler.state.bodyPauseTimedOut())
+        }
+    }
+
+    private func cancelPauseTimer() {
+        pauseTimer?.cancel()
+        pauseTimer = nil
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -87,6 +160,20 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         perform(state.errorCaught())
+    }
+
+    /// What a streamed body's consumer hears when it is cut (its head is out: the client's
+    /// connection closes).
+    private static func error(_ failure: UpstreamFailure, peer: SocketAddress?) -> ProxyError {
+        let target = peer?.description ?? "the upstream"
+        switch failure {
+        case .timedOut:
+            return .upstreamTimeout("The upstream paused the answer's body for too long.", detail: "\(target) sent nothing for limits.body_timeout")
+        case .malformed(let reason):
+            return .upstreamUnavailable("The upstream sent a malformed response.", detail: "\(target): \(reason)")
+        default:
+            return .upstreamUnavailable("The upstream failed mid-response.", detail: "\(target) failed or closed mid-response")
+        }
     }
 
     /// Closes first, then reports: the pool hears of an outcome with the connection's fate settled.
@@ -107,6 +194,39 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         case .closedBeforeResponse:
             context?.close(promise: nil)
             pool?.closedBeforeResponse(on: id, requestSent: true)
+        case .streamHead(let head, let expectedLength):
+            guard let context else { return }
+            // From now on the socket is read only when the body's consumer asks for a part.
+            context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
+            let stream = BodyStream(eventLoop: context.eventLoop, expectedLength: expectedLength, source: self)
+            self.stream = stream
+            streamStarted = false
+            armPauseTimer(context)
+            var response = head
+            response.stream = stream
+            pool?.responseHeadReceived(on: id, response)
+        case .streamPart(let part):
+            // Bytes came: the pause is over (not the wait for a consumer, which has its own clock).
+            if streamStarted { cancelPauseTimer() }
+            _ = stream?.yield(part)
+        case .streamEnd(let keepAlive):
+            cancelPauseTimer()
+            let ended = stream
+            stream = nil
+            if keepAlive {
+                context?.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
+            } else {
+                context?.close(promise: nil)
+            }
+            pool?.bodyEnded(on: id, keepAlive: keepAlive)
+            ended?.finish(nil)
+        case .streamFailed(let failure):
+            cancelPauseTimer()
+            let cut = stream
+            stream = nil
+            context?.close(promise: nil)
+            pool?.bodyEnded(on: id, keepAlive: false)
+            cut?.finish(Self.error(failure, peer: context?.channel.remoteAddress))
         }
     }
 }

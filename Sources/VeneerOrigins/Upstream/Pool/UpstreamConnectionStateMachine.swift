@@ -20,6 +20,9 @@ struct UpstreamConnectionStateMachine {
         case awaitingResponse(HTTPRequest.Method)
         /// Part of the response has arrived.
         case receivingResponse(HTTPRequest.Method)
+        /// The head of a streamed response was delivered and its body passes part by part,
+        /// read only while its consumer asks for parts (``BodyStream``).
+        case streamingBody
         /// Veneer is closing it (given up, not reusable, or the peer misbehaved): what still
         /// arrives is dropped and nothing more is reported.
         case closing
@@ -45,6 +48,16 @@ struct UpstreamConnectionStateMachine {
         case closedBeforeResponse
         /// Close; there is nothing to report.
         case close
+        /// The head of a response whose body streams: report it with a ``BodyStream`` fed by
+        /// this connection; then ask for the next event (``parseNext()``).
+        case streamHead(ProxyResponse, expectedLength: Int?)
+        /// The next part of the streamed body: hand it to the stream; then ``parseNext()``.
+        case streamPart(ByteBuffer)
+        /// The streamed body ended: end the stream and report the connection free (closed
+        /// first unless `keepAlive`).
+        case streamEnd(keepAlive: Bool)
+        /// The streamed body was cut: close, then fail the stream (its head is out already).
+        case streamFailed(UpstreamFailure)
     }
 
     private(set) var state = State.connecting
@@ -58,7 +71,9 @@ struct UpstreamConnectionStateMachine {
 
     /// The pool runs a request on this connection. `channelIsActive` is whether the channel
     /// is still open (it may have closed since it went idle, before its close was reported).
-    mutating func startRequest(_ method: HTTPRequest.Method, maxResponseBodySize: Int, channelIsActive: Bool) -> Action {
+    /// `streamThreshold`: bodies of unknown length or longer than that stream (nil: every
+    /// body is read whole, up to `maxResponseBodySize`).
+    mutating func startRequest(_ method: HTTPRequest.Method, maxResponseBodySize: Int, streamThreshold: Int? = nil, channelIsActive: Bool) -> Action {
         switch state {
         case .idle:
             guard channelIsActive else {
@@ -67,21 +82,22 @@ struct UpstreamConnectionStateMachine {
             }
             parser.reset()
             parser.maxBodySize = maxResponseBodySize
+            parser.streamThreshold = streamThreshold
             state = .awaitingResponse(method)
             return .write
         case .connecting, .closing, .closed:
             return .notSent
-        case .awaitingResponse, .receivingResponse:
+        case .awaitingResponse, .receivingResponse, .streamingBody:
             preconditionFailure("The pool runs one request at a time on an upstream connection (state \(state)).")
         }
     }
 
-    /// Bytes arrived.
+    /// Bytes arrived. After ``Action/streamHead(_:expectedLength:)`` and
+    /// ``Action/streamPart(_:)``, ask ``parseNext()`` for what else they hold.
     mutating func read(_ bytes: ByteBuffer) -> Action {
-        let method: HTTPRequest.Method
         switch state {
-        case .awaitingResponse(let asked), .receivingResponse(let asked):
-            method = asked
+        case .awaitingResponse, .receivingResponse, .streamingBody:
+            break
         case .connecting, .idle:
             // Nothing was asked: a peer that talks out of turn cannot be trusted with the next request.
             state = .closing
@@ -90,21 +106,70 @@ struct UpstreamConnectionStateMachine {
             return .none
         }
         parser.append(bytes)
+        return parseNext()
+    }
+
+    /// What the bytes read so far hold next.
+    mutating func parseNext() -> Action {
+        let method: HTTPRequest.Method
+        switch state {
+        case .awaitingResponse(let asked), .receivingResponse(let asked):
+            method = asked
+        case .streamingBody:
+            // A streamed body's framing no longer depends on the method.
+            method = .get
+        case .connecting, .idle, .closing, .closed:
+            return .none
+        }
         do {
-            guard let parsed = try parser.next(requestMethod: method) else {
-                state = .receivingResponse(method)
+            switch try parser.nextEvent(requestMethod: method) {
+            case nil:
+                if case .awaitingResponse = state { state = .receivingResponse(method) }
                 return .none
+            case .response(let parsed):
+                // Bytes beyond the answer were not asked for: do not reuse the connection.
+                let keepAlive = parsed.keepAlive && !parser.hasUnreadBytes
+                parser.reset()
+                state = keepAlive ? .idle : .closing
+                return .deliver(parsed.response, keepAlive: keepAlive)
+            case .head(let head, let expectedLength):
+                state = .streamingBody
+                return .streamHead(head, expectedLength: expectedLength)
+            case .part(let part):
+                return .streamPart(part)
+            case .end(let keepAlive):
+                let reusable = keepAlive && !parser.hasUnreadBytes
+                parser.reset()
+                state = reusable ? .idle : .closing
+                return .streamEnd(keepAlive: reusable)
             }
-            // Bytes beyond the answer were not asked for: do not reuse the connection.
-            let keepAlive = parsed.keepAlive && !parser.hasUnreadBytes
-            parser.reset()
-            state = keepAlive ? .idle : .closing
-            return .deliver(parsed.response, keepAlive: keepAlive)
         } catch {
             parser.reset()
+            if case .streamingBody = state {
+                state = .closing
+                return .streamFailed(.malformed(error.reason))
+            }
             state = .closing
             return .fail(error.kind == .bodyTooLarge ? .tooLarge(error.reason) : .malformed(error.reason))
         }
+    }
+
+    /// The streamed body's consumer left: the rest is not read, and the connection, with the
+    /// rest of that body on it, is never reused.
+    mutating func bodyCancelled() -> Action {
+        guard case .streamingBody = state else { return .none }
+        parser.reset()
+        state = .closing
+        return .close
+    }
+
+    /// The upstream sent nothing of a streamed body for longer than the longest pause allowed
+    /// (`limits.body_timeout`) while a part was wanted.
+    mutating func bodyPauseTimedOut() -> Action {
+        guard case .streamingBody = state else { return .none }
+        parser.reset()
+        state = .closing
+        return .streamFailed(.timedOut)
     }
 
     /// The peer closed its side of the connection (a body that runs until the close is
@@ -129,6 +194,11 @@ struct UpstreamConnectionStateMachine {
             } catch {
                 return .fail(.closedMidResponse)
             }
+        case .streamingBody:
+            defer { parser.reset() }
+            // A close-delimited body ends here; any other was cut short.
+            guard case .end = try? parser.endOfStream() else { return .streamFailed(.closedMidResponse) }
+            return .streamEnd(keepAlive: false)
         case .connecting, .idle, .closing, .closed:
             return .none
         }
@@ -144,6 +214,10 @@ struct UpstreamConnectionStateMachine {
             parser.reset()
             state = .closing
             return .fail(.failedMidResponse)
+        case .streamingBody:
+            parser.reset()
+            state = .closing
+            return .streamFailed(.failedMidResponse)
         case .connecting, .idle, .closing:
             state = .closing
             return .close
@@ -162,6 +236,11 @@ struct UpstreamConnectionStateMachine {
             parser.reset()
             state = .closing
             return .close
+        case .streamingBody:
+            // The body's consumer hears that it was cut.
+            parser.reset()
+            state = .closing
+            return .streamFailed(.shuttingDown)
         }
     }
 }

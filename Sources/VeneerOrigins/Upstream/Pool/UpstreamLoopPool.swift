@@ -81,6 +81,16 @@ final class UpstreamLoopPool {
         perform(state.responseReceived(on: id, keepAlive: keepAlive), answer: response)
     }
 
+    /// The head of a streamed response: its caller gets it now; the connection stays taken.
+    func responseHeadReceived(on id: StateMachine.ConnectionID, _ response: ProxyResponse) {
+        perform(state.responseHeadReceived(on: id), answer: response)
+    }
+
+    /// The streamed body on connection `id` ended (cut: `keepAlive` false, the connection closes).
+    func bodyEnded(on id: StateMachine.ConnectionID, keepAlive: Bool) {
+        perform(state.bodyEnded(on: id, keepAlive: keepAlive))
+    }
+
     func requestFailed(on id: StateMachine.ConnectionID, _ failure: UpstreamFailure) {
         perform(state.requestFailed(on: id, failure))
     }

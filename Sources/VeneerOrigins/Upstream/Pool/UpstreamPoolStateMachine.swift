@@ -110,6 +110,10 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         case idle(Connection, since: UInt64)
         /// Carrying `Entry`'s request; `reused` when it had carried one before.
         case busy(Connection, Entry, reused: Bool)
+        /// Its request was answered with a head whose body still streams to the caller: not
+        /// free until the body ends, and no request deadline applies (the stream's pauses are
+        /// bounded by the connection itself).
+        case streaming(Connection)
         /// Being closed: it still counts against the limit until its close is reported.
         case closing
         /// Its connect failed: it still counts against the limit until its backoff ends.
@@ -260,6 +264,26 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         return action
     }
 
+    /// The head of a response whose body streams arrived on connection `id`: its request
+    /// succeeds now, and the connection stays taken until the body ends.
+    mutating func responseHeadReceived(on id: ConnectionID) -> Action {
+        guard isCurrent(id), case .busy(let connection, let entry, _) = slots[id.index].state else { return Action() }
+        slots[id.index].state = .streaming(connection)
+        return Action(request: .succeed(entry.request))
+    }
+
+    /// The streamed body on connection `id` ended; `keepAlive` when the connection may carry
+    /// another request (else it is closing). A body cut (its consumer left, the upstream failed)
+    /// ends with `keepAlive` false: that connection is never reused.
+    mutating func bodyEnded(on id: ConnectionID, keepAlive: Bool) -> Action {
+        guard isCurrent(id), case .streaming(let connection) = slots[id.index].state else { return Action() }
+        if keepAlive, case .running = lifecycle {
+            return Action(connection: release(id.index, connection, reused: true))
+        }
+        slots[id.index].state = .closing
+        return keepAlive ? Action(connection: .close(connection)) : Action()
+    }
+
     /// The exchange on connection `id` failed (a malformed, oversized or cut-off response);
     /// the connection is closing.
     mutating func requestFailed(on id: ConnectionID, _ failure: UpstreamFailure) -> Action {
@@ -303,7 +327,8 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         case .busy(_, let entry, _):
             // The connection went without telling its request: it was not answered.
             action.request = .fail(entry.request, .closedWithoutAnswer, neverSent: false)
-        case .closing:
+        case .closing, .streaming:
+            // A streamed body's end or cut is its stream's to tell.
             break
         }
         freeSlot(id.index)
@@ -371,7 +396,7 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
                 } else {
                     holding = true
                 }
-            case .free, .connecting(nil), .idle, .closing, .backingOff:
+            case .free, .connecting(nil), .idle, .closing, .backingOff, .streaming:
                 continue
             }
         }
@@ -398,7 +423,7 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
                 if let at = peers[peer].idle.firstIndex(of: index) { peers[peer].idle.remove(at: at) }
                 slots[index].state = .closing
                 sweep.close.append(connection)
-            case .idle, .busy:
+            case .idle, .busy, .streaming:
                 watching = true
             case .free, .connecting, .closing, .backingOff:
                 continue
@@ -436,6 +461,9 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
             case .busy(let connection, let entry, _):
                 slots[index].state = .closing
                 sweep.failed.append((entry.request, .shuttingDown, neverSent: false))
+                sweep.close.append(connection)
+            case .streaming(let connection):
+                slots[index].state = .closing
                 sweep.close.append(connection)
             case .backingOff:
                 // Its timer finds the slot free (a new generation): nothing.

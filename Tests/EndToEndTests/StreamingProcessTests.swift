@@ -1,0 +1,183 @@
+import Foundation
+import Testing
+import VeneerTestSupport
+
+/// Bodies of any size through the real binary: they stream from the upstream to the client
+/// with bounded memory, byte for byte, as they come, and a client that leaves mid-body leaves
+/// nothing behind in the upstream pool.
+@Suite("Streamed bodies as a real process", .serialized)
+struct StreamingProcessTests {
+    /// A process serving `chain` in front of `upstream`.
+    func start(_ upstream: StreamingUpstream, chain: String, directory: String) async throws -> (VeneerProcess, Int) {
+        try """
+        environments:
+          development:
+            origin: { upstream: { url: "\(upstream.url)" } }
+            chain:
+        \(chain)
+        """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+        let port = try await process.waitUntilReady()
+        return (process, port)
+    }
+
+    /// The process's peak resident memory (`VmHWM`), in bytes.
+    static func peakResident(of pid: Int32) throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") } ?? ""
+        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+    }
+
+    @Test("100 clients that do not read a 15 MB answer: Veneer stays under 100 MiB resident; then some read it byte for byte, the others leave")
+    func slowClients() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let upstream = try await StreamingUpstream.start()
+        defer { Task { await upstream.stop() } }
+        let (process, port) = try await start(upstream, chain: "      - latency_log: { file: \(directory)/latency.log }", directory: directory)
+        defer { process.terminate() }
+        let pid = process.process.pid
+        let size = 15 << 20
+        var readers: [StreamingReader] = []
+        for _ in 0..<100 { readers.append(try await StreamingReader.get(port: port, "/posts/1?bytes=\(size)")) }
+        guard try await eventually("every request reached the upstream (\(upstream.connections))", { upstream.connections >= 100 }) else { return }
+        // The buffers fill and stay full: resident memory stops growing (three samples alike).
+        var samples: [Int] = []
+        _ = try await eventually("resident memory settled (\(samples.suffix(3)))") {
+            samples.append(try ProcessProbe.residentBytes(of: pid))
+            return samples.count >= 3 && samples.suffix(3).max()! - samples.suffix(3).min()! < 2 << 20
+        }
+        let stalled = try Self.peakResident(of: pid)
+        #expect(stalled < 100 << 20, "peak resident \(stalled >> 20) MiB with 100 clients not reading")
+        // Five read on to the end (1.5 GB for all of them would only make the test slow); the
+        // others leave, and their upstream connections close.
+        let (reading, leaving) = (readers.prefix(5), readers.dropFirst(5))
+        for reader in leaving { reader.close() }
+        for reader in reading { reader.startReading() }
+        _ = try await eventually("the readers read the whole answer (\(reading.map(\.progress.bodyBytes).min() ?? 0) bytes at least)",
+                                 timeout: .seconds(120)) {
+            reading.allSatisfy { $0.progress.bodyBytes >= size }
+        }
+        #expect(reading.allSatisfy { $0.progress.bodyBytes == size && $0.progress.firstMismatch == nil })
+        #expect(reading.allSatisfy { $0.progress.head?.contains("Content-Length: \(size)") == true })
+        _ = try await eventually("the upstream connections of the clients that left closed (\(upstream.openConnections) open)") {
+            upstream.openConnections <= 5
+        }
+        let peak = try Self.peakResident(of: pid)
+        #expect(peak < 100 << 20, "peak resident \(peak >> 20) MiB")
+        print("streaming: peak resident \(stalled >> 20) MiB with 100 clients not reading, \(peak >> 20) MiB in all")
+        for reader in reading { reader.close() }
+    }
+
+    @Test("a 40 MB answer passes byte for byte through cache and latency_log, and the cache does not keep it; a small chunked one it keeps")
+    func largeThroughCache() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let upstream = try await StreamingUpstream.start()
+        defer { Task { await upstream.stop() } }
+        let (process, port) = try await start(upstream, chain: """
+              - latency_log: { file: \(directory)/latency.log }
+              - cache: {}
+        """, directory: directory)
+        defer { process.terminate() }
+        let size = 40 << 20
+        for round in 1...2 {
+            let reader = try await StreamingReader.get(port: port, "/posts/1?bytes=\(size)", reading: true)
+            _ = try await eventually("the whole answer (\(reader.progress.bodyBytes) bytes)", timeout: .seconds(120)) { reader.progress.bodyBytes >= size }
+            #expect(reader.progress.bodyBytes == size && reader.progress.firstMismatch == nil, "round \(round)")
+            let head = reader.progress.head ?? ""
+            #expect(head.contains("Content-Length: \(size)"))
+            #expect(!head.lowercased().contains("hit"), "round \(round): not a hit: \(head)")
+            reader.close()
+        }
+        #expect(upstream.bodiesCompleted == 2, "the second request went to the upstream: nothing was kept")
+        // A chunked answer under max_entry_size is copied as it passes and stored at its end.
+        for round in 1...2 {
+            let reader = try await StreamingReader.get(port: port, "/posts/2?bytes=\(300 << 10)", reading: true)
+            _ = try await eventually("the answer ends (\(reader.progress.bodyBytes) bytes)") {
+                round == 1 ? reader.progress.endsChunked : reader.progress.bodyBytes >= 300 << 10
+            }
+            let head = reader.progress.head ?? ""
+            if round == 2 { #expect(head.contains("hit"), "stored while it passed: \(head)") }
+            reader.close()
+        }
+        #expect(upstream.bodiesCompleted == 3, "the chunked answer was fetched once")
+        let lines = try String(contentsOfFile: directory + "/latency.log", encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 4, "latency_log saw every request")
+    }
+
+    @Test("the first event of an upstream's server-sent events reaches the client while the upstream is still sending")
+    func serverSentEvents() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let upstream = try await StreamingUpstream.start()
+        defer { Task { await upstream.stop() } }
+        let (process, port) = try await start(upstream, chain: "      - latency_log: { file: \(directory)/latency.log }", directory: directory)
+        defer { process.terminate() }
+        let reader = try await StreamingReader.get(port: port, "/posts/3", reading: true)
+        defer { reader.close() }
+        _ = try await eventually("the first event arrived (\(reader.progress.text))") { reader.progress.text.contains("data: first") }
+        #expect(!upstream.eventsReleased, "the upstream has not finished")
+        #expect(reader.progress.head?.contains("text/event-stream") == true)
+        upstream.releaseEvents()
+        _ = try await eventually("the second event and the end arrived (\(reader.progress.text))") {
+            reader.progress.text.contains("data: second") && reader.progress.text.hasSuffix("0\r\n\r\n")
+        }
+    }
+
+    @Test("a client that leaves mid-body: its upstream connection is closed, not left in the pool; the next request gets a new one")
+    func clientLeaves() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let upstream = try await StreamingUpstream.start()
+        defer { Task { await upstream.stop() } }
+        let (process, port) = try await start(upstream, chain: "      - latency_log: { file: \(directory)/latency.log }", directory: directory)
+        defer { process.terminate() }
+        let leaving = try await StreamingReader.get(port: port, "/posts/1?bytes=\(15 << 20)", reading: true)
+        _ = try await eventually("part of the body arrived") { leaving.progress.bodyBytes > 0 }
+        leaving.close()
+        _ = try await eventually("the upstream connection was closed (\(upstream.openConnections) open)") { upstream.openConnections == 0 }
+        #expect(upstream.bodiesCompleted == 0)
+        let next = try await StreamingReader.get(port: port, "/posts/1?bytes=\(1 << 20)", reading: true)
+        defer { next.close() }
+        _ = try await eventually("the next answer arrived whole") { next.progress.bodyBytes >= 1 << 20 }
+        #expect(next.progress.firstMismatch == nil)
+        #expect(upstream.connections == 2, "on a new connection")
+    }
+}
+
+@Suite("limits.buffered as a real process")
+struct BufferBudgetProcessTests {
+    @Test("a request body that would take what is buffered over limits.buffered gets 503 overloaded; once the first is gone, it fits")
+    func overloaded() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try """
+        environments:
+          development:
+            origin: { mock: { sample: true } }
+            limits: { buffered: 1MB }
+        """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        let size = 600 << 10
+        // A client whose body is slow to come: its 600 KB are reserved from the start.
+        let slow = try await RawConnection.connect(port: port)
+        try await slow.send("PUT /posts/1 HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\nContent-Length: \(size)\r\n\r\n{\"title\":\"")
+        let padding = String(repeating: "x", count: size - 23)
+        let body = #"{"title":""# + padding + #"","body":"b"}"#
+        var refused: RawResponse?
+        _ = try await eventually("a second 600 KB body is refused while the first is held (\(refused?.status ?? 0))") {
+            refused = try? await RawHTTP.request(port: port, "PUT", "/posts/1", headers: [("Content-Type", "application/json")], body: body)
+            return refused?.status == 503
+        }
+        #expect(refused?.errorCode == "overloaded" && refused?.header("Retry-After") == "1")
+        slow.close()
+        var after: RawResponse?
+        _ = try await eventually("room again once the first client left (\(after?.status ?? 0))") {
+            after = try? await RawHTTP.request(port: port, "PUT", "/posts/1", headers: [("Content-Type", "application/json")], body: body)
+            return after.map { $0.status != 503 } ?? false
+        }
+    }
+}
