@@ -210,6 +210,7 @@ extension ConfigDocument {
         let idleTimeout = environment.duration("idle_timeout", default: .seconds(75), in: .init(.milliseconds(1) ... .days(1))) ?? .seconds(75)
         let accessLog = decodeAccessLog(environment["access_log"])
         let trace = environment["trace"]?.bool() ?? false
+        let telemetry = decodeTelemetry(environment["telemetry"], context: context)
 
         let origin = decodeOrigin(environment, registry: registry)
         let chain = decodeChain(environment, registry: registry)
@@ -226,6 +227,7 @@ extension ConfigDocument {
             limits: limits, drainTimeout: drainTimeout, idleTimeout: idleTimeout, stateDirectory: stateDirectory, accessLog: accessLog, stores: stores,
             origin: origin, chain: chain, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins, passForwardingHeaders: passed)
         spec.trace = trace
+        spec.telemetry = telemetry
         return spec
     }
 

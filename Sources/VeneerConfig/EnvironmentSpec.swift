@@ -200,6 +200,8 @@ public struct EnvironmentSpec: Sendable {
     /// `trace`: whether answers that went through the chain carry `Server-Timing`, one entry
     /// per decorator that acted and the origin (off by default: it tells callers about the chain).
     public var trace = false
+    /// `telemetry`: where the spans of sampled requests go (OTLP/HTTP); nil: off (the default).
+    public var telemetry: TelemetrySpec?
 
     /// Why the listen addresses cannot serve as they are (see ``listenProblem(_:allowedHosts:)``).
     public var listenProblems: [String] {
@@ -248,6 +250,7 @@ public struct EnvironmentSpec: Sendable {
             ("state_dir", .string(stateDirectory)),
             ("access_log", .string(accessLog?.description ?? "off")),
             ("trace", .bool(trace)),
+            ("telemetry", telemetry?.summary ?? .string("off")),
         ]
         if !stores.isEmpty {
             members.append(("stores", .object(stores.keys.sorted().map { ($0, .string(stores[$0]!.description)) })))

@@ -112,6 +112,8 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
     public let accessLog: AccessLog?
     /// What the listeners count.
     let edgeMetrics: EdgeMetrics
+    /// The span exporter (`telemetry:`), fixed at start like the access log; nil: off.
+    let telemetry: OTLPExporter?
     /// The last requests answered, for the status page.
     let feed = RequestFeed()
     /// `veneer_config_last_reload_successful` and `..._success_timestamp_seconds`.
@@ -165,6 +167,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         self.health = health
         let transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup, metrics: UpstreamMetrics(factory: factory))
         self.transports = transports
+        telemetry = try Self.makeExporter(firstSpec.telemetry, transports: transports, factory: factory, logger: configuration.logger)
         background = BackgroundRunner(logger: configuration.logger)
         let storeRunner = BackgroundRunner(logger: configuration.logger, description: "the store connections (postgres), closed after the background loops")
         self.storeRunner = storeRunner
@@ -209,7 +212,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         var groupConfiguration = ServiceGroupConfiguration(services: [
             AccessLogService(log: accessLog),
             WatchdogService(notifier: notifier, eventLoopGroup: configuration.eventLoopGroup, logger: logger),
-            TransportShutdown(transports: transports), storeRunner, background, DrainOnShutdown(instance: self),
+            TransportShutdown(transports: transports), TelemetryService(exporter: telemetry), storeRunner, background, DrainOnShutdown(instance: self),
             ServingGroup(prelude: { try await self.startServing(spec) }, logger: logger),
         ], logger: logger)
         groupConfiguration.maximumGracefulShutdownDuration = spec.drainTimeout
@@ -270,7 +273,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         services.append(Listener.make(
             host: spec.listen.host, port: spec.listen.port,
             edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil,
-                            accessLog: accessLog, metrics: edgeMetrics, feed: feed),
+                            accessLog: accessLog, metrics: edgeMetrics, feed: feed, telemetry: telemetry),
             limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
             onBound: { port in await readiness.bound(main: port) }))
         if let adminListen = spec.adminListen {
