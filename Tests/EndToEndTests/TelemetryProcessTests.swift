@@ -84,6 +84,37 @@ struct TelemetryProcessTests {
         }
     }
 
+    @Test("a 401 retried by auth_refresh is a second client span; the refresh it started is a client span whose traceparent the token endpoint received")
+    func retryAndTokenEndpoint() async throws {
+        let tokens = try await TestTokenServer.start()
+        defer { Task { await tokens.stop() } }
+        let answered = Counter()
+        let chain = "[{ auth_refresh: { token_url: \"\(tokens.url)\", client_id: veneer, client_secret: s3cret, refresh_token: rt-0 } }]"
+        try await withVeneer(chain: chain, upstream: { request in
+            // The first request is refused whatever its token: auth_refresh refreshes and retries it.
+            answered.next() == 1 ? .json(#"{"error":"invalid_token"}"#, status: 401) : tokens.protectedReply(request)
+        }) { port, receiver, upstream, _ in
+            let refreshesBefore = tokens.refreshes
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+            #expect(upstream.count == 2 && tokens.refreshes > refreshesBefore)
+            let sent = try #require(upstream.requests.first?.header("traceparent"))
+            let traceID = String(sent.split(separator: "-")[1])
+            #expect(upstream.requests.last?.header("traceparent")?.contains(traceID) == true)
+            #expect(upstream.requests.first?.header("traceparent") != upstream.requests.last?.header("traceparent"), "a new span per attempt")
+            let tokenTraceparent = try #require(tokens.upstream.requests.last?.header("traceparent"), "the token endpoint got a traceparent")
+            #expect(tokenTraceparent.contains(traceID))
+            let spans = try await trace(traceID, in: receiver, count: 5)
+            let server = try #require(spans.first { $0.kind == 2 })
+            let clients = spans.filter { $0.kind == 3 }
+            #expect(clients.filter { $0.name == "GET" }.map { $0.attribute("http.response.status_code") as? Int }.sorted { ($0 ?? 0) < ($1 ?? 0) } == [200, 401])
+            let token = try #require(clients.first { $0.name == "POST token_endpoint" })
+            #expect(tokenTraceparent.split(separator: "-")[2] == token.spanID)
+            #expect(token.attribute("veneer.token_refresh") as? String == "granted")
+            #expect(clients.allSatisfy { $0.parentSpanID == server.spanID })
+            #expect(spans.contains { $0.kind == 1 && $0.name == "auth_refresh" })
+        }
+    }
+
     @Test("a caller's traceparent is continued (its tracestate passed on); a malformed one is ignored and a new trace starts")
     func continues() async throws {
         try await withVeneer(chain: "[]") { port, receiver, upstream, _ in
