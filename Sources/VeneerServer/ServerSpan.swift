@@ -47,7 +47,9 @@ enum ServerSpan {
             attributes.append(("url.path", .string(String(RequestRedaction.pathWithoutQuery(head.target).prefix(AccessLogEntry.maxPath)))))
             attributes.append(("url.scheme", .string("http")))
             if let authority = head.authority {
-                attributes.append(("server.address", .string(String(authority.prefix(256)))))
+                let (host, port) = hostAndPort(authority)
+                attributes.append(("server.address", .string(String(host.prefix(256)))))
+                if let port { attributes.append(("server.port", .int(Int64(port)))) }
             }
             attributes.append(("network.protocol.version", .string(head.minorVersion == 0 ? "1.0" : "1.1")))
             if let agent = head.fields[.userAgent] {
@@ -70,6 +72,19 @@ enum ServerSpan {
                               start: start, end: end, attributes: attributes, error: error, traceState: trace.traceState)]
         if let record = request?.record { spans.append(contentsOf: record.childSpans) }
         sink.export(spans)
+    }
+
+    /// `host:port`, `[v6]:port` or a bare host, as the semantic conventions split them (no brackets).
+    static func hostAndPort(_ authority: String) -> (Substring, Int?) {
+        var host = authority[...]
+        var port: Int?
+        if let colon = authority.lastIndex(of: ":"), !authority[colon...].contains("]"),
+           authority.hasPrefix("[") || authority.firstIndex(of: ":") == colon {
+            port = Int(authority[authority.index(after: colon)...])
+            host = authority[..<colon]
+        }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
+        return (host, port)
     }
 
     /// The `error` of a body Veneer wrote (`{"error":"code",...}`, ``ProxyError``), if it is one.
