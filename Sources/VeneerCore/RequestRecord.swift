@@ -197,8 +197,9 @@ public final class RequestRecord: Sendable {
         state.withLock { $0.spans.append(span) }
     }
 
-    /// The spans of a sampled trace below its server span: one per decorator entry (the
-    /// cache's with its status), in chain order, then Veneer's own requests. Empty unless sampled.
+    /// The spans of a sampled trace below its server span: one per decorator entry, in chain
+    /// order, then the cache's (with its decision and status), then Veneer's own requests.
+    /// Empty unless sampled.
     public var childSpans: [SpanNote] {
         guard timed, let trace else { return [] }
         return state.withLock { state in

@@ -100,3 +100,43 @@ struct TraceContextTests {
         #expect(TraceContext.acceptableTraceState("") == nil)
     }
 }
+
+@Suite("RequestRecord: the spans of a sampled trace")
+struct RequestRecordSpanTests {
+    static let context = TraceContext(traceID: TraceContext.TraceID(high: 1, low: 2), spanID: 0x51, parentSpanID: nil, sampled: true, traceState: nil)
+
+    @Test("a sampled record times its entries and notes its client spans; each a child of the server span, each outgoing request a span id of its own")
+    func sampled() throws {
+        let record = RequestRecord(trace: Self.context)
+        #expect(record.traces, "decorators note what they do for a sampled trace")
+        let place = record.place("auth_refresh")
+        record.takeCachePlace()
+        record.noteCacheStatus("veneer; fwd=miss; stored")
+        let first = try #require(record.beginOutgoing()), second = try #require(record.beginOutgoing())
+        #expect(first.spanID != second.spanID)
+        #expect(first.traceparent == "00-00000000000000010000000000000002-" + TraceContext.hex(first.spanID) + "-01")
+        record.endOutgoing(first, name: "GET", attributes: [("http.response.status_code", .int(401))], error: nil)
+        record.endOutgoing(second, name: "GET", attributes: [("http.response.status_code", .int(200))], error: nil)
+        record.append(.init(name: "auth_refresh", detail: "token 41s left, retried after 401"), at: place)
+        record.append(.init(name: "fault", detail: "delay 1s", duration: .seconds(1)))
+        let spans = record.childSpans
+        #expect(spans.map(\.name) == ["auth_refresh", "fault", "cache", "GET", "GET"])
+        #expect(spans.allSatisfy { $0.parentSpanID == 0x51 && $0.traceID == Self.context.traceID && $0.start <= $0.end })
+        #expect(spans.map(\.kind) == [.internal, .internal, .internal, .client, .client])
+        #expect(spans[1].end - spans[1].start == 1_000_000_000, "a note made once done began its duration ago")
+        #expect(spans[2].attributes.contains { $0.key == "veneer.decision" && $0.value == .string("miss stored") })
+        #expect(Set(spans.map(\.spanID)).count == 5)
+    }
+
+    @Test("unsampled: the context is passed on (flag 00) but nothing is timed or kept; without telemetry, nothing at all")
+    func unsampled() {
+        let context = TraceContext(traceID: Self.context.traceID, spanID: 0x51, parentSpanID: nil, sampled: false, traceState: nil)
+        let record = RequestRecord(trace: context)
+        #expect(!record.traces)
+        let outgoing = record.beginOutgoing()
+        #expect(outgoing?.traceparent.hasSuffix("-00") == true)
+        if let outgoing { record.endOutgoing(outgoing, name: "GET", attributes: [], error: nil) }
+        #expect(record.childSpans.isEmpty)
+        #expect(RequestRecord().beginOutgoing() == nil)
+    }
+}
