@@ -4,7 +4,7 @@ import VeneerTestSupport
 
 /// `telemetry:` in the real binary, against a real OTLP receiver that decodes what Veneer
 /// sends with OpenTelemetry's own protobuf definitions (`Tests/otlp/otlp_receiver.py`).
-@Suite("telemetry: traces exported over OTLP/HTTP, decoded by the official definitions", .enabled(if: OTLPReceiver.isAvailable, "make test-deps installs opentelemetry-proto"))
+@Suite("telemetry: traces exported over OTLP/HTTP, decoded by the official definitions")
 struct TelemetryProcessTests {
     /// Starts a receiver, an upstream and Veneer with `chain` and `telemetry` (the receiver's
     /// endpoint filled in), and runs `body`.

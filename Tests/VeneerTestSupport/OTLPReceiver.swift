@@ -53,6 +53,7 @@ public final class OTLPReceiver: Sendable {
 
     /// Starts a receiver (one that never answers with `hang`).
     public static func start(hang: Bool = false) async throws -> OTLPReceiver {
+        guard isAvailable else { throw ReceiverFailed(output: "\(python) is missing") }
         let script = root + "/Tests/otlp/otlp_receiver.py"
         let file = try temporaryDirectory("veneer-otlp") + "/spans.jsonl"
         let process = try ChildProcess(python, [script, file] + (hang ? ["--hang"] : []), output: .pipe, error: .pipe)
