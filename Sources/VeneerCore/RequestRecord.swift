@@ -184,7 +184,7 @@ public final class RequestRecord: Sendable {
     /// endpoint call): a new span id and the `traceparent` that names it. Nil without `telemetry`.
     public func beginOutgoing() -> OutgoingSpan? {
         guard let trace else { return nil }
-        var ids = SystemRandomNumberGenerator()
+        var ids = TraceIDGenerator()
         let spanID = TraceContext.newSpanID(&ids)
         return OutgoingSpan(spanID: spanID, traceparent: trace.traceparent(spanID: spanID), start: timed ? SpanNote.now() : 0)
     }
@@ -204,7 +204,7 @@ public final class RequestRecord: Sendable {
         guard timed, let trace else { return [] }
         return state.withLock { state in
             var spans: [SpanNote] = []
-            var ids = SystemRandomNumberGenerator()
+            var ids = TraceIDGenerator()
             func child(_ name: String, _ detail: String, _ times: (start: Int64, end: Int64)) -> SpanNote {
                 SpanNote(name: name, kind: .internal, traceID: trace.traceID, spanID: TraceContext.newSpanID(&ids), parentSpanID: trace.spanID,
                          start: times.start, end: max(times.end, times.start),

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A W3C Trace Context (https://www.w3.org/TR/trace-context/) as one request carries it
 /// through Veneer: the trace it belongs to, the span Veneer answers it in (the server span),
 /// the caller's span if it named one, whether the trace is sampled, and the caller's
@@ -116,19 +118,35 @@ public struct TraceContext: Sendable, Equatable {
 
     /// The `traceparent` Veneer sends for a request it makes in this trace as span `spanID`
     /// (an upstream attempt, a token endpoint call): version 00, this trace, that span, the
-    /// sampled flag.
+    /// sampled flag. One string, written in place.
     public func traceparent(spanID: UInt64) -> String {
-        "00-" + traceID.hex + "-" + Self.hex(spanID) + (sampled ? "-01" : "-00")
+        String(unsafeUninitializedCapacity: 55) { bytes in
+            bytes[0] = UInt8(ascii: "0")
+            bytes[1] = UInt8(ascii: "0")
+            bytes[2] = UInt8(ascii: "-")
+            Self.writeHex(traceID.high, into: bytes, at: 3)
+            Self.writeHex(traceID.low, into: bytes, at: 19)
+            bytes[35] = UInt8(ascii: "-")
+            Self.writeHex(spanID, into: bytes, at: 36)
+            bytes[52] = UInt8(ascii: "-")
+            bytes[53] = UInt8(ascii: "0")
+            bytes[54] = sampled ? UInt8(ascii: "1") : UInt8(ascii: "0")
+            return 55
+        }
     }
 
     /// `value` as 16 lowercase hexadecimal digits.
     public static func hex(_ value: UInt64) -> String {
-        let digits: [UInt8] = Array("0123456789abcdef".utf8)
-        return String(unsafeUninitializedCapacity: 16) { buffer in
-            for index in 0..<16 {
-                buffer[index] = digits[Int((value >> UInt64(60 - 4 * index)) & 0xF)]
-            }
+        String(unsafeUninitializedCapacity: 16) { bytes in
+            writeHex(value, into: bytes, at: 0)
             return 16
+        }
+    }
+
+    private static func writeHex(_ value: UInt64, into bytes: UnsafeMutableBufferPointer<UInt8>, at start: Int) {
+        for index in 0..<16 {
+            let nibble = UInt8(truncatingIfNeeded: value >> UInt64(60 - 4 * index)) & 0xF
+            bytes[start + index] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
         }
     }
 
@@ -152,6 +170,25 @@ public struct TraceContext: Sendable, Equatable {
             value = value << 4 | UInt64(digit)
         }
         return value
+    }
+}
+
+/// Trace and span ids without a system call: a per-process random seed and a counter through
+/// the splitmix64 mixer (as ``RequestID``), uniform in every bit, so the ratio sampler reads
+/// them as it reads random ids. The specification asks ids to be unique and random-looking,
+/// not secret; a getrandom(2) per id cost more than the rest of an unsampled request's telemetry.
+public struct TraceIDGenerator: RandomNumberGenerator {
+    private static let counter = Atomic<UInt64>(UInt64.random(in: .min ... .max))
+
+    /// A generator (they share one sequence).
+    public init() {}
+
+    /// The next id.
+    public mutating func next() -> UInt64 {
+        var value = Self.counter.wrappingAdd(0x9E37_79B9_7F4A_7C15, ordering: .relaxed).newValue
+        value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
+        return value ^ (value >> 31)
     }
 }
 

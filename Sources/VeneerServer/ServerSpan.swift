@@ -10,7 +10,7 @@ import VeneerHTTP1
 enum ServerSpan {
     /// The trace context of a request that came with `fields`.
     static func context(_ fields: HTTPFields, sampler: TraceSampler) -> TraceContext {
-        var ids = SystemRandomNumberGenerator()
+        var ids = TraceIDGenerator()
         let parent: String? = fields[.traceparent]
         let state: String? = fields[.tracestate]
         return TraceContext.start(traceparent: parent, tracestate: state, sampler: sampler, ids: &ids)
@@ -24,7 +24,7 @@ enum ServerSpan {
         if let context = request?.record.trace {
             trace = context
         } else {
-            var ids = SystemRandomNumberGenerator()
+            var ids = TraceIDGenerator()
             trace = TraceContext.start(traceparent: nil, tracestate: nil, sampler: sink.sampler, ids: &ids)
         }
         guard trace.sampled else { return }
