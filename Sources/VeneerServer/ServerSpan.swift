@@ -78,7 +78,7 @@ enum ServerSpan {
     static func hostAndPort(_ authority: String) -> (Substring, Int?) {
         var host = authority[...]
         var port: Int?
-        if let colon = authority.lastIndex(of: ":"), !authority[colon...].contains("]"),
+        if let colon = authority.lastIndex(of: ":"), authority[colon...].firstIndex(of: "]") == nil,
            authority.hasPrefix("[") || authority.firstIndex(of: ":") == colon {
             port = Int(authority[authority.index(after: colon)...])
             host = authority[..<colon]

@@ -42,3 +42,14 @@ struct TrafficHistoryTests {
         #expect(TrafficHistory.bin(.seconds(3600)) == TrafficHistory.binCount - 1)
     }
 }
+
+@Suite("TrafficHistory: what counts as a hit")
+struct TrafficHistoryHitTests {
+    @Test("RFC 9211 hits, with or without parameters after; never a forward", arguments: [
+        ("veneer; hit", true), ("veneer; hit; ttl=59", true), ("veneer; fwd=miss; stored", false), ("veneer; fwd=stale; hitch", false),
+        ("hit", false), ("", false),
+    ])
+    func hit(_ status: String, _ expected: Bool) {
+        #expect(TrafficHistory.isHit(status) == expected)
+    }
+}
