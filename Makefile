@@ -54,6 +54,13 @@ test-deps: deps
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
 	fi
 	@$(call apt-need,promtool:prometheus chromium:chromium)
+	@# The telemetry tests decode what Veneer sends with OpenTelemetry's own protobuf
+	@# definitions (PyPI opentelemetry-proto), in a virtual environment of their own.
+	@if ! .build/otlp-venv/bin/python -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null; then \
+		echo "make: installing opentelemetry-proto into .build/otlp-venv"; \
+		python3 -m venv .build/otlp-venv 2>/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv && python3 -m venv .build/otlp-venv; }; \
+		.build/otlp-venv/bin/pip install -q opentelemetry-proto; \
+	fi
 
 build: deps
 	$(SWIFT) build

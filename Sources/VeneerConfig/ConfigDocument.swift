@@ -52,7 +52,7 @@ public struct ConfigDocument: Sendable {
 
     /// The keys of an environment.
     public static let environmentKeys = ["extends", "listen", "socket", "admin", "resources", "limits", "origin", "chain", "drain_timeout", "idle_timeout",
-                                                "allowed_hosts", "allowed_origins", "pass_forwarding_headers", "access_log", "trace", "peer_identity"]
+                                                "allowed_hosts", "allowed_origins", "pass_forwarding_headers", "access_log", "trace", "peer_identity", "telemetry"]
 
     /// Where it came from.
     public let source: ConfigSource

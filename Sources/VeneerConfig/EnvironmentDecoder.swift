@@ -211,6 +211,7 @@ extension ConfigDocument {
         let accessLog = decodeAccessLog(environment["access_log"])
         let trace = environment["trace"]?.bool() ?? false
         let peerIdentity = environment["peer_identity"]?.bool() ?? false
+        let telemetry = decodeTelemetry(environment["telemetry"], context: context)
 
         let origin = decodeOrigin(environment, registry: registry)
         let chain = decodeChain(environment, registry: registry)
@@ -228,6 +229,7 @@ extension ConfigDocument {
             origin: origin, chain: chain, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins, passForwardingHeaders: passed)
         spec.trace = trace
         spec.peerIdentity = peerIdentity
+        spec.telemetry = telemetry
         return spec
     }
 

@@ -251,6 +251,8 @@ public struct EnvironmentSpec: Sendable {
     /// `peer_identity`: on loopback TCP connections, ask the kernel who owns the client's
     /// socket (its uid), once per connection (a Unix socket's callers are always named).
     public var peerIdentity = false
+    /// `telemetry`: where the spans of sampled requests go (OTLP/HTTP); nil: off (the default).
+    public var telemetry: TelemetrySpec?
 
     /// Why the listen addresses cannot serve as they are (see ``listenProblem(_:allowedHosts:)``).
     public var listenProblems: [String] {
@@ -302,6 +304,7 @@ public struct EnvironmentSpec: Sendable {
             ("access_log", .string(accessLog?.description ?? "off")),
             ("trace", .bool(trace)),
             ("peer_identity", .bool(peerIdentity)),
+            ("telemetry", telemetry?.summary ?? .string("off")),
         ]
         if !stores.isEmpty {
             members.append(("stores", .object(stores.keys.sorted().map { ($0, .string(stores[$0]!.description)) })))

@@ -46,6 +46,19 @@ public final class RequestRecord: Sendable {
         public static let log = Tracing(rawValue: 2)
         /// Someone watches the status page (an open `/-/events` stream): it shows the entries.
         public static let watched = Tracing(rawValue: 4)
+        /// The request's trace is sampled (`telemetry`): each entry becomes a span.
+        public static let telemetry = Tracing(rawValue: 8)
+    }
+
+    /// A request of Veneer's own in the request's trace (an upstream attempt, a token
+    /// endpoint call) under way: the span id its `traceparent` names, and when it began.
+    public struct OutgoingSpan: Sendable {
+        /// The span's id.
+        public let spanID: UInt64
+        /// The `traceparent` to send with it.
+        public let traceparent: String
+        /// When it began (nanoseconds since 1970).
+        public let start: Int64
     }
 
     /// Where a decorator's entry stands among the others, taken as the request passes it on
@@ -64,14 +77,29 @@ public final class RequestRecord: Sendable {
         var originTime: Duration?
         var originExchanges = 0
         var entries: [Entry] = []
+        /// For a sampled trace: when each entry's decorator took its place (or noted it), and
+        /// when it noted it (nanoseconds since 1970), index for index with `entries`.
+        var entryTimes: [(start: Int64, end: Int64)] = []
+        /// For a sampled trace: when the cache took its place and noted its status.
+        var cacheTimes: (start: Int64, end: Int64)?
+        /// For a sampled trace: the spans of Veneer's own requests.
+        var spans: [SpanNote] = []
     }
 
     private let state = Mutex(State())
     private let tracingBits: Atomic<UInt8>
+    /// The request's trace context, when its environment has `telemetry`.
+    public let trace: TraceContext?
+    /// Whether the trace is sampled: entries are timed and spans noted.
+    private let timed: Bool
 
-    /// An empty record, read by `tracing` (none: only what the access log needs is noted).
-    public init(tracing: Tracing = []) {
-        tracingBits = Atomic(tracing.rawValue)
+    /// An empty record, read by `tracing` (none: only what the access log needs is noted),
+    /// in `trace` when the environment has `telemetry` (a sampled one adds ``Tracing/telemetry``).
+    public init(tracing: Tracing = [], trace: TraceContext? = nil) {
+        let sampled = trace?.sampled == true
+        tracingBits = Atomic(sampled ? tracing.union(.telemetry).rawValue : tracing.rawValue)
+        self.trace = trace
+        timed = sampled
     }
 
     /// Who reads every note (see ``traces``).
@@ -97,14 +125,20 @@ public final class RequestRecord: Sendable {
     /// Notes the cache's status for the request (the `Cache-Status` it answered with); the
     /// last one noted counts (with two caches, the outer one's).
     public func noteCacheStatus(_ status: String) {
-        state.withLock { $0.cacheStatus = status }
+        let now = timed ? SpanNote.now() : 0
+        state.withLock { state in
+            state.cacheStatus = status
+            if timed { state.cacheTimes = (state.cacheTimes?.start ?? now, now) }
+        }
     }
 
     /// Takes the cache's place among the entries (see ``Place``); with two caches the outer
     /// one's counts, as its status does.
     public func takeCachePlace() {
+        let now = timed ? SpanNote.now() : 0
         state.withLock { state in
             if state.cachePlace == nil { state.cachePlace = state.entries.count }
+            if timed, state.cacheTimes == nil { state.cacheTimes = (now, now) }
         }
     }
 
@@ -121,21 +155,77 @@ public final class RequestRecord: Sendable {
 
     /// Takes a place among the entries for a note made later (see ``Place``).
     public func place(_ name: String) -> Place {
-        state.withLock { state in
+        let now = timed ? SpanNote.now() : 0
+        return state.withLock { state in
             state.entries.append(Entry(name: name, detail: ""))
+            if timed { state.entryTimes.append((now, now)) }
             return Place(index: state.entries.count - 1)
         }
     }
 
     /// Adds a decorator's note: at `place` if it took one on the way in, else after the others.
     public func append(_ entry: Entry, at place: Place? = nil) {
+        let now = timed ? SpanNote.now() : 0
         state.withLock { state in
             if let place, place.index < state.entries.count {
                 state.entries[place.index] = entry
+                if timed, place.index < state.entryTimes.count { state.entryTimes[place.index].end = now }
             } else {
                 state.entries.append(entry)
+                // Noted once done: it began its duration ago.
+                if timed { state.entryTimes.append((now - Self.nanoseconds(entry.duration ?? .zero), now)) }
             }
         }
+    }
+
+    // MARK: Telemetry
+
+    /// Begins a request of Veneer's own in this request's trace (an upstream attempt, a token
+    /// endpoint call): a new span id and the `traceparent` that names it. Nil without `telemetry`.
+    public func beginOutgoing() -> OutgoingSpan? {
+        guard let trace else { return nil }
+        var ids = TraceIDGenerator()
+        let spanID = TraceContext.newSpanID(&ids)
+        return OutgoingSpan(spanID: spanID, traceparent: trace.traceparent(spanID: spanID), start: timed ? SpanNote.now() : 0)
+    }
+
+    /// Ends `outgoing`, a client span named `name`: noted (for export) when the trace is sampled.
+    public func endOutgoing(_ outgoing: OutgoingSpan, name: String, attributes: [(key: String, value: SpanNote.Value)], error: String?) {
+        guard timed, let trace else { return }
+        let span = SpanNote(name: name, kind: .client, traceID: trace.traceID, spanID: outgoing.spanID, parentSpanID: trace.spanID,
+                            start: outgoing.start, end: SpanNote.now(), attributes: attributes, error: error)
+        state.withLock { $0.spans.append(span) }
+    }
+
+    /// The spans of a sampled trace below its server span: one per decorator entry, in chain
+    /// order, then the cache's (with its decision and status), then Veneer's own requests.
+    /// Empty unless sampled.
+    public var childSpans: [SpanNote] {
+        guard timed, let trace else { return [] }
+        return state.withLock { state in
+            var spans: [SpanNote] = []
+            var ids = TraceIDGenerator()
+            func child(_ name: String, _ detail: String, _ times: (start: Int64, end: Int64)) -> SpanNote {
+                SpanNote(name: name, kind: .internal, traceID: trace.traceID, spanID: TraceContext.newSpanID(&ids), parentSpanID: trace.spanID,
+                         start: times.start, end: max(times.end, times.start),
+                         attributes: detail.isEmpty ? [] : [("veneer.decision", .string(detail))])
+            }
+            for (index, entry) in state.entries.enumerated() where !entry.isEmpty && index < state.entryTimes.count {
+                spans.append(child(entry.name, entry.detail, state.entryTimes[index]))
+            }
+            if let status = state.cacheStatus, let times = state.cacheTimes {
+                var span = child("cache", Self.cacheSummary(status), times)
+                span.attributes.append(("veneer.cache_status", .string(status)))
+                spans.append(span)
+            }
+            spans.append(contentsOf: state.spans)
+            return spans
+        }
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        let parts = duration.components
+        return parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000
     }
 
     /// The cache's status, if a cache answered or passed the request on.

@@ -5,6 +5,7 @@ import Prometheus
 import Synchronization
 import VeneerConfig
 import VeneerCore
+import VeneerServer
 
 /// What ``VeneerInstance/switchEnvironment(to:)`` did.
 public enum EnvironmentSwitchOutcome: Sendable {
@@ -133,6 +134,7 @@ extension VeneerInstance {
 
     /// Sets `veneer_environment_info{environment="NAME"} 1`, the only series of it.
     func noteServing(_ environment: String) {
+        feed.history.serving(environment)
         environmentInfo.withLock { gauge in
             if let gauge { metrics.unregisterGauge(gauge) }
             let serving = metrics.makeGauge(descriptor: DescribedMetricsFactory.descriptor("veneer_environment_info"),

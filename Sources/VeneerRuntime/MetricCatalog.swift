@@ -9,6 +9,9 @@ enum MetricCatalog {
         "veneer_http_requests_in_flight": "Requests read whole and not yet answered.",
         "veneer_http_requests_by_unit_total": "Requests answered to callers the kernel named (Unix sockets, peer_identity), by their systemd unit (at most 32, then other; none without one).",
         "veneer_access_log_dropped_lines_total": "Access log lines dropped because the writer fell behind.",
+        // Telemetry (OTLP span export).
+        "veneer_telemetry_spans_exported_total": "Spans of sampled requests the telemetry collector took.",
+        "veneer_telemetry_spans_dropped_total": "Spans of sampled requests dropped: the queue was full, or the collector failed or was too slow (reason).",
         // The HTTP clients' pooled http:// transport.
         "veneer_upstream_connect_failures_total": "Upstream connections that could not be opened, by reason (pooled http:// transport).",
         "veneer_upstream_pool_waits_total": "Upstream requests that waited for a connection of the pool (pooled http:// transport).",

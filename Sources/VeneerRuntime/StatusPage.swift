@@ -126,6 +126,7 @@ enum StatusPage {
             html += "</li>\n"
         }
         html += "</ol>\n"
+        if let charts = snapshot.charts { html += StatusCharts.render(charts) }
         for table in snapshot.tables { html += render(table) }
         html += "<h2>Last requests <span class=\"note\" id=\"live\">(reload the page to update)</span></h2>\n"
         html += "<table id=\"requests\"><thead><tr><th>time</th><th>method</th><th>path</th><th>status</th><th>ms</th><th>what happened</th></tr></thead><tbody>\n"
@@ -202,11 +203,15 @@ enum StatusPage {
     table{border-collapse:collapse;background:#fff;width:100%;font-size:13px}th,td{border-bottom:1px solid #e4e7ec;padding:3px 8px;text-align:left}
     td.path,td.mono{font-family:ui-monospace,monospace}.s2{color:#15803d}.s3{color:#0369a1}.s4{color:#b45309}.s5{color:#b91c1c}
     .note{color:#8a93a3;font-size:12px}button{cursor:pointer}
+    .charts{display:flex;flex-wrap:wrap;gap:16px}.chart{margin:0;background:#fff;border:1px solid #cfd5df;border-radius:8px;padding:6px 10px}
+    .chart svg{width:360px;height:100px;display:block}.chart polyline{stroke:#3b82f6;stroke-width:1.5}.chart polyline.p99,.p99{stroke:#f97316;color:#f97316}
+    .chart .axis{stroke:#cfd5df}
     """
 
     /// Keeps the page live; builds every row with `textContent`.
     static let script = """
     (function(){
+    \(StatusCharts.script)
     var max=100,tbody=document.querySelector('#requests tbody');
     var generation=document.getElementById('generation').textContent;
     document.getElementById('live').textContent='(live)';
@@ -246,7 +251,7 @@ enum StatusPage {
         var dd=document.querySelector('[data-box="'+i+'"] [data-figure="'+k+'"]');if(!dd)return;
         var v=box.figures[k];dd.textContent=v==null?'–':String(v);});});
       var h=document.getElementById('health');h.textContent=s.status==='ok'?'healthy':'degraded: '+(s.problems||[]).join('; ');h.className=s.status==='ok'?'ok':'bad';
-      tables(s);
+      tables(s);charts(s.charts);
     }
     function poll(){fetch('/-/status',{headers:{Accept:'application/json'}}).then(function(r){return r.json();}).then(figures).catch(function(){});}
     setInterval(poll,2000);

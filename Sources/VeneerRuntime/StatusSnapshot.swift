@@ -31,6 +31,8 @@ struct StatusSnapshot {
     let tables: [StatusTable]
     /// Oldest first.
     let requests: [RequestFeed.Item]
+    /// The environment's last 15 minutes, for the charts.
+    var charts: TrafficHistory.Series?
 
     /// Reads the figures and tables of every entry of `generation` (awaiting those that keep
     /// them in an actor, such as auth_refresh's token manager).
@@ -52,7 +54,7 @@ struct StatusSnapshot {
         return StatusSnapshot(
             environment: generation.spec.name, environments: environments, switchRefusal: switchRefusal, generation: generation.number,
             version: VeneerVersion.text, uptimeSeconds: uptimeSeconds, config: generation.spec.configFile, healthProblems: health.problems,
-            chain: boxes, tables: tables, requests: feed?.recent() ?? [])
+            chain: boxes, tables: tables, requests: feed?.recent() ?? [], charts: feed?.history.series(generation.spec.name))
     }
 
     /// `GET /-/status`: the same as the page, for programs (and the page's own script).
@@ -70,6 +72,7 @@ struct StatusSnapshot {
         if !healthProblems.isEmpty { members.append(("problems", .array(healthProblems.map(JSONValue.string)))) }
         for table in tables { members.append((table.name, .array(table.rows))) }
         members.append(("requests", .array(requests.map(\.json))))
+        if let charts { members.append(("charts", StatusCharts.json(charts))) }
         return .object(members)
     }
 }

@@ -112,6 +112,8 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
     public let accessLog: AccessLog?
     /// What the listeners count.
     let edgeMetrics: EdgeMetrics
+    /// The span exporter (`telemetry:`), fixed at start like the access log; nil: off.
+    let telemetry: OTLPExporter?
     /// The last requests answered, for the status page.
     let feed = RequestFeed()
     /// What is buffered whole across every connection and chain (`limits.buffered`).
@@ -167,6 +169,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         self.health = health
         let transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup, metrics: UpstreamMetrics(factory: factory))
         self.transports = transports
+        telemetry = try Self.makeExporter(firstSpec.telemetry, transports: transports, factory: factory, logger: configuration.logger)
         background = BackgroundRunner(logger: configuration.logger)
         let storeRunner = BackgroundRunner(logger: configuration.logger, description: "the store connections (postgres), closed after the background loops")
         self.storeRunner = storeRunner
@@ -214,7 +217,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         var groupConfiguration = ServiceGroupConfiguration(services: [
             AccessLogService(log: accessLog),
             WatchdogService(notifier: notifier, eventLoopGroup: configuration.eventLoopGroup, logger: logger),
-            TransportShutdown(transports: transports), storeRunner, background, DrainOnShutdown(instance: self),
+            TransportShutdown(transports: transports), TelemetryService(exporter: telemetry), storeRunner, background, DrainOnShutdown(instance: self),
             ServingGroup(prelude: { try await self.startServing(spec) }, logger: logger),
         ], logger: logger)
         groupConfiguration.maximumGracefulShutdownDuration = spec.drainTimeout
@@ -285,7 +288,8 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
             services.append(Listener.make(
                 endpoint,
                 edge: ProxyEdge(chain: chain, admin: admin, logger: logger, adminOnly: false, servesAdmin: spec.adminListen == nil,
-                                accessLog: accessLog, metrics: edgeMetrics, feed: feed, buffers: buffers, unixSocket: unixSocket),
+                                accessLog: accessLog, metrics: edgeMetrics, feed: feed, buffers: buffers, unixSocket: unixSocket,
+                                telemetry: telemetry),
                 limits: Self.connectionLimits(spec), eventLoopGroup: configuration.eventLoopGroup, logger: logger,
                 loopbackIdentity: spec.peerIdentity, onBound: { port in await readiness.bound(main: port, index: index) }))
         }

@@ -86,6 +86,14 @@ public struct AccessLogEntry: Sendable {
             buffer.writeStaticString(",\"request_id\":")
             JSONText.writeQuoted(requestID, into: &buffer)
         }
+        if let trace = record?.trace, trace.sampled {
+            // The server span of its trace (`telemetry`): the line joins the trace by these.
+            buffer.writeStaticString(",\"trace_id\":\"")
+            buffer.writeString(trace.traceID.hex)
+            buffer.writeStaticString("\",\"span_id\":\"")
+            buffer.writeString(TraceContext.hex(trace.spanID))
+            buffer.writeStaticString("\"")
+        }
         if let client {
             buffer.writeStaticString(",\"client.address\":\"")
             buffer.writeString(client.description)

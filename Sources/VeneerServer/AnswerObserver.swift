@@ -28,6 +28,8 @@ struct AnswerObserver {
         let metrics: EdgeMetrics?
         /// The chain's answers, for the status page.
         let feed: RequestFeed?
+        /// The spans of sampled requests (`telemetry`), refusals included.
+        var telemetry: (any SpanSink)? = nil
     }
 
     /// A request handed to the edge, until its answer is written.
@@ -58,7 +60,7 @@ struct AnswerObserver {
     init(_ sinks: Sinks, client: ClientAddress?, peer: PeerIdentity? = nil, logger: Logger) {
         self.peer = peer
         self.sinks = sinks
-        observes = sinks.accessLog != nil || sinks.metrics != nil || sinks.feed != nil
+        observes = sinks.accessLog != nil || sinks.metrics != nil || sinks.feed != nil || sinks.telemetry != nil
         self.client = client
         self.logger = logger
     }
@@ -75,7 +77,7 @@ struct AnswerObserver {
         var tracing: RequestRecord.Tracing = sinks.accessLog?.writesTrace == true ? .log : []
         // While the status page is open, its rows say what each decorator did, trace or not.
         if let feed = sinks.feed, feed.watches > 0 { tracing.insert(.watched) }
-        let record = RequestRecord(tracing: tracing)
+        let record = RequestRecord(tracing: tracing, trace: sinks.telemetry.map { ServerSpan.context(work.head.fields, sampler: $0.sampler) })
         // Known here too: a request cut at shutdown is logged by the id the chain knows it by.
         let requestID = ProxyEdge.requestID(work.head.fields)
         answering = Exchange(work: work, record: record, requestID: requestID)
@@ -130,7 +132,8 @@ struct AnswerObserver {
         guard observes else { return }
         let refused = interrupted.map { interrupted in
             Exchange(work: ProxyRequestHandler.Work(head: interrupted.head, body: .complete(ByteBuffer()), received: now),
-                     record: RequestRecord(), requestID: nil, bodyBytesRead: interrupted.bodyBytes)
+                     record: RequestRecord(trace: sinks.telemetry.map { ServerSpan.context(interrupted.head.fields, sampler: $0.sampler) }),
+                     requestID: nil, bodyBytesRead: interrupted.bodyBytes)
         }
         if let refused, let route = route(refused.work.head.target) { refused.record.noteRoute(route) }
         observe(refused, response, bytesOut: bytesOut, now: now, gauge: false)
@@ -171,6 +174,9 @@ struct AnswerObserver {
     /// what could not be read as a request. `gauge`: it leaves the in-flight gauge now.
     private mutating func observe(_ exchange: Exchange?, _ response: ProxyResponse, bytesOut: Int, now: NIODeadline, gauge: Bool = true) {
         let route = exchange?.record.route
+        if let telemetry = sinks.telemetry {
+            ServerSpan.export(exchange.map { ($0.work.head, $0.work.received, $0.record) }, response, client: client, now: now, to: telemetry)
+        }
         if let metrics = sinks.metrics {
             if exchange != nil, gauge { metrics.finished() }
             let method = exchange?.work.head.method, status = Int(response.status.code)

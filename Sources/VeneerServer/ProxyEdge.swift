@@ -42,17 +42,18 @@ public struct ProxyEdge: Sendable {
     /// An edge answering through `chain`, with `admin` under `/-/` when `servesAdmin` (and
     /// nothing else when `adminOnly`, the separate admin listener). Its connections write one
     /// line per answer to `accessLog`, count answers in `metrics` and add the chain's answers
-    /// to `feed`, refusals included where they say so (see ``AnswerObserver``).
+    /// to `feed`, refusals included where they say so (see ``AnswerObserver``), and give the
+    /// spans of sampled requests to `telemetry`.
     public init(chain: any ChainSource, admin: any AdminResponder, logger: Logger, adminOnly: Bool, servesAdmin: Bool,
                 accessLog: AccessLog? = nil, metrics: EdgeMetrics? = nil, feed: RequestFeed? = nil, buffers: BufferBudget = .unbounded,
-                unixSocket: Bool = false) {
+                unixSocket: Bool = false, telemetry: (any SpanSink)? = nil) {
         self.chain = chain
         self.unixSocket = unixSocket
         self.admin = admin
         self.logger = logger
         self.adminOnly = adminOnly
         self.servesAdmin = servesAdmin
-        sinks = AnswerObserver.Sinks(accessLog: accessLog, metrics: metrics, feed: feed)
+        sinks = AnswerObserver.Sinks(accessLog: accessLog, metrics: metrics, feed: feed, telemetry: telemetry)
         streams = AdminStreamSlots()
         self.buffers = buffers
     }

@@ -114,6 +114,8 @@ public final class RequestFeed: Sendable {
 
     /// How many it keeps.
     public let capacity: Int
+    /// The last 15 minutes of answers, for the page's charts.
+    public let history = TrafficHistory()
     private let state: Mutex<State>
     /// How many watches are open: read without a lock by every connection, per request.
     fileprivate let watchCount = Atomic<Int>(0)
@@ -135,6 +137,7 @@ public final class RequestFeed: Sendable {
                                           rendering: watchCount.load(ordering: .relaxed) > 0 ? Rendering() : nil)
             state.next = (state.next + 1) % capacity
         }
+        history.record(answered: answered, duration: duration, cacheStatus: record?.cacheStatus)
     }
 
     /// The requests kept, oldest first; only those after `sequence` when given. A stream

@@ -42,6 +42,41 @@ struct StatusPageBrowserTests {
         }
     }
 
+    @Test("the charts: inline SVG drawn by the binary, readable without JavaScript; on an open page the curves move after traffic, with no reload")
+    func chartsMove() async throws {
+        try await StatusPageProcessTests.withInstance { port in
+            let url = "http://127.0.0.1:\(port)/-/"
+            // Without the script (the page as served): three charts, their curves already drawn.
+            let served = try await RawHTTP.request(port: port, "GET", "/-/", headers: [("Accept", "text/html")]).text
+            for name in ["rate", "hit_ratio", "latency"] { #expect(served.contains("<svg data-chart=\"\(name)\""), "\(name)") }
+            #expect(served.components(separatedBy: "<polyline").count - 1 == 4)
+            try await HeadlessChromium.withPage { page in
+                try await page.navigate(url)
+                try await page.waitUntil("document.getElementById('live').textContent === '(live)'")
+                let rate = "document.querySelector('svg[data-chart=rate] polyline').getAttribute('points')"
+                let latency = "document.querySelector('svg[data-chart=latency] polyline.p99').getAttribute('points')"
+                let before = try await page.evaluate(rate) as? String ?? ""
+                try await page.evaluate("window.marker = 'same page'")
+                for _ in 0..<5 { #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200) }
+                // Polled every two seconds: the rate's curve leaves its baseline, latency and hit ratio get curves.
+                try await page.waitUntil("\(rate) !== '\(before)'")
+                try await page.waitUntil("\(latency).length > 0")
+                try await page.waitUntil("document.querySelector('svg[data-chart=hit_ratio] polyline').getAttribute('points').length > 0")
+                #expect(try await page.evaluate("window.marker") as? String == "same page", "redrawn in place")
+                #expect(try await page.evaluate("document.querySelectorAll('svg[data-chart] [style]').length") as? Int == 0, "no style attribute (CSP)")
+                // A picture of the page after the traffic; VENEER_WRITE_DOCS=1 makes it docs/status-charts.png.
+                _ = try await page.call("Emulation.setDeviceMetricsOverride", ["width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": false])
+                let shot = try await page.call("Page.captureScreenshot", ["format": "png"])
+                let png = Data(base64Encoded: shot["data"] as? String ?? "") ?? Data()
+                #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]), "a PNG")
+                if ProcessInfo.processInfo.environment["VENEER_WRITE_DOCS"] == "1" {
+                    let docs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+                    try png.write(to: docs.appendingPathComponent("docs/status-charts.png"))
+                }
+            }
+        }
+    }
+
     @Test("an open page stays live (counters polled, requests streamed by server-sent events), and its unblock button lifts a block as the browser submits it")
     func livePageAndUnblockButton() async throws {
         try await StatusPageProcessTests.withInstance { port in

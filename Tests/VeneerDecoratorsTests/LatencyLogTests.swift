@@ -44,6 +44,21 @@ struct LatencyLogTests {
         #expect(fields["slow"] == nil)
     }
 
+    @Test("a sampled request's line carries its trace_id and span_id (telemetry); an unsampled one's does not")
+    func traceIDs() async throws {
+        let sink = CollectingSink()
+        let log = decorator(RecordingHandler { _ in ProxyResponse(status: .ok) }, sink: sink)
+        let traceID = TraceContext.TraceID(high: 0x4BF9_2F35_77B3_4DA6, low: 0xA3CE_929D_0E0E_4736)
+        for sampled in [true, false] {
+            let record = RequestRecord(trace: TraceContext(traceID: traceID, spanID: 0x00F0_67AA_0BA9_02B7, parentSpanID: nil, sampled: sampled, traceState: nil))
+            _ = try await log.handle(ProxyRequest(method: .get, route: .item(.posts, "1"), record: record))
+        }
+        let sampled = try object(sink.lines[0]), unsampled = try object(sink.lines[1])
+        #expect(sampled["trace_id"] as? String == "4bf92f3577b34da6a3ce929d0e0e4736")
+        #expect(sampled["span_id"] as? String == "00f067aa0ba902b7")
+        #expect(unsampled["trace_id"] == nil && unsampled["span_id"] == nil)
+    }
+
     @Test("an answer the inner handler starts without a task is passed on and logged when it comes, errors too; none, and nothing is logged")
     func startAnswer() throws {
         /// Answers post 1 and fails post 2 by callback (held until `release`), refuses the rest.

@@ -53,6 +53,8 @@ struct NumberBoundsTests {
             "fault.abort.percent": "\(mock)\n    chain: [{ fault: { abort: { status: 503, percent: V } } }]",
             "fault.delay.duration": "\(mock)\n    chain: [{ fault: { delay: { duration: V } } }]",
             "fault.delay.percent": "\(mock)\n    chain: [{ fault: { delay: { duration: 1s, percent: V } } }]",
+            "telemetry.queue": "\(mock)\n    telemetry: { endpoint: \"http://127.0.0.1:9/v1/traces\", queue: V }",
+            "telemetry.timeout": "\(mock)\n    telemetry: { endpoint: \"http://127.0.0.1:9/v1/traces\", timeout: V }",
         ]
     }()
 

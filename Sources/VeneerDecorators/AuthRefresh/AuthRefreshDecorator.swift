@@ -24,7 +24,7 @@ public struct AuthRefreshDecorator: Handler {
         var request = request
         let handout: TokenHandout
         do {
-            handout = try await manager.handout()
+            handout = try await manager.handout(record: record)
         } catch {
             record.append(.init(name: "auth_refresh", detail: "no token"), at: place)
             throw error
@@ -50,7 +50,7 @@ public struct AuthRefreshDecorator: Handler {
         let said = detail ?? describe(handout)
         let retryToken: AccessToken
         do {
-            retryToken = try await manager.tokenAfterUnauthorized(seen: handout.token)
+            retryToken = try await manager.tokenAfterUnauthorized(seen: handout.token, record: record)
         } catch {
             record.append(.init(name: "auth_refresh", detail: said + ", 401, no token"), at: place)
             throw error

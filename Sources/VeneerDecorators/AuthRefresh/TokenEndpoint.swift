@@ -28,10 +28,36 @@ struct TokenEndpoint: Sendable {
     let transport: any HTTPTransport
     let clientSecret: String?
 
-    func refresh(with refreshToken: String) async -> TokenGrantResult {
+    /// One refresh request; with `record` of a request whose environment has `telemetry`,
+    /// it carries Veneer's `traceparent` and is a client span of that request's trace.
+    func refresh(with refreshToken: String, record: RequestRecord? = nil) async -> TokenGrantResult {
+        let span = record?.beginOutgoing()
+        let result = await exchange(refreshToken, traceparent: span?.traceparent)
+        if let record, let span {
+            var attributes: [(key: String, value: SpanNote.Value)] = [
+                ("http.request.method", .string("POST")), ("server.address", .string(options.tokenEndpoint.host)),
+                ("url.path", .string(options.tokenEndpoint.basePath.isEmpty ? "/" : options.tokenEndpoint.basePath)),
+            ]
+            var error: String?
+            switch result {
+            case .granted: attributes.append(("veneer.token_refresh", .string("granted")))
+            case .rejected(let reason):
+                attributes.append(("veneer.token_refresh", .string("rejected")))
+                error = reason
+            case .failed(let failure), .unknown(let failure):
+                attributes.append(("veneer.token_refresh", .string("failed")))
+                error = failure.code.rawValue
+            }
+            record.endOutgoing(span, name: "POST token_endpoint", attributes: attributes, error: error)
+        }
+        return result
+    }
+
+    private func exchange(_ refreshToken: String, traceparent: String?) async -> TokenGrantResult {
         var form: [(String, String)] = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
         if let scope = options.scope { form.append(("scope", scope)) }
         var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded", .accept: "application/json"]
+        if let traceparent { headers[.traceparent] = traceparent }
         switch options.clientAuthentication {
         case .basic:
             // RFC 6749 §2.3.1: the id and secret are form-encoded before Base64.

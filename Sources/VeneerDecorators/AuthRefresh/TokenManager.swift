@@ -112,17 +112,18 @@ actor TokenManager: CarriedService {
         try await handout().token
     }
 
-    /// ``token()``, and whether the caller waited for a refresh to get it.
-    func handout() async throws -> TokenHandout {
-        try await perform(machine.tokenWanted(now: clock.now()))
+    /// ``token()``, and whether the caller waited for a refresh to get it. A refresh this
+    /// call starts is a span of `record`'s trace (its `traceparent` goes to the token endpoint).
+    func handout(record: RequestRecord? = nil) async throws -> TokenHandout {
+        try await perform(machine.tokenWanted(now: clock.now()), record: record)
     }
 
     /// The token to retry with after the upstream answered 401 to `seen`.
-    func tokenAfterUnauthorized(seen: AccessToken) async throws -> AccessToken {
-        try await perform(machine.upstreamRejected(seen, now: clock.now())).token
+    func tokenAfterUnauthorized(seen: AccessToken, record: RequestRecord? = nil) async throws -> AccessToken {
+        try await perform(machine.upstreamRejected(seen, now: clock.now()), record: record).token
     }
 
-    private func perform(_ action: TokenRefreshStateMachine.CallerAction) async throws -> TokenHandout {
+    private func perform(_ action: TokenRefreshStateMachine.CallerAction, record: RequestRecord?) async throws -> TokenHandout {
         let flight: RefreshFlight
         switch action {
         case .use(let token):
@@ -130,7 +131,7 @@ actor TokenManager: CarriedService {
         case .fail(let error):
             throw error
         case .startAndWait:
-            flight = startFlight()
+            flight = startFlight(record: record)
         case .wait:
             guard let current = self.flight else { throw ProxyError.internal }
             flight = current
@@ -153,20 +154,22 @@ actor TokenManager: CarriedService {
     // MARK: Refreshing
 
     /// Starts the refresh the machine asked for, in a task of its own.
-    private func startFlight() -> RefreshFlight {
+    /// Starts the refresh the machine asked for, in a task of its own; its token endpoint
+    /// call is a span in the trace of `record`, the request that started it.
+    private func startFlight(record: RequestRecord? = nil) -> RefreshFlight {
         let flight = RefreshFlight()
         self.flight = flight
         // Unstructured on purpose: no caller's cancellation or timeout may abandon a request
         // whose answer can hold the only valid refresh token.
-        Task { await self.fly(flight) }
+        Task { await self.fly(flight, record: record) }
         return flight
     }
 
     /// The refresh, as the only refresher of this client among every instance sharing the store.
-    private func fly(_ flight: RefreshFlight) async {
+    private func fly(_ flight: RefreshFlight, record: RequestRecord?) async {
         let lockName = "auth_refresh:" + options.stateName
         do {
-            try await store.withLock(lockName) { await self.flyHoldingLock(flight) }
+            try await store.withLock(lockName) { await self.flyHoldingLock(flight, record: record) }
         } catch {
             // The lock (a shared store) is out of reach: nothing was sent.
             let reason = Self.describe(error)
@@ -177,7 +180,7 @@ actor TokenManager: CarriedService {
         }
     }
 
-    private func flyHoldingLock(_ flight: RefreshFlight) async {
+    private func flyHoldingLock(_ flight: RefreshFlight, record: RequestRecord?) async {
         var action: TokenRefreshStateMachine.FlightAction
         do {
             let record = try await store.load()
@@ -211,7 +214,7 @@ actor TokenManager: CarriedService {
             case .send(let refreshToken):
                 refreshCount += 1
                 logger.debug("refreshing the access token", metadata: ["endpoint": .string(options.tokenEndpoint.description)])
-                let result = await endpoint.refresh(with: refreshToken)
+                let result = await endpoint.refresh(with: refreshToken, record: record)
                 answeredAt = ContinuousClock.now
                 if case .granted(_, let seconds, let newToken) = result {
                     expiresIn = seconds

@@ -98,6 +98,14 @@ public struct LatencyLogDecorator: ImmediateAnswering, CallbackAnswering {
         line.writeString(Timestamp.iso8601(clock.now()))
         line.writeStaticString("\",\"request_id\":")
         JSONText.writeQuoted(request.requestID, into: &line)
+        if let trace = request.record.trace, trace.sampled {
+            // The request's server span (`telemetry`): the line joins its trace by these.
+            line.writeStaticString(",\"trace_id\":\"")
+            line.writeString(trace.traceID.hex)
+            line.writeStaticString("\",\"span_id\":\"")
+            line.writeString(TraceContext.hex(trace.spanID))
+            line.writeStaticString("\"")
+        }
         line.writeStaticString(",\"method\":\"")
         line.writeString(request.method.rawValue)
         line.writeStaticString("\",\"route\":\"")

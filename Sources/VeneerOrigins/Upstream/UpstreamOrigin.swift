@@ -50,8 +50,28 @@ public struct UpstreamOrigin: CallbackAnswering {
     /// Forwards the request; the time it took goes into the request's record.
     public func handle(_ request: ProxyRequest) async throws -> ProxyResponse {
         let start = clock.monotonic()
+        let span = request.record.beginOutgoing()
         defer { Self.note(clock.monotonic() - start, in: request.record, durations) }
-        return try await transport.send(outbound(request))
+        do {
+            let response = try await transport.send(outbound(request, traceparent: span?.traceparent))
+            if let span { Self.end(span, request, host: options.endpoint.host, status: Int(response.status.code), error: nil) }
+            return response
+        } catch {
+            if let span { Self.end(span, request, host: options.endpoint.host, status: nil, error: error) }
+            throw error
+        }
+    }
+
+    /// Ends the client span of one attempt (noted only when its trace is sampled).
+    static func end(_ span: RequestRecord.OutgoingSpan, _ request: ProxyRequest, host: String, status: Int?, error: (any Error)?) {
+        var attributes: [(key: String, value: SpanNote.Value)] = [
+            ("http.request.method", .string(request.method.rawValue)), ("server.address", .string(host)),
+            ("url.path", .string(request.route.path)),
+        ]
+        if let status { attributes.append(("http.response.status_code", .int(Int64(status)))) }
+        let failure = error.map { ($0 as? ProxyError)?.code.rawValue ?? "internal" }
+        request.record.endOutgoing(span, name: request.method.rawValue, attributes: attributes,
+                                   error: failure ?? (status.map { $0 >= 500 } == true ? "HTTP \(status!)" : nil))
     }
 
     /// The time one request took: in its record (the access log, `Server-Timing`) and the histogram.
@@ -70,16 +90,28 @@ public struct UpstreamOrigin: CallbackAnswering {
     /// into the request's record.
     public func startAnswer(_ request: ProxyRequest, then done: @escaping @Sendable (Result<ProxyResponse, any Error>) -> Void) -> Bool {
         let start = clock.monotonic()
-        return transport.start(outbound(request)) { [clock, durations, record = request.record] result in
+        let span = request.record.beginOutgoing()
+        return transport.start(outbound(request, traceparent: span?.traceparent)) { [clock, durations, host = options.endpoint.host, record = request.record] result in
             Self.note(clock.monotonic() - start, in: record, durations)
+            if let span {
+                switch result {
+                case .success(let response): Self.end(span, request, host: host, status: Int(response.status.code), error: nil)
+                case .failure(let error): Self.end(span, request, host: host, status: nil, error: error)
+                }
+            }
             done(result.mapError { $0 })
         }
     }
 
-    /// The request as it goes to the upstream.
-    func outbound(_ request: ProxyRequest) -> OutboundRequest {
+    /// The request as it goes to the upstream; with `traceparent` (its trace has `telemetry`),
+    /// that one in place of the caller's, and the caller's `tracestate` only if its trace was continued.
+    func outbound(_ request: ProxyRequest, traceparent: String? = nil) -> OutboundRequest {
         var headers = request.headers
         for directive in directives { headers[directive] = nil }
+        if let traceparent {
+            headers[.traceparent] = traceparent
+            headers[.tracestate] = request.record.trace?.traceState
+        }
         if let client = request.client {
             let address = client.unmapped.description
             if let existing = headers[.xForwardedFor], !existing.isEmpty {

@@ -1,0 +1,81 @@
+#if canImport(Glibc)
+@preconcurrency import Glibc
+#endif
+
+/// One finished span of a sampled request, as Veneer exports it (OTLP): made by the edge
+/// from a request's ``RequestRecord`` (its server span and a child per decorator that acted)
+/// and by whoever made a request of its own in the trace (an upstream attempt, a token
+/// endpoint call: client spans noted in the record).
+public struct SpanNote: Sendable {
+    /// OTLP's span kinds (their numbers on the wire).
+    public enum Kind: UInt8, Sendable {
+        /// A step inside Veneer (a decorator).
+        case `internal` = 1
+        /// The request Veneer answers.
+        case server = 2
+        /// A request Veneer makes.
+        case client = 3
+    }
+
+    /// An attribute's value.
+    public enum Value: Sendable, Equatable {
+        /// A string.
+        case string(String)
+        /// An integer.
+        case int(Int64)
+        /// A boolean.
+        case bool(Bool)
+    }
+
+    /// The span's name (`GET /posts/{id}`, `cache`, `upstream`).
+    public var name: String
+    /// Its kind.
+    public var kind: Kind
+    /// The trace it belongs to.
+    public var traceID: TraceContext.TraceID
+    /// Its id.
+    public var spanID: UInt64
+    /// Its parent's id; nil for a root span.
+    public var parentSpanID: UInt64?
+    /// When it began, in nanoseconds since 1970.
+    public var start: Int64
+    /// When it ended, in nanoseconds since 1970.
+    public var end: Int64
+    /// Its attributes (semantic conventions' names where they define one).
+    public var attributes: [(key: String, value: Value)]
+    /// Why it failed, if it did (the span's status is then an error with this message).
+    public var error: String?
+    /// The caller's `tracestate` (the server span only).
+    public var traceState: String?
+
+    /// A span.
+    public init(name: String, kind: Kind, traceID: TraceContext.TraceID, spanID: UInt64, parentSpanID: UInt64?, start: Int64, end: Int64,
+                attributes: [(key: String, value: Value)] = [], error: String? = nil, traceState: String? = nil) {
+        self.name = name
+        self.kind = kind
+        self.traceID = traceID
+        self.spanID = spanID
+        self.parentSpanID = parentSpanID
+        self.start = start
+        self.end = end
+        self.attributes = attributes
+        self.error = error
+        self.traceState = traceState
+    }
+
+    /// The wall clock now, in nanoseconds since 1970 (what ``start`` and ``end`` hold).
+    public static func now() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
+    }
+}
+
+/// Where finished spans go: the environment's exporter (`telemetry:`). Never blocks: a span
+/// that does not fit its bounded queue is dropped and counted.
+public protocol SpanSink: Sendable {
+    /// Which traces are recorded.
+    var sampler: TraceSampler { get }
+    /// Takes the spans of one request.
+    func export(_ spans: [SpanNote])
+}

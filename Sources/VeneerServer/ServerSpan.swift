@@ -1,0 +1,99 @@
+import HTTPTypes
+import NIOCore
+import VeneerCore
+import VeneerHTTP1
+
+/// The server span of a request (`telemetry`): made from what the connection saw of it and
+/// what its ``RequestRecord`` noted, once its answer is written, with the HTTP semantic
+/// conventions' attributes; Veneer's own refusals carry their reason (`veneer.refusal`, the
+/// error code of their body) and are errors.
+enum ServerSpan {
+    /// The trace context of a request that came with `fields`.
+    static func context(_ fields: HTTPFields, sampler: TraceSampler) -> TraceContext {
+        var ids = TraceIDGenerator()
+        let parent: String? = fields[.traceparent]
+        let state: String? = fields[.tracestate]
+        return TraceContext.start(traceparent: parent, tracestate: state, sampler: sampler, ids: &ids)
+    }
+
+    /// Sends the spans of an answered request to `sink` when its trace is sampled: `request`
+    /// is nil for what could not be read as a request (a root span of its own, sampled as new).
+    static func export(_ request: (head: HTTP1RequestParser.Head, received: NIODeadline, record: RequestRecord)?, _ response: ProxyResponse,
+                       client: ClientAddress?, now: NIODeadline, to sink: any SpanSink) {
+        let trace: TraceContext
+        if let context = request?.record.trace {
+            trace = context
+        } else {
+            var ids = TraceIDGenerator()
+            trace = TraceContext.start(traceparent: nil, tracestate: nil, sampler: sink.sampler, ids: &ids)
+        }
+        guard trace.sampled else { return }
+        let end = SpanNote.now()
+        let status = Int(response.status.code)
+        var attributes: [(key: String, value: SpanNote.Value)] = []
+        attributes.reserveCapacity(12)
+        var name = "HTTP"
+        var start = end
+        if let request {
+            let head = request.head
+            start = end - (now - request.received).nanoseconds
+            attributes.append(("http.request.method", .string(head.method.rawValue)))
+            if let route = request.record.route {
+                attributes.append(("http.route", .string(route)))
+                name = head.method.rawValue + " " + route
+            } else {
+                name = head.method.rawValue
+            }
+            attributes.append(("url.path", .string(String(RequestRedaction.pathWithoutQuery(head.target).prefix(AccessLogEntry.maxPath)))))
+            attributes.append(("url.scheme", .string("http")))
+            if let authority = head.authority {
+                let (host, port) = hostAndPort(authority)
+                attributes.append(("server.address", .string(String(host.prefix(256)))))
+                if let port { attributes.append(("server.port", .int(Int64(port)))) }
+            }
+            attributes.append(("network.protocol.version", .string(head.minorVersion == 0 ? "1.0" : "1.1")))
+            if let agent = head.fields[.userAgent] {
+                attributes.append(("user_agent.original", .string(AccessLogEntry.trimmed(agent, to: AccessLogEntry.maxUserAgent))))
+            }
+        }
+        attributes.append(("http.response.status_code", .int(Int64(status))))
+        if let client { attributes.append(("client.address", .string(client.description))) }
+        if let requestID = response.headers[.xRequestID] { attributes.append(("veneer.request_id", .string(requestID))) }
+        if let cacheStatus = request?.record.cacheStatus { attributes.append(("veneer.cache_status", .string(cacheStatus))) }
+        var error: String?
+        // Veneer's own answer (no origin asked): its error code is the reason.
+        if status >= 400, request?.record.originTime == nil, let code = errorCode(response.body) {
+            attributes.append(("veneer.refusal", .string(code)))
+            error = code
+        } else if status >= 500 {
+            error = "HTTP \(status)"
+        }
+        var spans = [SpanNote(name: name, kind: .server, traceID: trace.traceID, spanID: trace.spanID, parentSpanID: trace.parentSpanID,
+                              start: start, end: end, attributes: attributes, error: error, traceState: trace.traceState)]
+        if let record = request?.record { spans.append(contentsOf: record.childSpans) }
+        sink.export(spans)
+    }
+
+    /// `host:port`, `[v6]:port` or a bare host, as the semantic conventions split them (no brackets).
+    static func hostAndPort(_ authority: String) -> (Substring, Int?) {
+        var host = authority[...]
+        var port: Int?
+        if let colon = authority.lastIndex(of: ":"), authority[colon...].firstIndex(of: "]") == nil,
+           authority.hasPrefix("[") || authority.firstIndex(of: ":") == colon {
+            port = Int(authority[authority.index(after: colon)...])
+            host = authority[..<colon]
+        }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
+        return (host, port)
+    }
+
+    /// The `error` of a body Veneer wrote (`{"error":"code",...}`, ``ProxyError``), if it is one.
+    static func errorCode(_ body: ByteBuffer) -> String? {
+        let prefix = "{\"error\":\""
+        guard body.readableBytes > prefix.utf8.count, let head = body.getString(at: body.readerIndex, length: min(body.readableBytes, 64)),
+              head.hasPrefix(prefix) else { return nil }
+        let rest = head.dropFirst(prefix.count)
+        guard let close = rest.firstIndex(of: "\"") else { return nil }
+        return String(rest[..<close])
+    }
+}

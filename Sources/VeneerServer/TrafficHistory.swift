@@ -1,0 +1,150 @@
+import Foundation
+import NIOCore
+import Synchronization
+
+/// The last 15 minutes of the chain's answers per environment, in 10-second buckets, for the
+/// status page's charts: request rate, cache hit ratio, and p50 and p99 latency.
+///
+/// Bounded whatever the traffic: per environment a ring of 90 buckets, each a count and a
+/// fixed histogram of latencies (48 bins, each a third of an octave wide, from 0.1 ms), so a
+/// percentile is read to within a bin (±13%). One short lock per answer.
+public final class TrafficHistory: Sendable {
+    /// The width of a bucket.
+    public static let bucketSeconds = 10
+    /// Buckets kept: 15 minutes.
+    public static let bucketCount = 90
+    /// Latency bins: bin `i` holds durations up to `0.1 ms × 2^((i+1)/3)`; the last, the rest.
+    static let binCount = 48
+
+    struct Bucket {
+        /// Which 10 seconds it holds (monotonic uptime / 10 s); -1 for none.
+        var slot: Int64 = -1
+        var count = 0
+        /// Answers with a `Cache-Status` (a cache decided), and those that were hits.
+        var cached = 0
+        var hits = 0
+        var latencies = [UInt32](repeating: 0, count: TrafficHistory.binCount)
+    }
+
+    private struct State {
+        var serving = ""
+        var rings: [String: [Bucket]] = [:]
+    }
+
+    private let state = Mutex(State())
+    private let origin: NIODeadline
+
+    /// An empty history, timed from now.
+    public init(origin: NIODeadline = .now()) {
+        self.origin = origin
+    }
+
+    /// Answers from now on belong to `environment` (the first chain, a switch).
+    public func serving(_ environment: String) {
+        state.withLock { $0.serving = environment }
+    }
+
+    func slot(_ instant: NIODeadline) -> Int64 {
+        max(0, (instant - origin).nanoseconds) / (Int64(Self.bucketSeconds) * 1_000_000_000)
+    }
+
+    func elapsed(_ instant: NIODeadline) -> Double { Double(max(0, (instant - origin).nanoseconds)) / 1e9 }
+
+    static func bin(_ duration: Duration) -> Int {
+        let parts = duration.components
+        let milliseconds = Double(parts.seconds) * 1000 + Double(parts.attoseconds) / 1e15
+        guard milliseconds > 0.1 else { return 0 }
+        return min(binCount - 1, max(0, Int((3 * log2(milliseconds / 0.1)).rounded(.up)) - 1))
+    }
+
+    /// The upper bound of bin `index`, in milliseconds.
+    static func upperBound(_ index: Int) -> Double { 0.1 * pow(2, Double(index + 1) / 3) }
+
+    /// Notes an answer given at `answered`, after `duration`, with `cacheStatus` (if a cache decided).
+    public func record(answered: NIODeadline, duration: Duration, cacheStatus: String?) {
+        let slot = slot(answered), bin = Self.bin(duration)
+        let cached = cacheStatus != nil, hit = cacheStatus.map(Self.isHit) ?? false
+        state.withLock { state in
+            let environment = state.serving
+            if state.rings[environment] == nil { state.rings[environment] = Array(repeating: Bucket(), count: Self.bucketCount) }
+            let index = Int(slot % Int64(Self.bucketCount))
+            state.rings[environment]![index].add(slot: slot, bin: bin, cached: cached, hit: hit)
+        }
+    }
+
+    /// A hit of RFC 9211 (`veneer; hit`), fresh or served stale.
+    static func isHit(_ status: String) -> Bool {
+        // Byte by byte: String.contains with Foundation imported goes through CFString, which
+        // cost more than the rest of this per-answer bookkeeping (measured with perf).
+        let bytes = status.utf8
+        let pattern: [UInt8] = Array("; hit".utf8)
+        var index = bytes.startIndex
+        while index != bytes.endIndex {
+            if bytes[index...].starts(with: pattern) {
+                let after = bytes.index(index, offsetBy: pattern.count)
+                if after == bytes.endIndex || bytes[after] == UInt8(ascii: ";") { return true }
+            }
+            index = bytes.index(after: index)
+        }
+        return false
+    }
+
+    /// What the charts of `environment` show, oldest bucket first, ending with the current one.
+    public struct Series: Sendable, Equatable {
+        /// Requests a second.
+        public var rate: [Double]
+        /// Hits among the answers a cache decided, 0...1; nil where none was.
+        public var hitRatio: [Double?]
+        /// Median latency in milliseconds; nil where there was no request.
+        public var p50: [Double?]
+        /// 99th percentile latency in milliseconds; nil where there was no request.
+        public var p99: [Double?]
+    }
+
+    /// The series of `environment` up to `now`.
+    public func series(_ environment: String, now: NIODeadline = .now()) -> Series {
+        let current = slot(now)
+        let ring = state.withLock { $0.rings[environment] } ?? []
+        var series = Series(rate: [], hitRatio: [], p50: [], p99: [])
+        for offset in stride(from: Int64(Self.bucketCount - 1), through: 0, by: -1) {
+            let slot = current - offset
+            let bucket = slot >= 0 && !ring.isEmpty ? ring[Int(slot % Int64(Self.bucketCount))] : Bucket()
+            guard bucket.slot == slot, bucket.count > 0 else {
+                series.rate.append(0)
+                series.hitRatio.append(nil)
+                series.p50.append(nil)
+                series.p99.append(nil)
+                continue
+            }
+            // The current bucket over the part of it that has passed: the curve moves at once.
+            let seconds = offset == 0 ? min(Double(Self.bucketSeconds), max(1, elapsed(now) - Double(slot) * Double(Self.bucketSeconds)))
+                : Double(Self.bucketSeconds)
+            series.rate.append(Double(bucket.count) / seconds)
+            series.hitRatio.append(bucket.cached > 0 ? Double(bucket.hits) / Double(bucket.cached) : nil)
+            series.p50.append(bucket.percentile(0.5))
+            series.p99.append(bucket.percentile(0.99))
+        }
+        return series
+    }
+}
+
+extension TrafficHistory.Bucket {
+    mutating func add(slot: Int64, bin: Int, cached: Bool, hit: Bool) {
+        if self.slot != slot { self = TrafficHistory.Bucket(slot: slot) }
+        count += 1
+        if cached { self.cached += 1 }
+        if hit { hits += 1 }
+        latencies[bin] &+= 1
+    }
+
+    /// The upper bound of the bin where `quantile` of the answers falls, in milliseconds.
+    func percentile(_ quantile: Double) -> Double {
+        let wanted = max(1, Int((quantile * Double(count)).rounded(.up)))
+        var seen = 0
+        for (index, number) in latencies.enumerated() {
+            seen += Int(number)
+            if seen >= wanted { return TrafficHistory.upperBound(index) }
+        }
+        return TrafficHistory.upperBound(TrafficHistory.binCount - 1)
+    }
+}

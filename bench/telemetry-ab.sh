@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# What telemetry costs: the same release binary, in the same run, with telemetry off, at 10%
+# and at 100% sampling, on cache hits and on pass-through (no decorator, upstream origin).
+# One event loop per Veneer process (--threads 1); nginx is both the origin (a small JSON
+# post with Cache-Control) and the collector (it takes every POST /v1/traces with 204, so
+# that nothing is dropped for a slow collector). Rounds alternate the three modes; the figure
+# is the Veneer process's CPU time (utime + stime, /proc) per request served by wrk.
+#
+#   bench/telemetry-ab.sh [--rounds 3] [--duration 8] [--connections 32]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+binary="${VENEER_BIN:-$root/.build/release/veneer}"
+rounds=3 duration=8 connections=32
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds=$2; shift 2 ;; --duration) duration=$2; shift 2 ;; --connections) connections=$2; shift 2 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+work=$(mktemp -d)
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+mkdir -p "$work/logs"
+cat > "$work/nginx.conf" <<NGINX
+worker_processes 1; pid $work/nginx.pid; error_log $work/logs/error.log; daemon on;
+events { worker_connections 4096; }
+http { access_log off;
+  server { listen 127.0.0.1:19201;
+    location /v1/traces { client_max_body_size 16m; client_body_buffer_size 16m; return 204; }
+    location / { default_type application/json; add_header Cache-Control "public, max-age=3600"; return 200 '{"id":1,"title":"t","body":"b"}'; } } }
+NGINX
+nginx -p "$work" -c "$work/nginx.conf"
+port=19210
+declare -A ports
+for mode in off 0.1 1; do
+  for kind in hit pass; do
+    chain="[]"; [ "$kind" = hit ] && chain="[cache]"
+    telemetry=""; [ "$mode" != off ] && telemetry="    telemetry: { endpoint: \"http://127.0.0.1:19201/v1/traces\", sample: $mode, queue: 65536 }"
+    dir="$work/$mode-$kind"; mkdir -p "$dir"
+    printf 'state_dir: %s/state\nenvironments:\n  development:\n    origin: { upstream: { url: "http://127.0.0.1:19201" } }\n    chain: %s\n%s\n' "$dir" "$chain" "$telemetry" > "$dir/veneer.yaml"
+    "$binary" run --config "$dir/veneer.yaml" --listen 127.0.0.1:$port --threads 1 2>"$dir/stderr.log" &
+    pids+=($!); ports[$mode-$kind]="$port:$!"; port=$((port + 1))
+  done
+done
+sleep 2
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+declare -A total_cpu total_requests
+for round in $(seq 1 "$rounds"); do
+  for kind in hit pass; do
+    for mode in off 0.1 1; do
+      IFS=: read -r p pid <<<"${ports[$mode-$kind]}"
+      wrk -t1 -c"$connections" -d1s "http://127.0.0.1:$p/posts/1" >/dev/null   # warm (and fill the cache)
+      before=$(cpu "$pid")
+      requests=$(wrk -t1 -c"$connections" -d"${duration}s" "http://127.0.0.1:$p/posts/1" | awk '/requests in/{print $1}')
+      after=$(cpu "$pid")
+      total_cpu[$mode-$kind]=$(( ${total_cpu[$mode-$kind]:-0} + after - before ))
+      total_requests[$mode-$kind]=$(( ${total_requests[$mode-$kind]:-0} + requests ))
+    done
+  done
+done
+ticks=$(getconf CLK_TCK)
+printf '%-6s %-10s %12s %14s\n' kind telemetry requests "CPU µs/request"
+for kind in hit pass; do
+  for mode in off 0.1 1; do
+    printf '%-6s %-10s %12d %14.2f\n' "$kind" "$mode" "${total_requests[$mode-$kind]}" \
+      "$(echo "${total_cpu[$mode-$kind]} * 1000000 / $ticks / ${total_requests[$mode-$kind]}" | bc -l)"
+  done
+done
+for mode in 0.1 1; do
+  for kind in hit pass; do
+    IFS=: read -r p pid <<<"${ports[$mode-$kind]}"
+    echo "$mode-$kind: $(curl -s "http://127.0.0.1:$p/-/metrics" | grep -E '^veneer_telemetry_spans_(exported|dropped)_total' | tr '\n' ' ')"
+  done
+done
