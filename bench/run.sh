@@ -27,6 +27,8 @@
 #   bench/run.sh                                  # every peer, 3 rounds x hit,pass,slow (~12 min)
 #   bench/run.sh --peers nginx-pass,nginx-cache --rounds 2 --duration 5
 #   bench/run.sh --scenarios production           # veneer-prod and nginx-cache-log alone
+#   bench/run.sh --scenarios large                # 1 MB and 15 MB answers, and 100 clients
+#                                                 # that do not read (bench/large.py)
 #   bench/run.sh --peers nginx-pass,nginx-cache --scenarios hit,pass,slow,production
 #
 # production is the harness's hit and pass for its two targets: listed with other scenarios,
@@ -66,14 +68,15 @@ while (($#)); do
   forward+=("$option=$value")
 done
 
-standard=() production=no
+standard=() production=no large=no
 IFS=, read -ra wanted <<< "$scenarios"
 for scenario in "${wanted[@]}"; do
   case "$scenario" in
     hit|pass|slow) [[ " ${standard[*]} " == *" $scenario "* ]] || standard+=("$scenario") ;;
     production) production=yes ;;
+    large) large=yes ;;
     "") ;;
-    *) echo "bench: unknown scenario $scenario; known: hit, pass, slow, production" >&2; exit 2 ;;
+    *) echo "bench: unknown scenario $scenario; known: hit, pass, slow, production, large" >&2; exit 2 ;;
   esac
 done
 harness_scenarios=("${standard[@]}")
@@ -81,6 +84,11 @@ if [[ $production == yes ]]; then
   for scenario in hit pass; do
     [[ " ${harness_scenarios[*]} " == *" $scenario "* ]] || harness_scenarios+=("$scenario")
   done
+fi
+# large: bench/large.py, on ports of its own (19301-19305), before the harness's scenarios.
+if [[ $large == yes ]]; then
+  python3 "$here/large.py" --binary "$binary" | tee -a ${out:+"$out"}
+  ((${#harness_scenarios[@]})) || exit 0
 fi
 ((${#harness_scenarios[@]})) || { echo "bench: no scenario" >&2; exit 2; }
 
