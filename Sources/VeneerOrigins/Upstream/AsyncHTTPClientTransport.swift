@@ -28,7 +28,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         client = HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration)
     }
 
-    /// Sends one request and buffers the response.
+    /// Sends one request; the response is whole, or a stream (see ``stream(_:for:)``).
     public func send(_ request: OutboundRequest) async throws -> ProxyResponse {
         var outbound = HTTPClientRequest(url: request.endpoint.scheme + "://" + request.endpoint.authority + request.target)
         outbound.method = HTTPMethod(request.method)
@@ -48,6 +48,12 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         } catch {
             throw Self.map(error, request)
         }
+        var fields = HTTPFields(response.headers, splitCookie: false)
+        HopByHop.strip(&fields)
+        let status = HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase)
+        if let stream = Self.stream(response, for: request) {
+            return ProxyResponse(status: status, headers: ProxyHeaders(fields), stream: stream)
+        }
         let body: ByteBuffer
         do {
             body = try await response.body.collect(upTo: request.maxResponseBodySize)
@@ -57,10 +63,24 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         } catch {
             throw Self.map(error, request)
         }
-        var fields = HTTPFields(response.headers, splitCookie: false)
-        HopByHop.strip(&fields)
-        let status = HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase)
         return ProxyResponse(status: status, headers: ProxyHeaders(fields), body: body)
+    }
+
+    /// The answer's body as a ``BodyStream`` when the request allows streaming and the body's
+    /// length is unknown or over ``OutboundRequest/streamThreshold`` (as on the pooled
+    /// transport), else nil (read whole). AsyncHTTPClient's body sequence has backpressure of
+    /// its own: a part is asked of it only when the stream's consumer wants one, so a client
+    /// that does not read stops the upstream connection being read.
+    static func stream(_ response: HTTPClientResponse, for request: OutboundRequest) -> BodyStream? {
+        guard let threshold = request.streamThreshold, request.method != .head,
+              response.status.code >= 200, response.status.code != 204, response.status.code != 304 else { return nil }
+        let length = response.headers.first(name: "content-length").flatMap { Int($0) }
+        if let length, length <= threshold { return nil }
+        let eventLoop = MultiThreadedEventLoopGroup.currentEventLoop ?? MultiThreadedEventLoopGroup.singleton.any()
+        let source = AsyncHTTPClientBodySource()
+        let stream = BodyStream(eventLoop: eventLoop, expectedLength: length, source: source)
+        source.pump(response.body, into: stream, request: request)
+        return stream
     }
 
     static func map(_ error: any Error, _ request: OutboundRequest) -> ProxyError {
@@ -114,5 +134,121 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     /// Closes every connection.
     public func shutdown() async throws {
         try await client.shutdown()
+    }
+}
+
+/// Feeds a ``BodyStream`` from AsyncHTTPClient's response body: one part asked of it per part
+/// the stream's consumer wants, the longest wait for a part `OutboundRequest.bodyTimeout`
+/// (then `upstream_timeout`, and the request is cancelled, which closes its connection). A
+/// consumer that leaves cancels the pump the same way.
+final class AsyncHTTPClientBodySource: BodyStream.Source, Sendable {
+    private struct State {
+        var waiting: CheckedContinuation<Bool, Never>?
+        var demanded = false
+        var cancelled = false
+        var timedOut = false
+        var pump: Task<Void, Never>?
+        var unstarted: Scheduled<Void>?
+    }
+    private let state = Mutex(State())
+
+    /// The consumer started: the answer is no longer one nobody reads.
+    package func bodyStarted() {
+        state.withLock { state in
+            defer { state.unstarted = nil }
+            return state.unstarted
+        }?.cancel()
+    }
+
+    package func bodyDemanded() {
+        let waiting = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+            guard let waiting = state.waiting else {
+                state.demanded = true
+                return nil
+            }
+            state.waiting = nil
+            return waiting
+        }
+        waiting?.resume(returning: true)
+    }
+
+    package func bodyCancelled() {
+        let (waiting, pump) = state.withLock { state in
+            state.cancelled = true
+            defer { state.waiting = nil }
+            return (state.waiting, state.pump)
+        }
+        waiting?.resume(returning: false)
+        pump?.cancel()
+    }
+
+    /// Waits until a part is wanted (true) or the consumer left (false).
+    private func demand() async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let answer: Bool? = state.withLock { state in
+                if state.cancelled { return false }
+                if state.demanded {
+                    state.demanded = false
+                    return true
+                }
+                state.waiting = continuation
+                return nil
+            }
+            if let answer { continuation.resume(returning: answer) }
+        }
+    }
+
+    private func timeOut() {
+        let (waiting, pump) = state.withLock { state in
+            state.timedOut = true
+            state.cancelled = true
+            defer { state.waiting = nil }
+            return (state.waiting, state.pump)
+        }
+        waiting?.resume(returning: false)
+        pump?.cancel()
+    }
+
+    func pump(_ body: HTTPClientResponse.Body, into stream: BodyStream, request: OutboundRequest) {
+        let task = Task { [self] in
+            var parts = body.makeAsyncIterator()
+            while await demand() {
+                let timer = stream.eventLoop.scheduleTask(in: .init(request.bodyTimeout)) { self.timeOut() }
+                do {
+                    let part = try await parts.next()
+                    timer.cancel()
+                    guard let part else {
+                        stream.eventLoop.execute { stream.finish(nil) }
+                        return
+                    }
+                    stream.eventLoop.execute { _ = stream.yield(part) }
+                } catch {
+                    timer.cancel()
+                    let cut: ProxyError = state.withLock { $0.timedOut }
+                        ? .upstreamTimeout("The upstream paused its answer for too long.",
+                                           detail: "\(request.endpoint.authority) sent no part of the body for \(request.bodyTimeout)")
+                        : AsyncHTTPClientTransport.map(error, request)
+                    stream.eventLoop.execute { stream.finish(cut) }
+                    return
+                }
+            }
+            // The consumer left, or nobody started reading in time: dropping the body cancels
+            // the request, which closes its connection.
+            if state.withLock({ $0.timedOut }) {
+                stream.eventLoop.execute {
+                    stream.finish(.upstreamTimeout("Nobody read the upstream's answer in time.",
+                                                   detail: "\(request.endpoint.authority): the answer was not read within \(request.bodyTimeout)"))
+                }
+            }
+        }
+        // An answer nobody starts reading within body_timeout (a decorator dropped it) is cut,
+        // so its connection is not kept taken.
+        let unstarted = stream.eventLoop.scheduleTask(in: .init(request.bodyTimeout)) { self.timeOut() }
+        let cancelled = state.withLock { state in
+            state.pump = task
+            state.unstarted = unstarted
+            return state.cancelled
+        }
+        if cancelled { task.cancel() }
     }
 }
