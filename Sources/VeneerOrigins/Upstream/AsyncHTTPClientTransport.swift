@@ -41,6 +41,14 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         outbound.headers = headers
         if let body = request.body {
             outbound.body = .bytes(body)
+        } else if let stream = request.bodyStream {
+            // Only the pooled http:// transport streams request bodies: this one reads it whole
+            // first, within the largest body it accepts back.
+            do {
+                outbound.body = .bytes(try await stream.collect(upTo: request.maxResponseBodySize))
+            } catch {
+                throw Self.map(error, request)
+            }
         }
         let response: HTTPClientResponse
         do {
