@@ -43,12 +43,8 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
             outbound.body = .bytes(body)
         } else if let stream = request.bodyStream {
             // Only the pooled http:// transport streams request bodies: this one reads it whole
-            // first, within the largest body it accepts back.
-            do {
-                outbound.body = .bytes(try await stream.collect(upTo: request.maxResponseBodySize))
-            } catch {
-                throw Self.map(error, request)
-            }
+            // first, within the largest body it accepts back (a cut body's error as it is).
+            outbound.body = .bytes(try await stream.collect(upTo: request.maxResponseBodySize))
         }
         let response: HTTPClientResponse
         do {
