@@ -77,6 +77,9 @@ public struct OutboundRequest: Sendable {
     public var headers: HTTPFields
     /// The body, if any.
     public var body: ByteBuffer?
+    /// A body that streams instead (``ProxyRequest/stream``): sent with its `Content-Length`
+    /// when known, else chunked, as its parts come; ``body`` is nil then.
+    public var bodyStream: BodyStream?
     /// How long the whole exchange may take.
     public var timeout: Duration
     /// The largest response body accepted whole; more is an error (`upstream_unavailable`).

@@ -15,8 +15,12 @@ public struct ProxyRequest: Sendable {
     public var query: String?
     /// The end-to-end request headers (hop-by-hop fields already removed).
     public var headers: HTTPFields
-    /// The whole request body (empty when there is none).
+    /// The whole request body (empty when there is none, or when it streams: ``stream``).
     public var body: ByteBuffer
+    /// The body when it streams instead of arriving whole (a route nothing needs the body of:
+    /// see the README's "Streamed bodies"); nil when ``body`` holds it. A stream is read once:
+    /// whoever sends the request on takes it, and a copy of the request shares it.
+    public var stream: BodyStream?
     /// The address of the client that sent the request, if known.
     public var client: ClientAddress?
     /// Who sent the request, as the kernel says (``PeerIdentity``): set on a Unix socket
@@ -61,6 +65,9 @@ public struct ProxyRequest: Sendable {
 
     /// GET or HEAD.
     public var isRead: Bool { method == .get || method == .head }
+
+    /// Whether the body streams (``stream``): it cannot be sent twice.
+    public var isStreamed: Bool { stream != nil }
 }
 
 /// Request ids: the caller's, or 16 random-looking hex digits.

@@ -218,6 +218,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
             AccessLogService(log: accessLog),
             WatchdogService(notifier: notifier, eventLoopGroup: configuration.eventLoopGroup, logger: logger),
             TransportShutdown(transports: transports), TelemetryService(exporter: telemetry), storeRunner, background, DrainOnShutdown(instance: self),
+            MemoryTrimService(requestsInFlight: { [chains] in chains.serving?.serving.requestsInFlight }),
             ServingGroup(prelude: { try await self.startServing(spec) }, logger: logger),
         ], logger: logger)
         groupConfiguration.maximumGracefulShutdownDuration = spec.drainTimeout

@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 import VeneerConfig
@@ -80,6 +82,30 @@ struct TokenManagerTests {
             #expect(tokens.forms.last?["refresh_token"] == "rt-2")
             #expect(tokens.reuses == 0, "a used refresh token was presented again")
             #expect(tokens.refreshes == 3)
+        } catch {
+            Issue.record(error)
+        }
+        await transports.shutdown()
+        await tokens.stop()
+    }
+
+    @Test("a 401 to a request whose body streamed is passed on as it came: no refresh, no retry (the body cannot be sent again)")
+    func streamedBodyNotRetried() async throws {
+        let tokens = try await TestTokenServer.start()
+        let transports = StandardTransportProvider()
+        do {
+            let manager = try Self.manager(tokens: tokens, transports: transports, store: FlakyTokenStore(), clock: ManualClock(start: Date()))
+            let upstream = RecordingHandler { _ in .json(.unauthorized, ByteBuffer(string: #"{"error":"invalid_token"}"#)) }
+            let decorator = AuthRefreshDecorator(inner: upstream, manager: manager, callerAuthorization: .replace)
+            var request = ProxyRequest(method: .put, route: .item(.posts, "1"))
+            request.stream = BodyStream.of([ByteBuffer(string: "{}")], on: MultiThreadedEventLoopGroup.singleton.next())
+            let response = try await decorator.handle(request)
+            #expect(response.status == .unauthorized)
+            #expect(upstream.count == 1, "not retried")
+            #expect(tokens.refreshes == 1, "only the first token's refresh")
+            // A whole body is retried once after a refresh, as before.
+            _ = try await decorator.handle(ProxyRequest(method: .put, route: .item(.posts, "1"), body: ByteBuffer(string: "{}")))
+            #expect(upstream.count == 3)
         } catch {
             Issue.record(error)
         }

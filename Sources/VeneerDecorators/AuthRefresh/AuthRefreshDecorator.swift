@@ -4,7 +4,8 @@ import VeneerCore
 
 /// `auth_refresh`: callers send no credentials; Veneer holds them. It injects
 /// `Authorization: Bearer <access token>`, keeps the token fresh, and after a 401 refreshes
-/// (once for all concurrent 401s) and retries that request exactly once.
+/// (once for all concurrent 401s) and retries that request exactly once; a request whose
+/// body streamed (``ProxyRequest/stream``) cannot be sent again, and its 401 is passed on.
 ///
 /// In the request's record it notes the token's time left (when the record traces), and
 /// always a refresh it waited for, a retry after 401, or a token it could not get.
@@ -42,6 +43,13 @@ public struct AuthRefreshDecorator: Handler {
         }
         guard response.status == .unauthorized else {
             if let detail { record.append(.init(name: "auth_refresh", detail: detail), at: place) }
+            return response
+        }
+        // A request whose body streamed to the upstream cannot be sent again: its 401 is the
+        // caller's, as it came (the token is refreshed by the loop, or by the next 401).
+        if request.isStreamed {
+            let said = detail ?? describe(handout)
+            record.append(.init(name: "auth_refresh", detail: said + ", 401 passed on (streamed body)"), at: place)
             return response
         }
         // The 401 is replaced (by the retry's answer, or the error): a body of it still

@@ -41,6 +41,10 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         outbound.headers = headers
         if let body = request.body {
             outbound.body = .bytes(body)
+        } else if let stream = request.bodyStream {
+            // Only the pooled http:// transport streams request bodies: this one reads it whole
+            // first, within the largest body it accepts back (a cut body's error as it is).
+            outbound.body = .bytes(try await stream.collect(upTo: request.maxResponseBodySize))
         }
         let response: HTTPClientResponse
         do {

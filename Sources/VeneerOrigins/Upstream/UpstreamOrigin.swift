@@ -125,9 +125,11 @@ public struct UpstreamOrigin: CallbackAnswering {
             endpoint: options.endpoint,
             target: Self.target(options.endpoint.basePath, request),
             headers: headers,
-            body: request.body.readableBytes > 0 || request.method == .post || request.method == .put || request.method == .patch ? request.body : nil,
+            body: request.stream == nil && (request.body.readableBytes > 0 || request.method == .post || request.method == .put || request.method == .patch)
+                ? request.body : nil,
             timeout: options.timeout,
             maxResponseBodySize: maxResponseBodySize)
+        outbound.bodyStream = request.stream
         outbound.streamThreshold = streamThreshold
         outbound.bodyTimeout = bodyTimeout
         return outbound

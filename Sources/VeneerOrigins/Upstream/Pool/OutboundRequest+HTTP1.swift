@@ -5,7 +5,9 @@ import VeneerHTTP1
 
 extension OutboundRequest {
     /// The request as HTTP/1.1, head and body in one buffer: `METHOD target HTTP/1.1`, `Host`,
-    /// the end-to-end fields, `Content-Length` when there is a body, then the body.
+    /// the end-to-end fields, `Content-Length` when there is a body, then the body. A streamed
+    /// body (``OutboundRequest/bodyStream``) is not written here: the head says its
+    /// `Content-Length` when known, else `Transfer-Encoding: chunked`, and ends.
     func writeHTTP1(into buffer: inout ByteBuffer) {
         buffer.writeString(method.rawValue)
         buffer.writeInteger(UInt8(ascii: " "))
@@ -21,7 +23,15 @@ extension OutboundRequest {
             buffer.writeString(field.value)
             buffer.writeStaticString("\r\n")
         }
-        if let body {
+        if let bodyStream {
+            if let length = bodyStream.expectedLength {
+                buffer.writeStaticString("Content-Length: ")
+                buffer.writeString(String(length))
+                buffer.writeStaticString("\r\n\r\n")
+            } else {
+                buffer.writeStaticString("Transfer-Encoding: chunked\r\n\r\n")
+            }
+        } else if let body {
             buffer.writeStaticString("Content-Length: ")
             buffer.writeString(String(body.readableBytes))
             buffer.writeStaticString("\r\n\r\n")

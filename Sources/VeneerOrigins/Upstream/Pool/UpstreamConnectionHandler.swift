@@ -31,6 +31,9 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// The longest pause of the streamed body while a part is wanted.
     private var bodyTimeout = TimeAmount.seconds(30)
     private var pauseTimer: Scheduled<Void>?
+    /// The request body being sent as it streams, if any, and whether it goes chunked.
+    private var requestStream: BodyStream?
+    private var requestChunked = false
 
     init(id: ID, eventLoop: any EventLoop) {
         self.id = id
@@ -58,7 +61,8 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     func start(_ request: OutboundRequest) {
         let isActive = context?.channel.isActive ?? false
         guard case .write = state.startRequest(request.method, maxResponseBodySize: request.maxResponseBodySize,
-                                               streamThreshold: request.streamThreshold, channelIsActive: isActive),
+                                               streamThreshold: request.streamThreshold,
+                                               streamsRequestBody: request.bodyStream != nil, channelIsActive: isActive),
               let context
         else {
             pool?.closedBeforeResponse(on: id, requestSent: false)
@@ -74,6 +78,67 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         context.write(wrapOutboundOut(buffer), promise: nil)
         flusher.flushSoon(context.channel)
         outputBuffer = buffer
+        if let stream = request.bodyStream { sendRequestBody(stream, context) }
+    }
+
+    // MARK: A streamed request body
+
+    /// Sends `stream` after the head, one part at a time: the next part is asked for only once
+    /// the last one left the channel (so a slow upstream slows the client's sending down).
+    private func sendRequestBody(_ stream: BodyStream, _ context: ChannelHandlerContext) {
+        requestStream = stream
+        requestChunked = stream.expectedLength == nil
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let loop = context.eventLoop
+        stream.start { event in
+            loop.execute { loopBound.value.requestBodyEvent(event, from: stream) }
+        }
+        stream.read()
+    }
+
+    private func requestBodyEvent(_ event: BodyStream.Event, from stream: BodyStream) {
+        guard stream === requestStream, let context else { return }
+        switch event {
+        case .part(let part):
+            let promise = context.eventLoop.makePromise(of: Void.self)
+            if requestChunked {
+                guard part.readableBytes > 0 else {
+                    stream.read()
+                    return
+                }
+                var size = context.channel.allocator.buffer(capacity: 18)
+                size.writeString(String(part.readableBytes, radix: 16))
+                size.writeStaticString("\r\n")
+                context.write(wrapOutboundOut(size), promise: nil)
+                context.write(wrapOutboundOut(part), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(ByteBuffer(staticString: "\r\n")), promise: promise)
+            } else {
+                context.writeAndFlush(wrapOutboundOut(part), promise: promise)
+            }
+            let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            promise.futureResult.whenSuccess {
+                let handler = loopBound.value
+                guard stream === handler.requestStream, handler.state.requestBodyPartWritten() else { return }
+                stream.read()
+            }
+        case .end:
+            requestStream = nil
+            if requestChunked {
+                context.writeAndFlush(wrapOutboundOut(ByteBuffer(staticString: "0\r\n\r\n")), promise: nil)
+            }
+            state.requestBodyEnded()
+        case .failed:
+            requestStream = nil
+            perform(state.requestBodyFailed())
+        }
+    }
+
+    /// The connection closes or the request was answered early: the rest of the request's
+    /// body is not sent, and its producer hears so.
+    private func dropRequestBody() {
+        guard let stream = requestStream else { return }
+        requestStream = nil
+        stream.cancel()
     }
 
     /// The pool gives up on the connection: it closes, and reports nothing more.
@@ -99,6 +164,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
 
     func channelInactive(context: ChannelHandlerContext) {
         perform(state.channelInactive())
+        dropRequestBody()
         cancelPauseTimer()
         context.fireChannelInactive()
     }
@@ -184,14 +250,20 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         case .notSent:
             pool?.closedBeforeResponse(on: id, requestSent: false)
         case .close:
+            dropRequestBody()
             context?.close(promise: nil)
         case .deliver(let response, let keepAlive):
-            if !keepAlive { context?.close(promise: nil) }
+            if !keepAlive {
+                dropRequestBody()
+                context?.close(promise: nil)
+            }
             pool?.responseReceived(on: id, response, keepAlive: keepAlive)
         case .fail(let failure):
+            dropRequestBody()
             context?.close(promise: nil)
             pool?.requestFailed(on: id, failure)
         case .closedBeforeResponse:
+            dropRequestBody()
             context?.close(promise: nil)
             pool?.closedBeforeResponse(on: id, requestSent: true)
         case .streamHead(let head, let expectedLength):
@@ -216,6 +288,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             if keepAlive {
                 context?.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
             } else {
+                dropRequestBody()
                 context?.close(promise: nil)
             }
             pool?.bodyEnded(on: id, keepAlive: keepAlive)
@@ -224,6 +297,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             cancelPauseTimer()
             let cut = stream
             stream = nil
+            dropRequestBody()
             context?.close(promise: nil)
             pool?.bodyEnded(on: id, keepAlive: false)
             cut?.finish(Self.error(failure, peer: context?.channel.remoteAddress))

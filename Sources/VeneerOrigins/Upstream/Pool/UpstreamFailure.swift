@@ -23,6 +23,8 @@ enum UpstreamFailure: Equatable, Sendable {
     case malformed(String)
     /// The response was over the size limit (the parser's reason).
     case tooLarge(String)
+    /// The request's streamed body was cut before its end (its client left or paused too long).
+    case requestBodyCut
 
     /// `upstream_timeout` for the timeouts, `upstream_unavailable` for everything else: the
     /// message says what failed; the upstream's address and a parser's words are the detail,
@@ -48,6 +50,8 @@ enum UpstreamFailure: Equatable, Sendable {
             return .upstreamUnavailable("The upstream sent a malformed response.", detail: "\(target) sent a malformed response: \(reason)")
         case .tooLarge(let reason):
             return .upstreamUnavailable("The upstream's response is larger than allowed.", detail: "\(target): \(reason)")
+        case .requestBodyCut:
+            return .upstreamUnavailable("The request's body was cut before its end.", detail: "the body of a request to \(target) was cut")
         }
     }
 }
