@@ -78,8 +78,10 @@ enum ServerSpan {
     static func hostAndPort(_ authority: String) -> (Substring, Int?) {
         var host = authority[...]
         var port: Int?
-        if let colon = authority.lastIndex(of: ":"), authority[colon...].firstIndex(of: "]") == nil,
-           authority.hasPrefix("[") || authority.firstIndex(of: ":") == colon {
+        // By bytes, not Characters (the separators are ASCII; a String's indices serve both).
+        let bytes = authority.utf8
+        if let colon = bytes.lastIndex(of: UInt8(ascii: ":")), bytes[colon...].firstIndex(of: UInt8(ascii: "]")) == nil,
+           authority.hasPrefix("[") || bytes.firstIndex(of: UInt8(ascii: ":")) == colon {
             port = Int(authority[authority.index(after: colon)...])
             host = authority[..<colon]
         }

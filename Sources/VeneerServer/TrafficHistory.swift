@@ -27,8 +27,12 @@ public final class TrafficHistory: Sendable {
     }
 
     private struct State {
-        var serving = ""
-        var rings: [String: [Bucket]] = [:]
+        /// The environments answers were or are noted for, and their rings (empty until the
+        /// first answer), index for index; `serving` indexes the current one, so that noting
+        /// an answer hashes no name.
+        var names = [""]
+        var rings: [[Bucket]] = [[]]
+        var serving = 0
     }
 
     private let state = Mutex(State())
@@ -41,7 +45,15 @@ public final class TrafficHistory: Sendable {
 
     /// Answers from now on belong to `environment` (the first chain, a switch).
     public func serving(_ environment: String) {
-        state.withLock { $0.serving = environment }
+        state.withLock { state in
+            if let index = state.names.firstIndex(of: environment) {
+                state.serving = index
+            } else {
+                state.names.append(environment)
+                state.rings.append([])
+                state.serving = state.names.count - 1
+            }
+        }
     }
 
     func slot(_ instant: NIODeadline) -> Int64 {
@@ -50,11 +62,18 @@ public final class TrafficHistory: Sendable {
 
     func elapsed(_ instant: NIODeadline) -> Double { Double(max(0, (instant - origin).nanoseconds)) / 1e9 }
 
+    /// The bins' upper bounds in nanoseconds: a bin is found by comparing integers, not by a
+    /// logarithm per answer.
+    static let upperNanoseconds: [Int64] = (0..<binCount).map { Int64(upperBound($0) * 1e6) }
+
+    /// The bin of `duration`: the first whose upper bound it does not pass.
     static func bin(_ duration: Duration) -> Int {
         let parts = duration.components
-        let milliseconds = Double(parts.seconds) * 1000 + Double(parts.attoseconds) / 1e15
-        guard milliseconds > 0.1 else { return 0 }
-        return min(binCount - 1, max(0, Int((3 * log2(milliseconds / 0.1)).rounded(.up)) - 1))
+        guard parts.seconds < 1_000_000 else { return binCount - 1 }
+        let nanoseconds = parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000
+        var index = 0
+        while index < binCount - 1, nanoseconds > upperNanoseconds[index] { index += 1 }
+        return index
     }
 
     /// The upper bound of bin `index`, in milliseconds.
@@ -64,29 +83,33 @@ public final class TrafficHistory: Sendable {
     public func record(answered: NIODeadline, duration: Duration, cacheStatus: String?) {
         let slot = slot(answered), bin = Self.bin(duration)
         let cached = cacheStatus != nil, hit = cacheStatus.map(Self.isHit) ?? false
+        let index = Int(slot % Int64(Self.bucketCount))
         state.withLock { state in
-            let environment = state.serving
-            if state.rings[environment] == nil { state.rings[environment] = Array(repeating: Bucket(), count: Self.bucketCount) }
-            let index = Int(slot % Int64(Self.bucketCount))
-            state.rings[environment]![index].add(slot: slot, bin: bin, cached: cached, hit: hit)
+            let serving = state.serving
+            if state.rings[serving].isEmpty { state.rings[serving] = Array(repeating: Bucket(), count: Self.bucketCount) }
+            state.rings[serving][index].add(slot: slot, bin: bin, cached: cached, hit: hit)
         }
     }
 
     /// A hit of RFC 9211 (`veneer; hit`), fresh or served stale.
     static func isHit(_ status: String) -> Bool {
-        // Byte by byte: String.contains with Foundation imported goes through CFString, which
-        // cost more than the rest of this per-answer bookkeeping (measured with perf).
-        let bytes = status.utf8
-        let pattern: [UInt8] = Array("; hit".utf8)
-        var index = bytes.startIndex
-        while index != bytes.endIndex {
-            if bytes[index...].starts(with: pattern) {
-                let after = bytes.index(index, offsetBy: pattern.count)
-                if after == bytes.endIndex || bytes[after] == UInt8(ascii: ";") { return true }
+        // Byte by byte over the string's own storage: String.contains with Foundation imported
+        // goes through CFString, and a generic `starts(with:)` per position over the UTF-8 view
+        // still cost more than the rest of this per-answer bookkeeping (measured with perf).
+        var status = status
+        return status.withUTF8 { bytes in
+            let count = bytes.count
+            var index = 0
+            while index + 5 <= count {
+                if bytes[index] == UInt8(ascii: ";"), bytes[index + 1] == UInt8(ascii: " "), bytes[index + 2] == UInt8(ascii: "h"),
+                   bytes[index + 3] == UInt8(ascii: "i"), bytes[index + 4] == UInt8(ascii: "t"),
+                   index + 5 == count || bytes[index + 5] == UInt8(ascii: ";") {
+                    return true
+                }
+                index += 1
             }
-            index = bytes.index(after: index)
+            return false
         }
-        return false
     }
 
     /// What the charts of `environment` show, oldest bucket first, ending with the current one.
@@ -104,7 +127,7 @@ public final class TrafficHistory: Sendable {
     /// The series of `environment` up to `now`.
     public func series(_ environment: String, now: NIODeadline = .now()) -> Series {
         let current = slot(now)
-        let ring = state.withLock { $0.rings[environment] } ?? []
+        let ring = state.withLock { state in state.names.firstIndex(of: environment).map { state.rings[$0] } } ?? []
         var series = Series(rate: [], hitRatio: [], p50: [], p99: [])
         for offset in stride(from: Int64(Self.bucketCount - 1), through: 0, by: -1) {
             let slot = current - offset

@@ -64,6 +64,9 @@ struct RequestRecordTests {
             ("veneer; fwd=bypass; detail=request-body", "bypass"),
             ("veneer; fwd=partial; fwd-status=206", "partial"),
             ("something else", "something else"),
+            // Read byte by byte: tabs and spaces around members, empty members.
+            ("veneer;;\tfwd=miss \t;  stored;", "miss stored"),
+            ("veneer;hit", "hit"),
         ]
         for (status, summary) in cases {
             #expect(RequestRecord.cacheSummary(status) == summary, "\(status)")

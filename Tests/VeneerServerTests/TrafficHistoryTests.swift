@@ -40,6 +40,30 @@ struct TrafficHistoryTests {
         #expect(TrafficHistory.upperBound(TrafficHistory.bin(.milliseconds(1))) >= 1)
         #expect(TrafficHistory.upperBound(TrafficHistory.bin(.milliseconds(1))) < 1.27)
         #expect(TrafficHistory.bin(.seconds(3600)) == TrafficHistory.binCount - 1)
+        // Bin i holds what passes bin i-1's upper bound up to its own (found without a logarithm).
+        for index in 0..<(TrafficHistory.binCount - 1) {
+            let bound = Int64(TrafficHistory.upperBound(index) * 1e6)
+            #expect(TrafficHistory.bin(.nanoseconds(bound - 1)) == index, "\(index)")
+            #expect(TrafficHistory.bin(.nanoseconds(bound + 1)) == index + 1, "\(index)")
+        }
+    }
+
+    @Test("switching environments back and forth: each answer is noted in the ring of the one serving then")
+    func switching() {
+        let origin = NIODeadline.now()
+        let history = TrafficHistory(origin: origin)
+        let at = origin + .seconds(1)
+        history.record(answered: at, duration: .milliseconds(1), cacheStatus: nil)
+        history.serving("development")
+        for _ in 0..<3 { history.record(answered: at, duration: .milliseconds(1), cacheStatus: nil) }
+        history.serving("staging")
+        for _ in 0..<5 { history.record(answered: at, duration: .milliseconds(1), cacheStatus: nil) }
+        history.serving("development")
+        history.record(answered: at, duration: .milliseconds(1), cacheStatus: nil)
+        let now = origin + .seconds(10)
+        #expect(history.series("development", now: now).rate[88] == 0.4)
+        #expect(history.series("staging", now: now).rate[88] == 0.5)
+        #expect(history.series("", now: now).rate[88] == 0.1)
     }
 }
 
