@@ -23,7 +23,8 @@ struct MemoryTrimService: Service, CustomStringConvertible {
         }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             do {
-                try await Task.sleep(for: period)
+                // SIGTERM ends the wait at once: shutdown never waits for a trim period.
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: period) }
             } catch {
                 return
             }

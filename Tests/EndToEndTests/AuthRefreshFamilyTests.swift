@@ -174,6 +174,9 @@ struct AuthRefreshFamilyTests {
             try await eventually("health says: refresh outcome unknown") { await rig.problems(port).contains { $0.contains("refresh outcome unknown") } }
             rig.tokens.update { $0.delay = .zero }
             #expect(try await rig.get(port).status == 502)
+            // The reload also lifts the tight time-outs that made the first refresh's outcome
+            // unknown, so that a busy test run cannot time out the refresh it resumes.
+            try rig.configure(["timeout: 5s", "refresh_wait: 5s"])
             veneer.signal(SIGHUP)
             try await eventually("after the reload a request is served") { (try? await rig.get(port).status) == 200 }
             #expect(rig.tokens.presented == ["rt-0", "rt-0"])
@@ -229,6 +232,7 @@ struct AuthRefreshFamilyTests {
 
             rig.tokens.update { $0.delay = .zero }
             rig.refused.insert("at-1")  // the upstream refuses the saved access token: a refresh follows
+            try rig.configure()  // the default time-out: a busy test run must not time out this refresh
             let (again, againPort) = try await rig.start()
             defer { again.terminate() }
             #expect(try await rig.get(againPort).status == 200)
