@@ -8,9 +8,19 @@ import Glibc
 enum ProcessProbe {
     /// Resident memory (`VmRSS` in /proc/PID/status), in bytes.
     static func residentBytes(of pid: Int32) throws -> Int {
+        try statusBytes("VmRSS", of: pid)
+    }
+
+    /// Peak resident memory (`VmHWM` in /proc/PID/status), in bytes.
+    static func peakResidentBytes(of pid: Int32) throws -> Int {
+        try statusBytes("VmHWM", of: pid)
+    }
+
+    /// A size line of /proc/PID/status (`NAME:   123 kB`), in bytes.
+    private static func statusBytes(_ name: String, of pid: Int32) throws -> Int {
         let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
-        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-              let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "") else { throw ProbeError.unreadable("VmRSS") }
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }),
+              let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "") else { throw ProbeError.unreadable(name) }
         return kilobytes * 1024
     }
 

@@ -191,17 +191,10 @@ struct TelemetryProcessTests {
             }
             // And no memory growth: 1,000 more requests' spans are dropped, not held.
             let pid = try #require(Int32(try String(contentsOfFile: directory + "/veneer.pid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
-            let before = residentKB(pid)
+            let before = try ProcessProbe.residentBytes(of: pid) / 1024
             for index in 0..<1000 { _ = try await RawHTTP.request(port: port, "GET", "/posts/\(index % 10 + 1)") }
-            let after = residentKB(pid)
+            let after = try ProcessProbe.residentBytes(of: pid) / 1024
             #expect(after - before < 8 * 1024, "resident memory grew from \(before) KB to \(after) KB")
         }
-    }
-
-    /// The resident memory of process `pid`, in KB (`VmRSS` of /proc).
-    func residentKB(_ pid: Int32) -> Int {
-        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
-        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
-        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
     }
 }
