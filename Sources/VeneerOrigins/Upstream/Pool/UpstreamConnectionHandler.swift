@@ -61,7 +61,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     func start(_ request: OutboundRequest) {
         let isActive = context?.channel.isActive ?? false
         guard case .write = state.startRequest(request.method, maxResponseBodySize: request.maxResponseBodySize,
-                                               streamThreshold: request.streamThreshold,
+                                               streamThreshold: request.streamThreshold, budget: request.buffers,
                                                streamsRequestBody: request.bodyStream != nil, channelIsActive: isActive),
               let context
         else {

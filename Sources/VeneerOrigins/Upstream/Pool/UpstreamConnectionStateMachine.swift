@@ -86,9 +86,10 @@ struct UpstreamConnectionStateMachine {
     /// is still open (it may have closed since it went idle, before its close was reported).
     /// `streamThreshold`: bodies of unknown length or longer than that stream (nil: every
     /// body is read whole, up to `maxResponseBodySize`). `streamsRequestBody`: the head goes
-    /// out alone and the body follows part by part (``requestBodyPartWritten()``).
+    /// out alone and the body follows part by part (``requestBodyPartWritten()``). `budget`:
+    /// an answer under the threshold reserves its length there, else streams.
     mutating func startRequest(_ method: HTTPRequest.Method, maxResponseBodySize: Int, streamThreshold: Int? = nil,
-                               streamsRequestBody: Bool = false, channelIsActive: Bool) -> Action {
+                               budget: BufferBudget? = nil, streamsRequestBody: Bool = false, channelIsActive: Bool) -> Action {
         switch state {
         case .idle:
             guard channelIsActive else {
@@ -98,6 +99,7 @@ struct UpstreamConnectionStateMachine {
             parser.reset()
             parser.maxBodySize = maxResponseBodySize
             parser.streamThreshold = streamThreshold
+            parser.budget = budget
             requestBody = streamsRequestBody ? .sending : .whole
             state = .awaitingResponse(method)
             return .write
