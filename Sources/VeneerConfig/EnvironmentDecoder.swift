@@ -193,7 +193,7 @@ extension ConfigDocument {
 
         var limits = Limits()
         let limitKeys = ["request_body", "request_headers", "response_body", "header_timeout", "body_timeout", "output_buffer",
-                         "pipeline_depth", "connections", "buffered"]
+                         "pipeline_depth", "connections", "buffered", "buffered_wait", "buffered_waiters"]
         if let mapping = environment.mapping("limits", allowedKeys: limitKeys) {
             limits.requestBody = mapping.size("request_body", default: limits.requestBody, in: Limits.requestBodyBounds) ?? limits.requestBody
             limits.requestHeaders = mapping.size("request_headers", default: limits.requestHeaders, in: Limits.requestHeadersBounds)
@@ -205,6 +205,9 @@ extension ConfigDocument {
             limits.pipelineDepth = mapping.int("pipeline_depth", default: limits.pipelineDepth, in: 1...1024) ?? limits.pipelineDepth
             limits.connections = mapping.int("connections", default: limits.connections, in: 1...1_000_000) ?? limits.connections
             limits.buffered = mapping.size("buffered", default: limits.buffered, in: Limits.bufferedBounds) ?? limits.buffered
+            limits.bufferedWait = mapping.duration("buffered_wait", default: limits.bufferedWait, in: Limits.bufferedWaitBounds)
+                ?? limits.bufferedWait
+            limits.bufferedWaiters = mapping.int("buffered_waiters", default: limits.bufferedWaiters, in: 0...1_000_000) ?? limits.bufferedWaiters
         }
         let drainTimeout = environment.duration("drain_timeout", default: .seconds(10), in: .init(.zero ... .seconds(3600))) ?? .seconds(10)
         let idleTimeout = environment.duration("idle_timeout", default: .seconds(75), in: .init(.milliseconds(1) ... .days(1))) ?? .seconds(75)

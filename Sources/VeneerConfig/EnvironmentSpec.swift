@@ -89,6 +89,10 @@ public struct Limits: Sendable, Hashable {
     /// `buffered`: everything held whole at once across the connections (request bodies
     /// read before the chain sees them, answers read whole by a decorator); beyond it, 503.
     public var buffered: Int = 256 << 20
+    /// `buffered_wait`: how long buffering beyond ``buffered`` waits for room before its 503.
+    public var bufferedWait: Duration = .milliseconds(100)
+    /// `buffered_waiters`: how many may wait for room at once (more get their 503 at once).
+    public var bufferedWaiters: Int = 1024
     /// How many requests may wait for their answers on one connection.
     public var pipelineDepth: Int = 16
     /// How many client connections may be open at once (per listener).
@@ -110,6 +114,8 @@ public struct Limits: Sendable, Hashable {
     public static let outputBufferBounds = Bounded<Sizes>((4 << 10)...(64 << 20))
     /// `buffered`: 1MB to 64GB.
     public static let bufferedBounds = Bounded<Sizes>((1 << 20)...(64 << 30))
+    /// `buffered_wait`: none to 10s (a wait longer than a client's patience helps nobody).
+    public static let bufferedWaitBounds = Bounded<Durations>(.zero ... .seconds(10))
 }
 
 /// Where the access log of an environment goes (`access_log:`): one JSON line per request.
@@ -292,6 +298,8 @@ public struct EnvironmentSpec: Sendable {
                 ("body_timeout", .string(Units.format(limits.bodyTimeout))),
                 ("output_buffer", .string(Units.format(bytes: limits.outputBuffer))),
                 ("buffered", .string(Units.format(bytes: limits.buffered))),
+                ("buffered_wait", .string(Units.format(limits.bufferedWait))),
+                ("buffered_waiters", .int(limits.bufferedWaiters)),
                 ("pipeline_depth", .int(limits.pipelineDepth)),
                 ("connections", .int(limits.connections)),
             ])),

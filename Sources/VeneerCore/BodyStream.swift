@@ -157,46 +157,100 @@ public final class BodyStream: @unchecked Sendable {
 
     /// The whole body, read into one buffer; more than `limit` bytes cancels the stream and
     /// throws `upstream_unavailable` (a 502, as a buffered answer over `response_body` gets).
-    /// What is read is reserved from `budget` (`limits.buffered`) as it comes, until the body
-    /// goes; beyond the budget, 503 `overloaded`.
+    /// What is read is reserved from `budget` (`limits.buffered`) as it comes, waiting briefly
+    /// for room (``BufferBudget/wait``); beyond the budget, 503 `overloaded`. The reservation
+    /// is given back when this returns: ``collected(upTo:budget:)`` keeps it with the body.
     public func collect(upTo limit: Int, budget: BufferBudget? = nil) async throws -> ByteBuffer {
+        try await collected(upTo: limit, budget: budget).body
+    }
+
+    /// ``collect(upTo:budget:)``, with the reservation that holds the body's share of `budget`.
+    func collected(upTo limit: Int, budget: BufferBudget?) async throws -> (body: ByteBuffer, reservation: BufferBudget.Reservation?) {
         if let expectedLength, expectedLength > limit {
             cancel()
             throw Self.tooLarge(limit)
         }
         let reservation = budget?.reserve(0)
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ByteBuffer, any Error>) in
-            let gathered = Gathered()
+        let body = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ByteBuffer, any Error>) in
+            let gathered = Gathered(continuation)
+            let eventLoop = eventLoop
             start { [self] event in
                 switch event {
-                case .part(var part):
+                case .part(let part):
                     guard gathered.value.readableBytes + part.readableBytes <= limit else {
                         cancel()
-                        continuation.resume(throwing: Self.tooLarge(limit))
+                        gathered.resume(throwing: Self.tooLarge(limit))
                         return
                     }
-                    guard reservation?.grow(by: part.readableBytes) ?? true else {
-                        cancel()
-                        var error = ProxyError(.overloaded, "Veneer is holding as many bodies as limits.buffered allows; try again shortly.")
-                        error.headers[.retryAfter] = "1"
-                        continuation.resume(throwing: error)
+                    guard let reservation else {
+                        gathered.append(part)
+                        read()
                         return
                     }
-                    if gathered.value.readableBytes == 0 { gathered.value = part } else { gathered.value.writeBuffer(&part) }
-                    read()
+                    // The stream may deliver its end before this part's room is granted
+                    // (a stream that holds its last parts ends without another read).
+                    gathered.growing = true
+                    reservation.grow(by: part.readableBytes, waitingOn: eventLoop) { [self] reserved in
+                        gathered.growing = false
+                        guard reserved else {
+                            cancel()
+                            gathered.resume(throwing: Self.overloaded)
+                            return
+                        }
+                        gathered.append(part)
+                        if gathered.ended { gathered.resume() } else { read() }
+                    }
                 case .end:
-                    continuation.resume(returning: gathered.value)
+                    gathered.ended = true
+                    if !gathered.growing { gathered.resume() }
                 case .failed(let error):
-                    continuation.resume(throwing: error)
+                    gathered.resume(throwing: error)
                 }
             }
             read()
         }
+        return (body, reservation)
     }
 
-    /// The bytes gathered so far by ``collect(upTo:)`` (touched on the stream's loop only).
+    /// 503 `overloaded`: what cannot be buffered within `limits.buffered`, even after a wait.
+    public static var overloaded: ProxyError {
+        var error = ProxyError(.overloaded, "Veneer is holding as many bodies as limits.buffered allows; try again shortly.")
+        error.headers[.retryAfter] = "1"
+        return error
+    }
+
+    /// The bytes gathered so far by ``collect(upTo:)``, and its continuation, resumed once
+    /// (touched on the stream's loop only).
     private final class Gathered: @unchecked Sendable {
         var value = ByteBuffer()
+        /// A part waits for its room in the budget.
+        var growing = false
+        /// The stream ended (the body is whole once no part waits for room).
+        var ended = false
+        private var continuation: CheckedContinuation<ByteBuffer, any Error>?
+
+        init(_ continuation: CheckedContinuation<ByteBuffer, any Error>) {
+            self.continuation = continuation
+        }
+
+        func append(_ part: ByteBuffer) {
+            if value.readableBytes == 0 {
+                value = part
+            } else {
+                var part = part
+                value.writeBuffer(&part)
+            }
+        }
+
+        func resume() {
+            continuation?.resume(returning: value)
+            continuation = nil
+        }
+
+        func resume(throwing error: any Error) {
+            continuation?.resume(throwing: error)
+            continuation = nil
+        }
     }
 
     static func tooLarge(_ limit: Int) -> ProxyError {

@@ -89,6 +89,10 @@ public struct OutboundRequest: Sendable {
     public var streamThreshold: Int?
     /// The longest pause of a streamed body while a part is wanted (`limits.body_timeout`).
     public var bodyTimeout: Duration = .seconds(30)
+    /// `limits.buffered`: an answer a transport that streams would read whole (under
+    /// ``streamThreshold``) reserves its length there first; one the budget has no room for
+    /// streams instead (it then holds a few buffers, not its length). Nil: nothing reserved.
+    public var buffers: BufferBudget?
 
     /// Creates a request.
     public init(method: HTTPRequest.Method, endpoint: Endpoint, target: String, headers: HTTPFields = [:],

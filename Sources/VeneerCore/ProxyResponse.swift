@@ -16,6 +16,10 @@ public struct ProxyResponse: Sendable {
     public var body: ByteBuffer
     /// The body as it arrives, when it is not whole; nil for a whole body.
     public var stream: BodyStream?
+    /// The share of `limits.buffered` a whole body read into memory holds (an upstream answer
+    /// read whole, a streamed one a decorator collected), given back when the last copy of
+    /// the response goes; nil for bodies that take nothing from it.
+    public var reservation: BufferBudget.Reservation?
 
     /// Creates a response.
     public init(status: HTTPResponse.Status, headers: ProxyHeaders = ProxyHeaders(), body: ByteBuffer = ByteBuffer()) {
@@ -42,7 +46,7 @@ public struct ProxyResponse: Sendable {
         guard let stream else { return self }
         var whole = self
         whole.stream = nil
-        whole.body = try await stream.collect(upTo: limit, budget: budget)
+        (whole.body, whole.reservation) = try await stream.collected(upTo: limit, budget: budget)
         return whole
     }
 

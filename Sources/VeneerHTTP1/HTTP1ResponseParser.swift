@@ -55,6 +55,11 @@ public struct HTTP1ResponseParser {
     /// Bodies of unknown length, and those longer than this, stream (``Event/head(_:expectedLength:)``)
     /// instead of being read whole; nil: every body is read whole (``next(requestMethod:)``).
     public var streamThreshold: Int?
+    /// `limits.buffered`: with a ``streamThreshold``, a body to be read whole reserves its
+    /// length here when its head arrives, and the whole response holds the reservation
+    /// (``ProxyResponse/reservation``); a body the budget has no room for streams instead.
+    public var budget: BufferBudget?
+    private var reservation: BufferBudget.Reservation?
     private var input = ByteBuffer()
     private var scanned = 0
     private var state = State.head
@@ -81,6 +86,7 @@ public struct HTTP1ResponseParser {
 
     /// Forgets everything (before the connection carries the next request).
     public mutating func reset() {
+        reservation = nil
         input = ByteBuffer()
         scanned = 0
         state = .head
@@ -115,7 +121,10 @@ public struct HTTP1ResponseParser {
                         return .head(ProxyResponse(status: head.status, headers: head.headers), expectedLength: nil)
                     }
                     if let length = framing.contentLength {
-                        if length > threshold {
+                        if let budget, length > 0, length <= threshold {
+                            reservation = budget.reserve(length)
+                        }
+                        if length > threshold || (budget != nil && length > 0 && reservation == nil) {
                             state = .streamLength(keepAlive: head.keepAlive, remaining: length)
                             return .head(ProxyResponse(status: head.status, headers: head.headers), expectedLength: length)
                         }
@@ -232,7 +241,10 @@ public struct HTTP1ResponseParser {
     private mutating func finish(_ head: Head, _ body: ByteBuffer) -> Response {
         state = .head
         if input.readableBytes == 0 { input = ByteBuffer() }
-        return Response(response: ProxyResponse(status: head.status, headers: head.headers, body: body), keepAlive: head.keepAlive)
+        var response = ProxyResponse(status: head.status, headers: head.headers, body: body)
+        response.reservation = reservation
+        reservation = nil
+        return Response(response: response, keepAlive: head.keepAlive)
     }
 
     private mutating func readHead(requestMethod: HTTPRequest.Method) throws(HTTP1ParseError) -> (Head, HTTP1Framing, Int)? {

@@ -31,6 +31,8 @@ struct AdminAPI: AdminResponder {
     var environments: @Sendable () -> [String] = { [] }
     /// Why the instance does not switch (under systemd), or nil.
     var switchRefusal: String?
+    /// Sets the gauges read at scrape time (`limits.buffered`'s figures) before `/-/metrics` is written.
+    var refreshGauges: @Sendable () -> Void = {}
 
     /// One endpoint of the runtime's own, as `GET /-/` lists it.
     struct Endpoint {
@@ -105,6 +107,7 @@ struct AdminAPI: AdminResponder {
             return .json(.ok, body, headers: [.cacheControl: "no-store"])
         default:
             var bytes: [UInt8] = []
+            refreshGauges()
             metrics.emit(into: &bytes)
             return ProxyResponse(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
                                  body: ByteBuffer(bytes: bytes))

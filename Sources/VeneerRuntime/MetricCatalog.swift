@@ -17,6 +17,10 @@ enum MetricCatalog {
         "veneer_upstream_pool_waits_total": "Upstream requests that waited for a connection of the pool (pooled http:// transport).",
         "veneer_upstream_retries_total": "Upstream requests sent again after a reused connection closed without an answer (pooled http:// transport).",
         // The process.
+        "veneer_buffered_bytes": "Bytes held whole in memory now across every connection, within limits.buffered (request bodies, answers read whole, cache and record copies).",
+        "veneer_buffered_peak_bytes": "The most bytes held whole in memory at once since the start (never over limits.buffered as it was then).",
+        "veneer_buffered_limit_bytes": "limits.buffered of the environment serving.",
+        "veneer_buffered_waiters": "Buffering that waits for room in limits.buffered now (at most limits.buffered_waiters).",
         "veneer_build_info": "Always 1; the version of the running binary is a label.",
         "veneer_environment_info": "Always 1; the environment serving is a label (a switch replaces the series).",
         "veneer_config_last_reload_successful": "Whether the last configuration reload (or the first load) succeeded (1) or failed (0).",

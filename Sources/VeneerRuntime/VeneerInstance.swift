@@ -121,6 +121,8 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
     /// `veneer_config_last_reload_successful` and `..._success_timestamp_seconds`.
     let reloadSuccessful: Prometheus.Gauge
     let reloadSuccessTime: Prometheus.Gauge
+    /// `veneer_buffered_bytes`, `..._peak_bytes`, `..._limit_bytes` and `veneer_buffered_waiters`, set at scrape time.
+    let bufferGauges: [Prometheus.Gauge]
     /// When it was created, for the uptime `/-/health` reports.
     let startedAt: Date
     /// The environment names of the file as last read.
@@ -164,6 +166,10 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
             .set(to: 1)
         reloadSuccessful = metrics.makeGauge(descriptor: DescribedMetricsFactory.descriptor("veneer_config_last_reload_successful"))
         reloadSuccessTime = metrics.makeGauge(descriptor: DescribedMetricsFactory.descriptor("veneer_config_last_reload_success_timestamp_seconds"))
+        let registry = metrics
+        bufferGauges = ["veneer_buffered_bytes", "veneer_buffered_peak_bytes", "veneer_buffered_limit_bytes", "veneer_buffered_waiters"].map {
+            registry.makeGauge(descriptor: DescribedMetricsFactory.descriptor($0))
+        }
         environmentInfo = Mutex(nil)
         let health = HealthBoard()
         self.health = health
@@ -183,7 +189,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
             context.environment = spec.name
             context.requestDirectives = configuration.registry.requestDirectives
             // One budget for the instance, its limit the serving environment's (a reload sets it).
-            buffers.resize(to: spec.limits.buffered)
+            buffers.resize(to: spec.limits.buffered, wait: spec.limits.bufferedWait, waiters: spec.limits.bufferedWaiters)
             context.buffers = buffers
             return context
         }, clock: configuration.clock, background: background, storeRunner: storeRunner, logger: configuration.logger)
@@ -263,6 +269,11 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         admin.switchEnvironment = { await self.switchEnvironment(to: $0) }
         admin.environments = { self.environments }
         admin.switchRefusal = switchRefusal
+        admin.refreshGauges = { [buffers, bufferGauges] in
+            for (gauge, figure) in zip(bufferGauges, [buffers.inUse, buffers.peak, buffers.limit, buffers.waiters]) {
+                gauge.set(to: Double(figure))
+            }
+        }
         let activation = SocketActivation.from(configuration.variables).assign(listeners: spec.listeners, admin: spec.adminListen)
         let mains = Self.mainEndpoints(spec, activation)
         if !activation.main.isEmpty || activation.admin != nil || !activation.extra.isEmpty {

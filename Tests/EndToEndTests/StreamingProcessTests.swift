@@ -8,8 +8,9 @@ import VeneerTestSupport
 @Suite("Streamed bodies as a real process", .serialized)
 struct StreamingProcessTests {
     /// Runs `body` with a streaming upstream and a process serving `chain` in front of it (its
-    /// YAML lines; nil: a latency_log to the test's folder), all stopped afterwards.
-    func withStreamingProcess(chain: ((_ directory: String) -> String)? = nil,
+    /// YAML lines; nil: a latency_log to the test's folder) with `limits` (YAML flow mapping),
+    /// all stopped afterwards.
+    func withStreamingProcess(chain: ((_ directory: String) -> String)? = nil, limits: String = "{}",
                               _ body: (_ upstream: StreamingUpstream, _ process: VeneerProcess, _ port: Int, _ directory: String) async throws -> Void) async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -19,6 +20,7 @@ struct StreamingProcessTests {
         environments:
           development:
             origin: { upstream: { url: "\(upstream.url)" } }
+            limits: \(limits)
             chain:
         \(chain?(directory) ?? "      - latency_log: { file: \(directory)/latency.log }")
         """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
@@ -159,6 +161,82 @@ struct StreamingProcessTests {
                 return after <= 2 * idle && after <= idle + (burst - idle) / 4
             }
             print("memory return: idle \(idle >> 20) MiB, burst \(burst >> 20) MiB, after \(after >> 20) MiB (returned: \(returned))")
+        }
+    }
+
+    /// A figure of `/-/metrics`.
+    static func metric(_ name: String, port: Int) async throws -> Int? {
+        let text = try await RawHTTP.request(port: port, "GET", "/-/metrics").text
+        let line = text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+        return line.flatMap { Double($0.split(separator: " ").last ?? "") }.map { Int($0) }
+    }
+
+    @Test("a mix of traffic against a 4 MB limits.buffered: whole ~200 KB answers, streamed answers a cache copies, uploads; what is buffered never goes over it, uploads beyond it get 503 overloaded, then it recovers")
+    func mixedTraffic() async throws {
+        try await withStreamingProcess(chain: { _ in "      - cache: {}" }, limits: "{ buffered: 4MB, buffered_wait: 50ms }") { _, _, port, _ in
+            let limit = 4 << 20
+            let upload = 600 << 10
+            // Alone first: a whole answer takes its length while it is held; a streamed one the
+            // cache copies takes what its copy holds (300 KB); both give it back.
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1?bytes=200000").body.count == 200_000)
+            let whole = try #require(try await Self.metric("veneer_buffered_peak_bytes", port: port))
+            #expect(whole >= 200_000 && whole < 300_000, "a whole answer reserved its length: peak \(whole)")
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/2?bytes=300000").body.count == 300_000)
+            _ = try await eventually("the cache's copy took its share (peak \(whole))") {
+                try await Self.metric("veneer_buffered_peak_bytes", port: port) ?? 0 >= 300_000
+            }
+            _ = try await eventually("and gave it back") { try await Self.metric("veneer_buffered_bytes", port: port) == 0 }
+            // Uploads whose bodies are slow to come: each holds its 600 KB from its head on.
+            var slow: [RawConnection] = []
+            for _ in 0..<5 {
+                let connection = try await RawConnection.connect(port: port)
+                try await connection.send("PUT /posts/1 HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\nContent-Length: \(upload)\r\n\r\n{")
+                slow.append(connection)
+            }
+            _ = try await eventually("the slow uploads hold their share") { try await Self.metric("veneer_buffered_bytes", port: port) == 5 * upload }
+            let body = String(repeating: "x", count: upload)
+            let (statuses, wholeOK, streamedOK) = try await withThrowingTaskGroup(of: (Int?, Bool?, Bool?).self) { group in
+                for index in 0..<16 {
+                    group.addTask {
+                        let size = 200_000 + index
+                        let answer = try await RawHTTP.request(port: port, "GET", "/posts/1?bytes=\(size)")
+                        return (nil, answer.status == 200 && answer.body.count == size, nil)
+                    }
+                }
+                for index in 0..<8 {
+                    group.addTask {
+                        let size = 300_000 + index
+                        let answer = try await RawHTTP.request(port: port, "GET", "/posts/2?bytes=\(size)")
+                        return (nil, nil, answer.status == 200 && answer.body.count == size)
+                    }
+                }
+                for _ in 0..<8 {
+                    group.addTask {
+                        let answer = try await RawHTTP.request(port: port, "PUT", "/posts/1", headers: [("Content-Type", "application/json")], body: body)
+                        if answer.status == 503 {
+                            #expect(answer.errorCode == "overloaded" && answer.header("Retry-After") == "1")
+                        }
+                        return (answer.status, nil, nil)
+                    }
+                }
+                var statuses: [Int] = [], whole: [Bool] = [], streamed: [Bool] = []
+                for try await (status, isWhole, isStreamed) in group {
+                    if let status { statuses.append(status) }
+                    if let isWhole { whole.append(isWhole) }
+                    if let isStreamed { streamed.append(isStreamed) }
+                }
+                return (statuses, whole, streamed)
+            }
+            #expect(wholeOK.allSatisfy { $0 } && wholeOK.count == 16, "every whole answer passed whole: with no room one streams instead")
+            #expect(streamedOK.allSatisfy { $0 } && streamedOK.count == 8, "every streamed answer passed whole, its cache copy kept or dropped")
+            #expect(statuses.contains(503), "uploads beyond the budget are refused: \(statuses)")
+            let peak = try #require(try await Self.metric("veneer_buffered_peak_bytes", port: port))
+            #expect(peak <= limit && peak >= 5 * upload, "the most ever buffered at once: \(peak) bytes")
+            for connection in slow { connection.close() }
+            _ = try await eventually("nothing buffered once the clients are gone") { try await Self.metric("veneer_buffered_bytes", port: port) == 0 }
+            let after = try await RawHTTP.request(port: port, "PUT", "/posts/1", headers: [("Content-Type", "application/json")], body: body)
+            #expect(after.status != 503, "room again: \(after.status)")
+            #expect(try await Self.metric("veneer_buffered_peak_bytes", port: port) ?? .max <= limit)
         }
     }
 }

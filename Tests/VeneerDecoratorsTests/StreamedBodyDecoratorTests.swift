@@ -65,6 +65,21 @@ struct StreamedBodyDecoratorTests {
         #expect(try await Self.drain(try await other.handle(.getPost(1))).utf8.count == 20, "a declared length over the limit is not even copied")
     }
 
+    @Test("cache: the copy of a streamed answer takes its share of limits.buffered; with no room it is dropped, the answer passes whole")
+    func cacheCopyOverBudget() async throws {
+        let inner = Self.inner(["0123456789", "0123456789"])
+        var cache = CacheDecorator.make(inner: inner, options: CacheOptions(), metrics: PrometheusMetricsFactory(registry: PrometheusCollectorRegistry()))
+        cache.buffers = BufferBudget(limit: 15)
+        #expect(try await Self.drain(try await cache.handle(.getPost(1))) == "01234567890123456789", "not cut, not delayed")
+        #expect(cache.buffers.inUse == 0 && cache.buffers.peak == 10, "its share taken while it grew, given back once dropped")
+        let second = try await cache.handle(.getPost(1))
+        #expect(!second.cacheStatus.hasPrefix("veneer; hit"), "the copy was dropped: \(second.cacheStatus)")
+        #expect(try await Self.drain(second) == "01234567890123456789" && inner.count == 2)
+        cache.buffers = BufferBudget(limit: 100)
+        _ = try await Self.drain(try await cache.handle(.getPost(2)))
+        #expect(cache.buffers.peak == 20 && cache.buffers.inUse == 0, "a copy that fits takes its share until it is stored")
+    }
+
     @Test("cache: a streamed answer cut on its way (the client left) is not stored")
     func cacheDropsCut() async throws {
         let inner = RecordingHandler { _ in
@@ -123,6 +138,24 @@ struct StreamedBodyDecoratorTests {
         let contents = try #require(log["entries"] as? [[String: Any]]).map { ($0["response"] as? [String: Any])?["content"] as? [String: Any] ?? [:] }
         #expect(contents.first?["text"] as? String == "short body")
         #expect(contents.last?["_bodyOmitted"] as? Bool == true && contents.last?["size"] as? Int == 1600)
+    }
+
+    @Test("record: the copy of a streamed body takes its share of limits.buffered; with no room the body is left out, and said so")
+    func recordOverBudget() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/out.har"
+        let inner = RecordingHandler { _ in
+            ProxyResponse(status: .ok, headers: [.contentType: "text/plain"], stream: Self.stream([String(repeating: "x", count: 600), String(repeating: "y", count: 600)]))
+        }
+        let options = RecordOptions(file: file, maxBody: 4096)
+        var record = RecordDecorator(inner: inner, options: options,
+                                     writer: try HARWriter(path: options.file, maxFileSize: options.maxFileSize, keep: options.keep),
+                                     clock: ManualClock(), logger: quietLogger())
+        record.buffers = BufferBudget(limit: 1000)
+        #expect(try await Self.drain(try await record.handle(.getPost(1))).utf8.count == 1200, "the answer is not cut")
+        try await eventually("the entry written") { (try? String(contentsOfFile: file, encoding: .utf8))?.contains("limits.buffered") == true }
+        #expect(record.buffers.inUse == 0 && record.buffers.peak == 600)
     }
 
     @Test("block_list: a streamed answer whose head is the signal is read whole to match its json; any other passes as a stream")

@@ -83,4 +83,37 @@ struct AsyncHTTPClientStreamingTests {
             try await eventually("the connection was closed (\(upstream.openConnections) open)") { upstream.openConnections == 0 }
         }
     }
+
+    @Test("an answer read whole (a length under the threshold) that pauses longer than body_timeout fails with upstream_timeout; its connection closes")
+    func wholePauseCuts() async throws {
+        let upstream = try await ScriptedUpstream.start { _ in .reply("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\na") }
+        defer { Task { await upstream.stop() } }
+        try await Self.withTransport { transport in
+            await #expect {
+                _ = try await transport.send(Self.request(upstream, bodyTimeout: .milliseconds(300)))
+            } throws: { error in
+                (error as? ProxyError)?.code == .upstreamTimeout
+            }
+            try await eventually("the connection was closed (\(upstream.openConnections) open)") { upstream.openConnections == 0 }
+        }
+    }
+
+    @Test("limits.buffered: an answer read whole reserves its length and holds it; one with no room streams instead")
+    func wholeReserves() async throws {
+        let upstream = try await ScriptedUpstream.start { _ in .reply("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc") }
+        defer { Task { await upstream.stop() } }
+        let budget = BufferBudget(limit: 5)
+        try await Self.withTransport { transport in
+            var request = Self.request(upstream)
+            request.buffers = budget
+            var first: ProxyResponse? = try await transport.send(request)
+            #expect(first?.isStreamed == false && first?.reservation?.held == 3 && budget.inUse == 3)
+            let second = try await transport.send(request)
+            #expect(second.isStreamed && budget.inUse == 3, "no room beside the first: it streams")
+            #expect(String(buffer: try await second.collected(upTo: 100).body) == "abc")
+            first = nil
+            #expect(budget.inUse == 0)
+            _ = first
+        }
+    }
 }

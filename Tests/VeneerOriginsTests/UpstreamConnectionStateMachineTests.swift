@@ -178,74 +178,29 @@ struct UpstreamConnectionStateMachineTests {
         #expect(closed.startRequest(.get, maxResponseBodySize: 100, channelIsActive: true).summary == "notSent")
     }
 
-    /// An idle connection that has sent the head of a `PUT` whose body streams.
-    func streaming() -> Machine {
-        var machine = idle()
-        #expect(machine.startRequest(.put, maxResponseBodySize: 100, streamsRequestBody: true, channelIsActive: true).summary == "write")
-        #expect(machine.requestBody == .sending)
-        return machine
-    }
-
-    @Test("a streamed request body: parts go out while wanted, its end leaves the answer to come, the connection is reused")
-    func streamedRequestBody() {
-        var machine = streaming()
-        #expect(machine.requestBodyPartWritten(), "the next part is wanted")
-        machine.requestBodyEnded()
-        #expect(machine.requestBody == .sent)
-        #expect(!machine.requestBodyPartWritten(), "nothing after the end")
-        #expect(machine.read(bytes(Self.ok)).summary == "deliver 200 {} keepAlive")
-        #expect(machine.state == .idle)
-        #expect(machine.startRequest(.get, maxResponseBodySize: 100, channelIsActive: true).summary == "write")
-        #expect(machine.requestBody == .whole, "the next request starts afresh")
-    }
-
-    @Test("the client stops sending mid-body: the exchange fails and the connection is closed, never pooled")
-    func requestBodyCut() {
-        var machine = streaming()
-        #expect(machine.requestBodyFailed().summary == "fail requestBodyCut")
+    @Test("the exchange is given up (its streamed request body was cut): fail before the answer, cut the answer's stream after its head; the connection closes")
+    func abandon() {
+        var machine = sent(.put)
+        #expect(machine.abandon(.requestBodyCut).summary == "fail requestBodyCut")
         #expect(machine.state == .closing)
-        #expect(!machine.requestBodyPartWritten())
         #expect(machine.read(bytes(Self.ok)).summary == "none", "a late answer is dropped")
         #expect(machine.startRequest(.get, maxResponseBodySize: 100, channelIsActive: true).summary == "notSent")
         #expect(machine.channelInactive().summary == "none", "reported once")
+        var streaming = idle()
+        _ = streaming.startRequest(.post, maxResponseBodySize: 100, streamThreshold: 4, channelIsActive: true)
+        #expect(streaming.read(bytes("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n")).summary == "head 200 10")
+        #expect(streaming.abandon(.requestBodyCut).summary == "failed requestBodyCut")
+        #expect(streaming.state == .closing)
+        var answered = idle()
+        #expect(answered.abandon(.requestBodyCut).summary == "none", "nothing under way")
     }
 
-    @Test("cut while a streamed answer passes: the answer's stream fails, the connection closes")
-    func requestBodyCutWhileAnswerStreams() {
-        var machine = idle()
-        _ = machine.startRequest(.post, maxResponseBodySize: 100, streamThreshold: 4, streamsRequestBody: true, channelIsActive: true)
-        #expect(machine.read(bytes("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n")).summary == "head 200 10")
-        #expect(machine.requestBodyFailed().summary == "failed requestBodyCut")
-        #expect(machine.state == .closing)
-    }
-
-    @Test("the upstream answers early (413) while the body still arrives: the answer is passed, the connection closed, no more parts")
-    func earlyAnswer() {
-        var machine = streaming()
-        #expect(machine.read(bytes("HTTP/1.1 413 Content Too Large\r\nContent-Length: 2\r\n\r\n{}")).summary == "deliver 413 {} close")
-        #expect(machine.state == .closing)
-        #expect(!machine.requestBodyPartWritten(), "the rest of the body is not sent")
-        #expect(machine.requestBodyFailed().summary == "none", "answered already: nothing more to report")
-        #expect(machine.channelInactive().summary == "none")
-    }
-
-    @Test("an early streamed answer ends while the body still arrives: not reused")
-    func earlyStreamedAnswer() {
-        var machine = idle()
-        _ = machine.startRequest(.post, maxResponseBodySize: 100, streamThreshold: 1, streamsRequestBody: true, channelIsActive: true)
-        #expect(machine.read(bytes("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")).summary == "head 200 2")
-        #expect(machine.parseNext().summary == "part {}")
-        #expect(machine.parseNext().summary == "end close")
-    }
-
-    @Test("closed before the answer after a streamed body went (in part or whole): failed, never retried", arguments: [false, true])
-    func streamedBodyNotRetried(ended: Bool) {
-        var machine = streaming()
-        if ended { machine.requestBodyEnded() }
-        #expect(machine.channelInactive().summary == "fail closedWithoutAnswer")
-        var reset = streaming()
-        if ended { reset.requestBodyEnded() }
-        #expect(reset.errorCaught().summary == "fail closedWithoutAnswer")
+    @Test("closed before a byte of the answer: reported as such, whatever the request's body (its exchange says whether it may be retried)")
+    func closedBeforeAnswer() {
+        var machine = sent(.put)
+        #expect(machine.channelInactive().summary == "closedBeforeResponse")
+        var reset = sent(.put)
+        #expect(reset.errorCaught().summary == "closedBeforeResponse")
     }
 }
 

@@ -1,6 +1,7 @@
 import HTTPTypes
 import NIOCore
 import Testing
+import VeneerCore
 @testable import VeneerOrigins
 
 /// A streamed response body on one upstream connection, event by event, without a socket:
@@ -45,6 +46,27 @@ struct UpstreamConnectionStreamingTests {
         #expect(events(&machine, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nabcd") == ["deliver 200 abcd keepAlive"])
         var large = sent(threshold: 4)
         #expect(events(&large, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")  == ["head 200 1000"])
+    }
+
+    @Test("limits.buffered: a body read whole reserves its length when its head arrives and the answer holds it; with no room it streams")
+    func wholeReserves() {
+        let budget = BufferBudget(limit: 6)
+        var machine = Machine()
+        machine.connected()
+        _ = machine.startRequest(.get, maxResponseBodySize: 8, streamThreshold: 4, budget: budget, channelIsActive: true)
+        #expect(machine.read(ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nab")).summary == "none")
+        #expect(budget.inUse == 4, "reserved with the head, before the body is read")
+        guard case .deliver(var answer, _) = machine.read(ByteBuffer(string: "cd")) else {
+            Issue.record("a whole answer")
+            return
+        }
+        #expect(answer.reservation?.held == 4 && budget.inUse == 4)
+        _ = machine.startRequest(.get, maxResponseBodySize: 8, streamThreshold: 4, budget: budget, channelIsActive: true)
+        #expect(events(&machine, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nabcd") == ["head 200 4", "part abcd", "end keepAlive"],
+                "no room for it beside the first: it streams (a few buffers, not its length)")
+        answer = ProxyResponse(status: .ok)
+        #expect(budget.inUse == 0, "the answer gone, its share is given back")
+        _ = answer
     }
 
     @Test("a chunked body streams chunk by chunk, whatever its size; trailers end it")

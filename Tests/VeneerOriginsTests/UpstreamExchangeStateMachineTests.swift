@@ -31,4 +31,124 @@ struct UpstreamExchangeStateMachineTests {
         #expect(waiter == "caller")
         #expect(machine.finish() == nil, "already told")
     }
+
+    /// A request in the pool whose body streams after its head.
+    func sending() -> Machine {
+        var machine = Machine()
+        guard case .submit = machine.start("caller", streamsBody: true) else {
+            Issue.record("a fresh request is submitted")
+            return machine
+        }
+        #expect(machine.requestBody == .sending)
+        return machine
+    }
+
+    @Test("a streamed request body: a part sent asks for the next; its end leaves the answer to come, and the connection reusable")
+    func requestBodySent() {
+        var machine = sending()
+        #expect(machine.requestBodyPartSent(), "the next part is wanted")
+        machine.requestBodyEnded()
+        #expect(machine.requestBody == .sent)
+        #expect(!machine.requestBodyPartSent(), "nothing after the end")
+        let reusable = machine.answerComplete(keepAlive: true)
+        #expect(reusable, "sent whole: the connection may carry the next request")
+        #expect(machine.finish() == "caller")
+        #expect(!machine.requestBodyPartSent() && machine.requestBody == nil)
+    }
+
+    @Test("the client stops sending mid-body before the answer: the exchange fails, nothing more is sent, never retried")
+    func requestBodyCutBeforeAnswer() {
+        var machine = sending()
+        #expect(machine.requestBodyCut() == .failExchange)
+        #expect(!machine.requestBodyPartSent())
+        #expect(!machine.mayRetryBeforeAnswer)
+        #expect(machine.requestBodyCut() == .none, "once")
+        #expect(machine.finish() == "caller", "the pool tells the caller")
+    }
+
+    @Test("the client stops sending while the answer streams: the answer's stream is cut")
+    func requestBodyCutWhileAnswerStreams() {
+        var machine = sending()
+        #expect(machine.finish(streamed: true) == "caller")
+        #expect(machine.requestBodyPartSent(), "an answer under way does not stop the body")
+        #expect(machine.requestBodyCut() == .cutAnswer)
+        let closes = machine.clientLeft()
+        let cuts = machine.upstreamFailedMidBody()
+        #expect(!closes && !cuts, "over: nothing more to cut")
+    }
+
+    @Test("an early answer while the body is still being sent (a 413): passed, the connection not reused, no more parts")
+    func earlyAnswer() {
+        var machine = sending()
+        let reusable = machine.answerComplete(keepAlive: true)
+        #expect(!reusable, "the upstream is owed the rest: never reused")
+        #expect(machine.finish() == "caller")
+        #expect(!machine.requestBodyPartSent(), "the rest of the body is not sent")
+        #expect(machine.requestBodyCut() == .none, "answered already: nothing more to report")
+    }
+
+    @Test("an early streamed answer that ends while the body is still being sent: not reused")
+    func earlyStreamedAnswer() {
+        var machine = sending()
+        _ = machine.finish(streamed: true)
+        machine.answerBodyStarted()
+        let reusable = machine.answerComplete(keepAlive: true)
+        #expect(!reusable)
+        #expect(!machine.requestBodyPartSent())
+    }
+
+    @Test("closed before the answer: retried only with a whole body (a streamed one was taken from its stream, in part or whole)", arguments: [false, true])
+    func retryBeforeAnswer(ended: Bool) {
+        var whole = Machine()
+        _ = whole.start("caller")
+        #expect(whole.mayRetryBeforeAnswer)
+        var machine = sending()
+        if ended { machine.requestBodyEnded() }
+        #expect(!machine.mayRetryBeforeAnswer)
+    }
+
+    @Test("a streamed answer: head to the waiter, unread until its consumer starts (no part read for nobody), parts wanted and arriving, its end")
+    func streamedAnswer() {
+        var machine = Machine()
+        _ = machine.start("caller")
+        #expect(machine.finish(streamed: true) == "caller")
+        #expect(machine.cancel() == .none, "the caller holds the stream: its task's cancel is no longer the pool's business")
+        #expect(!machine.answerPartWanted(), "nobody reads yet")
+        #expect(!machine.answerPartArrived(), "a part before a consumer ends no pause: the head's deadline runs on")
+        machine.answerBodyStarted()
+        #expect(machine.answerPartWanted())
+        #expect(machine.answerPartArrived(), "a part ends a pause")
+        let reusable = machine.answerComplete(keepAlive: true)
+        #expect(reusable, "a whole body: the connection goes back to the pool")
+        let closes = machine.clientLeft()
+        let cuts = machine.upstreamFailedMidBody()
+        #expect(!machine.answerPartWanted() && !closes && !cuts, "over")
+    }
+
+    @Test("the client leaves mid-body: the connection is closed, never returned to the pool dirty; once")
+    func clientLeaves() {
+        var machine = Machine()
+        _ = machine.start("caller")
+        _ = machine.finish(streamed: true)
+        machine.answerBodyStarted()
+        let first = machine.clientLeft()
+        #expect(first)
+        let again = machine.clientLeft()
+        #expect(!again, "once")
+        #expect(!machine.answerPartWanted())
+    }
+
+    @Test("the upstream fails mid-body: its stream is cut (the client's connection closes: its status line is out); once")
+    func upstreamFailsMidBody() {
+        var machine = Machine()
+        _ = machine.start("caller")
+        let beforeHead = machine.upstreamFailedMidBody()
+        #expect(!beforeHead, "no answer yet: the pool fails the waiter instead")
+        _ = machine.finish(streamed: true)
+        let cut = machine.upstreamFailedMidBody()
+        #expect(cut)
+        let closesAfter = machine.clientLeft()
+        let cutAgain = machine.upstreamFailedMidBody()
+        #expect(!cutAgain && !closesAfter)
+    }
 }

@@ -25,6 +25,8 @@ struct NumberBoundsTests {
             "limits.pipeline_depth": "\(mock)\n    limits: { pipeline_depth: V }",
             "limits.connections": "\(mock)\n    limits: { connections: V }",
             "limits.buffered": "\(mock)\n    limits: { buffered: V }",
+            "limits.buffered_wait": "\(mock)\n    limits: { buffered_wait: V }",
+            "limits.buffered_waiters": "\(mock)\n    limits: { buffered_waiters: V }",
             "drain_timeout": "\(mock)\n    drain_timeout: V",
             "idle_timeout": "\(mock)\n    idle_timeout: V",
             "mock.latency": "origin: { mock: { latency: V } }",

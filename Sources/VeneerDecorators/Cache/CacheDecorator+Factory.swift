@@ -33,8 +33,10 @@ extension CacheDecorator {
             context.admin.register("cache", endpoints: adminEndpoints) { request in
                 await admin(request, storage: storage, resources: resources, clock: clock)
             }
-            return CacheDecorator(inner: inner, options: options, storage: storage, keyedHeaders: context.passedForwardingHeaders,
-                                  directives: context.requestDirectives, backgroundWork: context.backgroundWork)
+            var decorator = CacheDecorator(inner: inner, options: options, storage: storage, keyedHeaders: context.passedForwardingHeaders,
+                                           directives: context.requestDirectives, backgroundWork: context.backgroundWork)
+            decorator.buffers = context.buffers
+            return decorator
         }
     )
 

@@ -25,6 +25,8 @@ public struct CacheDecorator: ImmediateAnswering {
     /// Where a stale entry's refresh runs once its caller has the stale answer (the runtime's
     /// drain waits for it).
     let backgroundWork: any BackgroundWork
+    /// `limits.buffered`: the copy of a streamed answer kept to be stored takes its share.
+    var buffers = BufferBudget.unbounded
 
     init(inner: any Handler, options: CacheOptions, storage: CacheStorage, keyedHeaders: [HTTPField.Name] = [],
          directives: [HTTPField.Name] = [], backgroundWork: any BackgroundWork = DetachedWork()) {
@@ -212,7 +214,7 @@ public struct CacheDecorator: ImmediateAnswering {
         guard response.status.code == 200,
               CachePolicy.entry(status: response.status, headers: response.headers, body: ByteBuffer(), request: request,
                                 requestTime: requestTime, responseTime: responseTime, options: options) != nil else { return false }
-        let copy = BodyStream.Copy(limit: limit)
+        let copy = BodyStream.Copy(limit: limit, budget: buffers)
         let storage = storage, options = options
         stream.tap { event in
             switch event {
@@ -269,7 +271,7 @@ public struct CacheDecorator: ImmediateAnswering {
                 let (answer, stored) = try await decorator.forward(request, key: key, stale: entry, reason: "stale")
                 // Nobody reads this answer: a body that streams is read here, so that its copy
                 // is stored at its end (over max_entry_size it is cut, and its connection closed).
-                if let stream = answer.stream { _ = try? await stream.collect(upTo: decorator.options.maxEntrySize) }
+                if let stream = answer.stream { _ = try? await stream.collect(upTo: decorator.options.maxEntrySize, budget: decorator.buffers) }
                 decorator.storage.finish(key, flight, stored.map { .shared($0) } ?? .notShared)
             } catch let error as ProxyError {
                 decorator.storage.finish(key, flight, .failed(error))

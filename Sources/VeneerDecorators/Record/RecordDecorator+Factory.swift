@@ -20,7 +20,9 @@ extension RecordDecorator {
             context.carried.whenCommitted { writer.setRotation(maxFileSize: options.maxFileSize, keep: options.keep) }
             var logger = context.logger
             logger[metadataKey: "decorator"] = "record"
-            return RecordDecorator(inner: inner, options: options, writer: writer, clock: context.clock, logger: logger)
+            var decorator = RecordDecorator(inner: inner, options: options, writer: writer, clock: context.clock, logger: logger)
+            decorator.buffers = context.buffers
+            return decorator
         }
     )
 }

@@ -17,6 +17,8 @@ public struct RecordDecorator: Handler {
     let redaction: RequestRedaction
     let clock: any VeneerClock
     let logger: Logger
+    /// `limits.buffered`: the copy of a streamed answer kept until its end takes its share.
+    var buffers = BufferBudget.unbounded
     /// Exchanges written and those that could not be, for the status page.
     let tally = StatusTally(["recorded", "failed"])
 
@@ -56,7 +58,7 @@ public struct RecordDecorator: Handler {
     /// is), and a body that was cut is noted as such.
     func recordWhilePassing(_ stream: BodyStream, _ request: ProxyRequest, _ response: ProxyResponse, started: Date, start: Duration,
                             at place: RequestRecord.Place?) {
-        let copy = BodyStream.Copy(limit: options.maxBody)
+        let copy = BodyStream.Copy(limit: options.maxBody, budget: buffers)
         let total = BodyStream.Copy.Counter()
         let decorator = self
         stream.tap { event in
@@ -73,6 +75,8 @@ public struct RecordDecorator: Handler {
                     leftOut = "body cut after \(total.bytes) bytes (the client left or the upstream failed), left out"
                 } else if let body = copy.take() {
                     whole.body = body
+                } else if copy.droppedOverBudget {
+                    leftOut = "body of \(total.bytes) bytes left out (no room in limits.buffered)"
                 } else {
                     leftOut = "body of \(total.bytes) bytes left out (over max_body)"
                 }

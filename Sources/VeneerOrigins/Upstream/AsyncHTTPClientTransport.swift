@@ -55,19 +55,25 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         var fields = HTTPFields(response.headers, splitCookie: false)
         HopByHop.strip(&fields)
         let status = HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase)
-        if let stream = Self.stream(response, for: request) {
+        let length = response.headers.first(name: "content-length").flatMap { Int($0) }
+        if let stream = Self.stream(response, length: length, for: request) {
             return ProxyResponse(status: status, headers: ProxyHeaders(fields), stream: stream)
         }
-        let body: ByteBuffer
-        do {
-            body = try await response.body.collect(upTo: request.maxResponseBodySize)
-        } catch is NIOTooManyBytesError {
-            throw ProxyError.upstreamUnavailable("The upstream's response is larger than allowed.",
-                                                 detail: "\(request.endpoint.authority): the response is larger than \(request.maxResponseBodySize) bytes")
-        } catch {
-            throw Self.map(error, request)
+        // Read whole: its length is reserved from limits.buffered first; one with no room
+        // streams instead when the request allows it (it then holds a few buffers).
+        var reservation: BufferBudget.Reservation?
+        if let buffers = request.buffers, request.method != .head, let length, length > 0, length <= request.maxResponseBodySize {
+            reservation = buffers.reserve(length)
+            if reservation == nil {
+                guard request.streamThreshold != nil else { throw BodyStream.overloaded }
+                return ProxyResponse(status: status, headers: ProxyHeaders(fields), stream: Self.pumped(response, length: length, for: request))
+            }
         }
-        return ProxyResponse(status: status, headers: ProxyHeaders(fields), body: body)
+        // Through the same pump as a stream, so that body_timeout bounds each pause here too.
+        var whole = ProxyResponse(status: status, headers: ProxyHeaders(fields),
+                                  body: try await Self.pumped(response, length: length, for: request).collect(upTo: request.maxResponseBodySize))
+        whole.reservation = reservation
+        return whole
     }
 
     /// The answer's body as a ``BodyStream`` when the request allows streaming and the body's
@@ -75,11 +81,16 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     /// transport), else nil (read whole). AsyncHTTPClient's body sequence has backpressure of
     /// its own: a part is asked of it only when the stream's consumer wants one, so a client
     /// that does not read stops the upstream connection being read.
-    static func stream(_ response: HTTPClientResponse, for request: OutboundRequest) -> BodyStream? {
+    static func stream(_ response: HTTPClientResponse, length: Int?, for request: OutboundRequest) -> BodyStream? {
         guard let threshold = request.streamThreshold, request.method != .head,
               response.status.code >= 200, response.status.code != 204, response.status.code != 304 else { return nil }
-        let length = response.headers.first(name: "content-length").flatMap { Int($0) }
         if let length, length <= threshold { return nil }
+        return pumped(response, length: length, for: request)
+    }
+
+    /// The answer's body as a ``BodyStream`` fed by AsyncHTTPClient's body sequence (whole
+    /// answers are collected from it: one pause limit for both).
+    static func pumped(_ response: HTTPClientResponse, length: Int?, for request: OutboundRequest) -> BodyStream {
         let eventLoop = MultiThreadedEventLoopGroup.currentEventLoop ?? MultiThreadedEventLoopGroup.singleton.any()
         let source = AsyncHTTPClientBodySource()
         let stream = BodyStream(eventLoop: eventLoop, expectedLength: length, source: source)

@@ -29,6 +29,8 @@ public struct UpstreamOrigin: CallbackAnswering {
     /// Request fields addressed to decorators (``BuildContext/requestDirectives``): never the
     /// upstream's business, whether or not the chain has the decorator to take them off.
     let directives: [HTTPField.Name]
+    /// `limits.buffered`: an answer read whole takes its share (one with no room streams instead).
+    var buffers: BufferBudget?
 
     /// Creates an upstream origin that sends through `transport`; `directives` are the
     /// request fields it never passes on (``BuildContext/requestDirectives``).
@@ -132,6 +134,7 @@ public struct UpstreamOrigin: CallbackAnswering {
         outbound.bodyStream = request.stream
         outbound.streamThreshold = streamThreshold
         outbound.bodyTimeout = bodyTimeout
+        outbound.buffers = buffers
         return outbound
     }
 

@@ -56,11 +56,13 @@ extension UpstreamOrigin {
         metrics: [MetricDescription("veneer_upstream_request_duration_seconds", "Time the upstream origin took to answer, retries included.")],
         decode: UpstreamOriginOptions.decode,
         make: { options, context in
-            UpstreamOrigin(options: options, transport: context.transports.transport(options.transport),
+            var origin = UpstreamOrigin(options: options, transport: context.transports.transport(options.transport),
                            maxResponseBodySize: context.limits.responseBody, streamThreshold: UpstreamOrigin.streamThreshold,
                            bodyTimeout: context.limits.bodyTimeout, clock: context.clock,
                            durations: CoreMetrics.Timer(label: "veneer_upstream_request_duration_seconds", factory: context.metrics),
                            directives: context.requestDirectives)
+            origin.buffers = context.buffers
+            return origin
         }
     )
 }

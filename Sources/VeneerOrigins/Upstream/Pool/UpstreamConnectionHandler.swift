@@ -24,10 +24,11 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// The last request's buffer, free again once written: no allocation per request.
     private var outputBuffer: ByteBuffer?
     private let flusher: TickFlusher
+    /// The exchange running on this connection (its request, and its state as a request:
+    /// ``UpstreamExchangeStateMachine``), until it is over.
+    private var exchange: UpstreamExchange?
     /// The streamed body being read, if any.
     private var stream: BodyStream?
-    /// Whether its consumer has started reading it (until then the head's deadline runs).
-    private var streamStarted = false
     /// The longest pause of the streamed body while a part is wanted.
     private var bodyTimeout = TimeAmount.seconds(30)
     private var pauseTimer: Scheduled<Void>?
@@ -57,17 +58,18 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// When the channel has closed (nil once the handler is gone).
     var closeFuture: EventLoopFuture<Void>? { context?.channel.closeFuture }
 
-    /// Sends `request` (the pool runs one at a time on a connection).
-    func start(_ request: OutboundRequest) {
+    /// Sends `exchange`'s request (the pool runs one at a time on a connection).
+    func start(_ exchange: UpstreamExchange) {
+        let request = exchange.request
         let isActive = context?.channel.isActive ?? false
         guard case .write = state.startRequest(request.method, maxResponseBodySize: request.maxResponseBodySize,
-                                               streamThreshold: request.streamThreshold,
-                                               streamsRequestBody: request.bodyStream != nil, channelIsActive: isActive),
+                                               streamThreshold: request.streamThreshold, budget: request.buffers, channelIsActive: isActive),
               let context
         else {
             pool?.closedBeforeResponse(on: id, requestSent: false)
             return
         }
+        self.exchange = exchange
         bodyTimeout = TimeAmount(request.bodyTimeout)
         var buffer = outputBuffer ?? context.channel.allocator.buffer(capacity: 512 + (request.body?.readableBytes ?? 0))
         outputBuffer = nil  // so that clearing finds the storage unshared
@@ -118,7 +120,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
             promise.futureResult.whenSuccess {
                 let handler = loopBound.value
-                guard stream === handler.requestStream, handler.state.requestBodyPartWritten() else { return }
+                guard stream === handler.requestStream, handler.exchange?.state.requestBodyPartSent() == true else { return }
                 stream.read()
             }
         case .end:
@@ -126,10 +128,12 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             if requestChunked {
                 context.writeAndFlush(wrapOutboundOut(ByteBuffer(staticString: "0\r\n\r\n")), promise: nil)
             }
-            state.requestBodyEnded()
+            exchange?.state.requestBodyEnded()
         case .failed:
             requestStream = nil
-            perform(state.requestBodyFailed())
+            // The upstream has part of a request: the connection closes, never pooled.
+            guard let exchange, exchange.state.requestBodyCut() != .none else { return }
+            perform(state.abandon(.requestBodyCut))
         }
     }
 
@@ -173,13 +177,14 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
 
     /// A consumer took the body: the deadline for that (armed with the head) is over.
     func bodyStarted() {
-        streamStarted = true
+        exchange?.state.answerBodyStarted()
         cancelPauseTimer()
         readOnIfWanted()
     }
 
     /// Its consumer wants a part: read the socket once more.
     func bodyDemanded() {
+        guard exchange?.state.answerPartWanted() == true else { return }
         readOnIfWanted()
     }
 
@@ -187,6 +192,8 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     func bodyCancelled() {
         stream = nil
         cancelPauseTimer()
+        _ = exchange?.state.clientLeft()
+        exchange = nil
         perform(state.bodyCancelled())
         pool?.bodyEnded(on: id, keepAlive: false)
     }
@@ -248,21 +255,30 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         case .none, .write:
             break
         case .notSent:
+            exchange = nil
             pool?.closedBeforeResponse(on: id, requestSent: false)
         case .close:
             dropRequestBody()
             context?.close(promise: nil)
         case .deliver(let response, let keepAlive):
-            if !keepAlive {
+            // An early answer (its request body still on its way) leaves the connection unusable.
+            let reusable = exchange?.state.answerComplete(keepAlive: keepAlive) ?? keepAlive
+            if keepAlive, !reusable { _ = state.close() }
+            if !reusable {
                 dropRequestBody()
                 context?.close(promise: nil)
             }
-            pool?.responseReceived(on: id, response, keepAlive: keepAlive)
+            exchange = nil
+            pool?.responseReceived(on: id, response, keepAlive: reusable)
         case .fail(let failure):
+            exchange = nil
             dropRequestBody()
             context?.close(promise: nil)
             pool?.requestFailed(on: id, failure)
         case .closedBeforeResponse:
+            // Not retried once a streamed request body was taken from its stream.
+            guard exchange?.state.mayRetryBeforeAnswer ?? true else { return perform(.fail(.closedWithoutAnswer)) }
+            exchange = nil
             dropRequestBody()
             context?.close(promise: nil)
             pool?.closedBeforeResponse(on: id, requestSent: true)
@@ -272,19 +288,22 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
             let stream = BodyStream(eventLoop: context.eventLoop, expectedLength: expectedLength, source: self)
             self.stream = stream
-            streamStarted = false
             armPauseTimer(context)
             var response = head
             response.stream = stream
             pool?.responseHeadReceived(on: id, response)
         case .streamPart(let part):
             // Bytes came: the pause is over (not the wait for a consumer, which has its own clock).
-            if streamStarted { cancelPauseTimer() }
+            if exchange?.state.answerPartArrived() == true { cancelPauseTimer() }
             _ = stream?.yield(part)
-        case .streamEnd(let keepAlive):
+        case .streamEnd(let wireKeepAlive):
             cancelPauseTimer()
             let ended = stream
             stream = nil
+            // An early answer (its request body still on its way) leaves the connection unusable.
+            let keepAlive = exchange?.state.answerComplete(keepAlive: wireKeepAlive) ?? wireKeepAlive
+            if wireKeepAlive, !keepAlive { _ = state.close() }
+            exchange = nil
             if keepAlive {
                 context?.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
             } else {
@@ -295,6 +314,8 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             ended?.finish(nil)
         case .streamFailed(let failure):
             cancelPauseTimer()
+            _ = exchange?.state.upstreamFailedMidBody()
+            exchange = nil
             let cut = stream
             stream = nil
             dropRequestBody()

@@ -8,7 +8,9 @@ import VeneerHTTP1
 /// channel's events and performs the ``Action`` each returns; it has no channel and no clock.
 ///
 /// One request at a time (no pipelining). What the pool decides (which request, retries,
-/// deadlines) is ``UpstreamPoolStateMachine``'s; this machine only says what the wire did.
+/// deadlines) is ``UpstreamPoolStateMachine``'s, and what belongs to the request (its body
+/// being sent, its streamed answer being read, whether an early answer leaves the connection
+/// reusable) is ``UpstreamExchangeStateMachine``'s; this machine only says what the wire did.
 struct UpstreamConnectionStateMachine {
     enum State: Equatable {
         /// The TCP connection is being made.
@@ -44,7 +46,7 @@ struct UpstreamConnectionStateMachine {
         /// The exchange failed: close, then report.
         case fail(UpstreamFailure)
         /// The connection ended before a byte of the response: close, then report (a request
-        /// on a reused connection may be retried).
+        /// on a reused connection may be retried, if its exchange allows it).
         case closedBeforeResponse
         /// Close; there is nothing to report.
         case close
@@ -60,20 +62,7 @@ struct UpstreamConnectionStateMachine {
         case streamFailed(UpstreamFailure)
     }
 
-    /// How the request's body goes out, beside ``State`` (an answer may come while a streamed
-    /// body is still being sent: an early 413, say).
-    enum RequestBody: Equatable {
-        /// Whole, written with the head (or none).
-        case whole
-        /// Streamed after the head, part by part as written parts leave the channel.
-        case sending
-        /// Streamed and sent to its end.
-        case sent
-    }
-
     private(set) var state = State.connecting
-    /// The current request's body (``RequestBody``).
-    private(set) var requestBody = RequestBody.whole
     /// Kept beside the state (not in it) so that appending to its buffer never copies.
     private var parser = HTTP1ResponseParser(maxBodySize: 0)
 
@@ -85,10 +74,10 @@ struct UpstreamConnectionStateMachine {
     /// The pool runs a request on this connection. `channelIsActive` is whether the channel
     /// is still open (it may have closed since it went idle, before its close was reported).
     /// `streamThreshold`: bodies of unknown length or longer than that stream (nil: every
-    /// body is read whole, up to `maxResponseBodySize`). `streamsRequestBody`: the head goes
-    /// out alone and the body follows part by part (``requestBodyPartWritten()``).
+    /// body is read whole, up to `maxResponseBodySize`). `budget`: an answer under the
+    /// threshold reserves its length there, else streams.
     mutating func startRequest(_ method: HTTPRequest.Method, maxResponseBodySize: Int, streamThreshold: Int? = nil,
-                               streamsRequestBody: Bool = false, channelIsActive: Bool) -> Action {
+                               budget: BufferBudget? = nil, channelIsActive: Bool) -> Action {
         switch state {
         case .idle:
             guard channelIsActive else {
@@ -98,7 +87,7 @@ struct UpstreamConnectionStateMachine {
             parser.reset()
             parser.maxBodySize = maxResponseBodySize
             parser.streamThreshold = streamThreshold
-            requestBody = streamsRequestBody ? .sending : .whole
+            parser.budget = budget
             state = .awaitingResponse(method)
             return .write
         case .connecting, .closing, .closed:
@@ -143,9 +132,8 @@ struct UpstreamConnectionStateMachine {
                 if case .awaitingResponse = state { state = .receivingResponse(method) }
                 return .none
             case .response(let parsed):
-                // Bytes beyond the answer were not asked for: do not reuse the connection; nor
-                // one whose request body is still on its way (an early answer: the rest is not sent).
-                let keepAlive = parsed.keepAlive && !parser.hasUnreadBytes && requestBody != .sending
+                // Bytes beyond the answer were not asked for: do not reuse the connection.
+                let keepAlive = parsed.keepAlive && !parser.hasUnreadBytes
                 parser.reset()
                 state = keepAlive ? .idle : .closing
                 return .deliver(parsed.response, keepAlive: keepAlive)
@@ -155,7 +143,7 @@ struct UpstreamConnectionStateMachine {
             case .part(let part):
                 return .streamPart(part)
             case .end(let keepAlive):
-                let reusable = keepAlive && !parser.hasUnreadBytes && requestBody != .sending
+                let reusable = keepAlive && !parser.hasUnreadBytes
                 parser.reset()
                 state = reusable ? .idle : .closing
                 return .streamEnd(keepAlive: reusable)
@@ -171,45 +159,22 @@ struct UpstreamConnectionStateMachine {
         }
     }
 
-    /// A part of the streamed request body left the channel: whether to send the next one
-    /// (no longer once the request is answered early or the connection is being closed).
-    func requestBodyPartWritten() -> Bool {
-        guard case .sending = requestBody else { return false }
-        switch state {
-        case .awaitingResponse, .receivingResponse, .streamingBody: return true
-        case .connecting, .idle, .closing, .closed: return false
-        }
-    }
-
-    /// The streamed request body was sent to its end.
-    mutating func requestBodyEnded() {
-        if case .sending = requestBody { requestBody = .sent }
-    }
-
-    /// The streamed request body was cut before its end (its client left or paused too long):
-    /// the upstream has part of a request, so the connection is closed, never pooled, and
+    /// The exchange on this connection is given up for `failure` (its streamed request body
+    /// was cut: the upstream has part of a request): the connection closes, never pooled, and
     /// the exchange fails (the stream of an answer already under way is cut).
-    mutating func requestBodyFailed() -> Action {
-        guard case .sending = requestBody else { return .none }
-        requestBody = .whole
+    mutating func abandon(_ failure: UpstreamFailure) -> Action {
         switch state {
         case .awaitingResponse, .receivingResponse:
             parser.reset()
             state = .closing
-            return .fail(.requestBodyCut)
+            return .fail(failure)
         case .streamingBody:
             parser.reset()
             state = .closing
-            return .streamFailed(.requestBodyCut)
+            return .streamFailed(failure)
         case .connecting, .idle, .closing, .closed:
             return .none
         }
-    }
-
-    /// Whether a close before a byte of the answer may be retried: not once a streamed
-    /// request body was taken from its stream (it cannot be sent again).
-    private var closedBeforeResponseAction: Action {
-        requestBody == .whole ? .closedBeforeResponse : .fail(.closedWithoutAnswer)
     }
 
     /// The streamed body's consumer left: the rest is not read, and the connection, with the
@@ -243,11 +208,11 @@ struct UpstreamConnectionStateMachine {
         state = .closed
         switch before {
         case .awaitingResponse:
-            return closedBeforeResponseAction
+            return .closedBeforeResponse
         case .receivingResponse:
             defer { parser.reset() }
             do {
-                guard let parsed = try parser.endOfInput() else { return closedBeforeResponseAction }
+                guard let parsed = try parser.endOfInput() else { return .closedBeforeResponse }
                 return .deliver(parsed.response, keepAlive: false)
             } catch {
                 return .fail(.closedMidResponse)
@@ -267,7 +232,7 @@ struct UpstreamConnectionStateMachine {
         switch state {
         case .awaitingResponse:
             state = .closing
-            return closedBeforeResponseAction
+            return .closedBeforeResponse
         case .receivingResponse:
             parser.reset()
             state = .closing

@@ -16,7 +16,9 @@ final class UpstreamExchange: @unchecked Sendable {
     }
 
     let request: OutboundRequest
-    private var state = UpstreamExchangeStateMachine<Waiter>()
+    /// Its state as a request: waiting, answered, its bodies streaming either way. Touched
+    /// on the loop only: by the pool, and by the connection handler running it.
+    var state = UpstreamExchangeStateMachine<Waiter>()
 
     init(request: OutboundRequest) {
         self.request = request
@@ -33,7 +35,7 @@ final class UpstreamExchange: @unchecked Sendable {
     /// On the loop: whether to submit it to the pool (else it was cancelled on the way and
     /// its waiter has been told).
     func start(_ waiter: Waiter) -> Bool {
-        switch state.start(waiter) {
+        switch state.start(waiter, streamsBody: request.bodyStream != nil) {
         case .submit:
             return true
         case .failCancelled(let waiter):
@@ -47,9 +49,11 @@ final class UpstreamExchange: @unchecked Sendable {
         state.cancel() == .cancelInPool
     }
 
-    /// On the loop: gives the waiter its outcome (the first time only).
+    /// On the loop: gives the waiter its outcome (the first time only); an answer whose body
+    /// streams keeps the exchange going until that body ends.
     func finish(_ result: Result<ProxyResponse, ProxyError>) {
-        guard let waiter = state.finish() else { return }
+        let streamed = (try? result.get())?.isStreamed ?? false
+        guard let waiter = state.finish(streamed: streamed) else { return }
         Self.resume(waiter, result)
     }
 

@@ -114,7 +114,7 @@ final class UpstreamLoopPool {
         case .none:
             break
         case .run(let exchange, let connection):
-            connection.start(exchange.request)
+            connection.start(exchange)
         case .create(let id, let host, let port, let deadline):
             connect(id, host: host, port: port, deadline: deadline)
         case .close(let connection):
