@@ -16,11 +16,17 @@ public struct Resource: Hashable, Sendable, CustomStringConvertible {
     public let name: String
     /// How ids and bodies of this collection are checked.
     public let kind: Kind
+    /// Whether request bodies of this collection stream to the upstream as they arrive
+    /// (`{ name: uploads, body: stream }`) instead of being read whole first: never for
+    /// `posts`, whose bodies are validated. The chain may still want them whole (a decorator
+    /// or an origin that reads request bodies): see the README's "Streamed bodies".
+    public let streamsBodies: Bool
 
     /// Creates a resource.
-    public init(name: String, kind: Kind) {
+    public init(name: String, kind: Kind, streamsBodies: Bool = false) {
         self.name = name
         self.kind = kind
+        self.streamsBodies = streamsBodies && kind != .posts
     }
 
     /// The typed `posts` resource of DESIGN.md.
