@@ -35,12 +35,13 @@ public struct Resource: Hashable, Sendable, CustomStringConvertible {
     /// Whether ids are integers.
     public var hasIntegerIDs: Bool { kind != .string }
 
-    /// `posts` or `comments (string ids)`.
+    /// `posts`, `comments (string ids)` or `uploads (string ids, bodies stream)`.
     public var description: String {
+        let streams = streamsBodies ? ", bodies stream" : ""
         switch kind {
         case .posts: return name
-        case .integer: return "\(name) (integer ids)"
-        case .string: return "\(name) (string ids)"
+        case .integer: return "\(name) (integer ids\(streams))"
+        case .string: return "\(name) (string ids\(streams))"
         }
     }
 

@@ -276,6 +276,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 perform(action, for: work, context: context)
             case .bodyPart(let part):
                 guard let active = upload else { break }
+                observer.bodyRead(part.readableBytes)
                 perform(machine.uploadPartRead(wanted: active.stream.yield(part), now: now), context: context)
                 // The last part: its end is known without waiting for a demand to read on.
                 if parser.atStreamedBodyEnd, case .bodyEnd? = try? parser.next() { uploadEnded(now: now, context: context) }

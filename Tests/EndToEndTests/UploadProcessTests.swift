@@ -28,6 +28,7 @@ struct UploadProcessTests {
             origin: { upstream: { url: "\(upstream.url)", timeout: 300s } }
             resources: [posts, { name: uploads, id: string, body: stream }]
             limits: { \(limits) }
+            access_log: \(directory)/access.log
             chain:
               - latency_log: { file: \(directory)/latency.log }
               - cache: {}
@@ -60,6 +61,10 @@ struct UploadProcessTests {
             #expect(uploader.progress.answer.contains(expected))
             let lines = try String(contentsOfFile: directory + "/latency.log", encoding: .utf8).split(separator: "\n")
             #expect(lines.count == 1, "latency_log saw the upload")
+            // The access log counts the body that streamed through.
+            let logged = try String(contentsOfFile: directory + "/access.log", encoding: .utf8)
+            let requestSize = logged.split(separator: "\"http.request.size\":").dropFirst().first?.prefix { $0.isNumber }
+            #expect(requestSize.flatMap { Int($0) }.map { $0 > size } == true, "bytes in: \(requestSize ?? "none")")
         }
     }
 
