@@ -197,4 +197,24 @@ struct BufferBudgetProcessTests {
             return after.map { $0.status != 503 } ?? false
         }
     }
+
+    @Test("a chunked body read whole takes its share of limits.buffered as it arrives: over it, 503 overloaded and the connection closes")
+    func chunkedOverloaded() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try """
+        environments:
+          development:
+            origin: { mock: { sample: true } }
+            limits: { buffered: 1MB, request_body: 4MB }
+        """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        let uploader = try await Uploader.send(port: port, "POST", "/posts", size: 2 << 20, chunked: true, headers: ["Content-Type: application/json"])
+        defer { uploader.leave() }
+        _ = try await eventually("refused, and the connection closed (\(uploader.progress.answer.prefix(200)))") { uploader.progress.closed }
+        #expect(uploader.progress.status == 503)
+        #expect(uploader.progress.answer.contains("overloaded") && uploader.progress.answer.contains("Retry-After: 1"))
+    }
 }
