@@ -150,6 +150,18 @@ struct UploadProcessTests {
         }
     }
 
+    @Test("an early 401 to an upload: auth_refresh cannot send the body again and passes it on; the client connection then closes")
+    func earlyUnauthorized() async throws {
+        try await withUploadProcess { upstream, process, port, directory in
+            let uploader = try await Uploader.send(port: port, "PUT", "/uploads/deny", size: 40 << 20)
+            defer { uploader.leave() }
+            _ = try await eventually("the answer came and the connection closed (\(uploader.progress.answer.prefix(200)))") { uploader.progress.closed }
+            #expect(uploader.progress.status == 401)
+            #expect(upstream.heads == 1, "not retried")
+            _ = try await eventually("that upstream connection was closed (\(upstream.openConnections) open)") { upstream.openConnections == 0 }
+        }
+    }
+
     @Test("an upload that pauses longer than body_timeout: 408, and its upstream connection is closed")
     func pause() async throws {
         try await withUploadProcess(limits: "body_timeout: 1s") { upstream, process, port, directory in

@@ -8,7 +8,7 @@ import Synchronization
 /// its SHA-256, and whether it came chunked, answered `{"bytes":N,"sha256":"..."}`.
 ///
 /// Paths: `/uploads/stall...` reads nothing of a body until ``release()`` (the slowest
-/// reader), then reads it whole; `/uploads/early...` answers 413 as soon as the head arrives
+/// reader), then reads it whole; `/uploads/early...` answers 413 (`/uploads/deny...` 401) as soon as the head arrives
 /// and drops the rest (an upstream refusing an upload early); any other path reads at once.
 /// A stalled reader notices its connection closing only once released. Nothing of a body is kept beyond its hash.
 public final class UploadUpstream: Sendable {
@@ -149,11 +149,12 @@ public final class UploadUpstream: Sendable {
                     let lines = head.lowercased().split(separator: "\r\n")
                     let length = lines.first { $0.hasPrefix("content-length:") }.flatMap { Int($0.dropFirst(15).trimmingCharacters(in: .whitespaces)) }
                     let chunked = lines.contains { $0.hasPrefix("transfer-encoding:") && $0.contains("chunked") }
-                    if target.hasPrefix("/uploads/early") {
+                    if target.hasPrefix("/uploads/early") || target.hasPrefix("/uploads/deny") {
                         // What follows is read and dropped (so that the proxy's close is seen).
                         refused = true
                         input = []
-                        context.writeAndFlush(NIOAny(ByteBuffer(string: "HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json\r\n"
+                        let status = target.hasPrefix("/uploads/deny") ? "401 Unauthorized\r\nWWW-Authenticate: Bearer" : "413 Content Too Large"
+                        context.writeAndFlush(NIOAny(ByteBuffer(string: "HTTP/1.1 \(status)\r\nContent-Type: application/json\r\n"
                             + "Content-Length: 19\r\n\r\n{\"error\":\"too_big\"}")), promise: nil)
                         return
                     }
