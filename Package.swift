@@ -187,6 +187,7 @@ let package = Package(
             name: "VeneerTestSupport",
             dependencies: [
                 "VeneerCore", "VeneerConfig", "VeneerRuntime", "VeneerDecorators", "VeneerOrigins", "VeneerHTTP1", "VeneerServer",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -92,7 +92,8 @@ public enum RequestDifferentialFuzz {
         while true {
             do {
                 switch try parser.next() {
-                case nil, .tooLarge, .overBudget:
+                case nil, .tooLarge, .overBudget, .bodyStreams, .bodyPart, .bodyEnd:
+                    // (No body streams here: the parser has no `streamsBody`.)
                     return requests
                 case .waitingForBody:
                     continue

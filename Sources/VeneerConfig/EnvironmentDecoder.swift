@@ -282,11 +282,13 @@ extension ConfigDocument {
             if case .scalar = item.node {
                 guard let name = item.string() else { continue }
                 resource = name == "posts" ? .posts : Resource(name: name, kind: .integer)
-            } else if let mapping = item.mapping(allowedKeys: ["name", "id"]) {
+            } else if let mapping = item.mapping(allowedKeys: ["name", "id", "body"]) {
                 guard let name = mapping.required("name")?.string() else { continue }
                 let kind = mapping["id"]?.choice(["integer", "string"]) ?? "integer"
                 if name == "posts" && kind != "integer" { mapping.error("id", "posts has integer ids") }
-                resource = name == "posts" ? .posts : Resource(name: name, kind: kind == "string" ? .string : .integer)
+                let body = mapping["body"]?.choice(["whole", "stream"]) ?? "whole"
+                if name == "posts" && body == "stream" { mapping.error("body", "posts bodies are validated, so they are read whole") }
+                resource = name == "posts" ? .posts : Resource(name: name, kind: kind == "string" ? .string : .integer, streamsBodies: body == "stream")
             }
             guard let resource else { continue }
             if resource.name.isEmpty || resource.name.utf8.count > 64 || !resource.name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) {

@@ -1,3 +1,8 @@
+/// A handler that needs each request's body whole (``ProxyRequest/body``): `record` writes it,
+/// the mock origin parses it. A chain with one reads every request body whole, up to
+/// `limits.request_body`, even on a resource declared `body: stream`.
+public protocol ReadsRequestBodies: Handler {}
+
 /// A handler that may have the answer without waiting for anything (a fresh cache hit).
 ///
 /// ``answerImmediately(_:)`` gives either the answer or the rest of the work, which carries

@@ -16,11 +16,17 @@ public struct Resource: Hashable, Sendable, CustomStringConvertible {
     public let name: String
     /// How ids and bodies of this collection are checked.
     public let kind: Kind
+    /// Whether request bodies of this collection stream to the upstream as they arrive
+    /// (`{ name: uploads, body: stream }`) instead of being read whole first: never for
+    /// `posts`, whose bodies are validated. The chain may still want them whole (a decorator
+    /// or an origin that reads request bodies): see the README's "Streamed bodies".
+    public let streamsBodies: Bool
 
     /// Creates a resource.
-    public init(name: String, kind: Kind) {
+    public init(name: String, kind: Kind, streamsBodies: Bool = false) {
         self.name = name
         self.kind = kind
+        self.streamsBodies = streamsBodies && kind != .posts
     }
 
     /// The typed `posts` resource of DESIGN.md.
@@ -29,12 +35,13 @@ public struct Resource: Hashable, Sendable, CustomStringConvertible {
     /// Whether ids are integers.
     public var hasIntegerIDs: Bool { kind != .string }
 
-    /// `posts` or `comments (string ids)`.
+    /// `posts`, `comments (string ids)` or `uploads (string ids, bodies stream)`.
     public var description: String {
+        let streams = streamsBodies ? ", bodies stream" : ""
         switch kind {
         case .posts: return name
-        case .integer: return "\(name) (integer ids)"
-        case .string: return "\(name) (string ids)"
+        case .integer: return "\(name) (integer ids\(streams))"
+        case .string: return "\(name) (string ids\(streams))"
         }
     }
 

@@ -51,12 +51,24 @@ public struct HTTP1RequestParser {
         /// A request whose declared body does not fit in the ``budget`` now; the parser reads
         /// nothing more.
         case overBudget(Head)
+        /// The head of a request whose body streams (``streamsBody`` said so): its body comes
+        /// as ``bodyPart(_:)`` events, each what the input held, then ``bodyEnd``. Its length
+        /// when declared (`Content-Length`), nil when chunked. ``bodyLimit`` does not apply.
+        case bodyStreams(Head, expectedLength: Int?)
+        /// The next part of a streamed body (chunked framing removed).
+        case bodyPart(ByteBuffer)
+        /// The streamed body ended; what follows is the next request.
+        case bodyEnd
     }
 
     private enum State {
         case head
         case body(Head, remaining: Int, ByteBuffer)
         case chunked(Head, ChunkedDecoder, ByteBuffer)
+        /// A streamed body with a declared length: `remaining` bytes to come (0: its end is next).
+        case streaming(Head, remaining: Int)
+        /// A streamed chunked body.
+        case streamingChunked(Head, ChunkedDecoder)
         case stopped
     }
 
@@ -66,9 +78,13 @@ public struct HTTP1RequestParser {
     public let maxFields: Int
     /// The largest body.
     public var bodyLimit: Int
-    /// What a body declared by its `Content-Length` is reserved from before it is read (nil: no
-    /// budget). A chunked body, whose length is not known in advance, is not counted.
+    /// What a body read whole is reserved from (nil: no budget): one declared by its
+    /// `Content-Length` before it is read, a chunked one as its chunks arrive. A streamed body
+    /// takes nothing from it.
     public var budget: BufferBudget?
+    /// Asked at each head with a body: whether that body streams (``Event/bodyStreams(_:expectedLength:)``)
+    /// rather than being read whole. Nil: every body is read whole.
+    public var streamsBody: ((Head) -> Bool)?
     /// The reservation of the last request read whole, until ``takeReservation()``.
     private var reservation: BufferBudget.Reservation?
     private var input = ByteBuffer()
@@ -107,7 +123,7 @@ public struct HTTP1RequestParser {
     public var progress: Progress {
         switch state {
         case .head: return input.readableBytes > 0 ? .head : .none
-        case .body, .chunked: return .body
+        case .body, .chunked, .streaming, .streamingChunked: return .body
         case .stopped: return .none
         }
     }
@@ -120,6 +136,13 @@ public struct HTTP1RequestParser {
 
     /// Whether the parser is between requests (nothing of the next one has arrived).
     public var isBetweenRequests: Bool { progress == .none }
+
+    /// Whether a streamed body has had its last part: ``next()`` gives ``Event/bodyEnd``
+    /// without more input.
+    public var atStreamedBodyEnd: Bool {
+        if case .streaming(_, remaining: 0) = state { return true }
+        return false
+    }
 
     /// The budget reservation of the request just read whole (nil without a budget or a
     /// declared body): whoever holds the request holds it, and its bytes go back with it.
@@ -139,6 +162,7 @@ public struct HTTP1RequestParser {
     private mutating func noteInterrupted() {
         switch state {
         case .body(let head, _, let body), .chunked(let head, _, let body): interrupted = (head, body.readableBytes)
+        case .streaming(let head, _), .streamingChunked(let head, _): interrupted = (head, 0)
         case .head, .stopped: break
         }
     }
@@ -182,11 +206,18 @@ public struct HTTP1RequestParser {
         case .chunked(let head, var decoder, var body):
             state = .stopped
             let decoded: ChunkedResult
+            let before = body.readableBytes
             do {
                 decoded = try decoder.decode(&input, into: &body, limit: bodyLimit, trailerLimit: maxHeadSize)
             } catch {
                 interrupted = (head, body.readableBytes)
                 throw error
+            }
+            // A chunked body read whole takes its share of the budget as it arrives.
+            if let reservation, !reservation.grow(by: body.readableBytes - before) {
+                self.reservation = nil
+                input = ByteBuffer()
+                return .overBudget(head)
             }
             switch decoded {
             case .needMore:
@@ -198,7 +229,41 @@ public struct HTTP1RequestParser {
                 input = ByteBuffer()
                 return .tooLarge(head)
             }
+        case .streaming(let head, let remaining):
+            if remaining == 0 {
+                return completeStream()
+            }
+            guard input.readableBytes > 0 else { return nil }
+            let count = min(remaining, input.readableBytes)
+            let part = input.readSlice(length: count)!
+            state = .streaming(head, remaining: remaining - count)
+            return .bodyPart(part)
+        case .streamingChunked(let head, var decoder):
+            state = .stopped
+            var part = ByteBuffer()
+            let decoded: ChunkedResult
+            do {
+                decoded = try decoder.decode(&input, into: &part, limit: .max, trailerLimit: maxHeadSize)
+            } catch {
+                interrupted = (head, 0)
+                throw error
+            }
+            switch decoded {
+            case .complete:
+                state = .streaming(head, remaining: 0)
+            case .needMore, .tooLarge:
+                state = .streamingChunked(head, decoder)
+            }
+            if part.readableBytes > 0 { return .bodyPart(part) }
+            if case .streaming = state { return completeStream() }
+            return nil
         }
+    }
+
+    private mutating func completeStream() -> Event {
+        state = .head
+        if input.readableBytes == 0 { input = ByteBuffer() }
+        return .bodyEnd
     }
 
     private mutating func complete(_ head: Head, _ body: ByteBuffer) -> Event {
@@ -216,11 +281,20 @@ public struct HTTP1RequestParser {
             guard framing.contentLength == nil else { throw HTTP1ParseError("Transfer-Encoding and Content-Length together are not accepted.") }
             // Any other coding would reach the upstream still encoded, its Transfer-Encoding dropped.
             guard framing.chunkedIsLast, framing.transferCodings == 1, !framing.emptyTransferCoding else { throw HTTP1ParseError("Only the chunked transfer coding is accepted.") }
+            if streamsBody?(head) == true {
+                state = .streamingChunked(head, ChunkedDecoder())
+                return .bodyStreams(head, expectedLength: nil)
+            }
+            reservation = budget?.reserve(0)
             state = .chunked(head, ChunkedDecoder(), ByteBuffer())
             if head.expectsContinue { return .waitingForBody(head) }
             return try step()
         }
         let length = framing.contentLength ?? 0
+        if length > 0, streamsBody?(head) == true {
+            state = .streaming(head, remaining: length)
+            return .bodyStreams(head, expectedLength: length)
+        }
         if length > bodyLimit {
             state = .stopped
             input = ByteBuffer()

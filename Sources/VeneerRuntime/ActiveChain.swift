@@ -31,7 +31,8 @@ public final class ChainGeneration: Sendable {
         handler = chain.handler
         entries = chain.entries
         serving = ServingChain(plan: chain.plan, resources: spec.resources, requestBodyLimit: spec.limits.requestBody, access: spec.access,
-                               forwarding: ForwardingHeaders(passing: spec.passForwardingHeaders), trace: spec.trace)
+                               forwarding: ForwardingHeaders(passing: spec.passForwardingHeaders), trace: spec.trace,
+                               readsRequestBodies: chain.entries.contains { $0.handler is any ReadsRequestBodies })
         self.spec = spec
         self.loadedAt = loadedAt
         self.number = number

@@ -38,7 +38,8 @@ struct AnswerObserver {
         let record: RequestRecord
         /// The id the edge gave it (nil for a request the edge never had).
         let requestID: String?
-        /// For a request refused while its body arrived: the bytes of the body read by then.
+        /// For a request refused while its body arrived, or whose body streamed to the chain:
+        /// the bytes of the body read.
         var bodyBytesRead: Int?
     }
 
@@ -83,6 +84,13 @@ struct AnswerObserver {
         answering = Exchange(work: work, record: record, requestID: requestID)
         sinks.metrics?.started()
         return (record, requestID)
+    }
+
+    /// `bytes` more of the body of the request being answered were read (a body that streams
+    /// to the chain while it is answered): counted in its access log line's bytes in.
+    mutating func bodyRead(_ bytes: Int) {
+        guard let read = answering.map({ $0.bodyBytesRead ?? 0 }) else { return }
+        answering?.bodyBytesRead = read + bytes
     }
 
     /// The request being answered, taken as its answer is about to be written (or dropped).

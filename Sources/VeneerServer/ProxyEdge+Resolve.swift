@@ -63,8 +63,13 @@ extension ProxyEdge {
                 error.headers[.allow] = route.allowedMethods.joined(separator: ", ")
                 return .refused(error.response)
             }
-            // Every route reads its body whole today: a body refused for its size stops here.
-            guard case .complete(let bytes, _) = body else { return .refused(notRead(body, generation.requestBodyLimit)) }
+            // A body refused for its size stops here; one that streams goes on as a stream.
+            var bytes = ByteBuffer(), stream: BodyStream?
+            switch body {
+            case .complete(let whole, _): bytes = whole
+            case .streamed(let streamed): stream = streamed
+            case .tooLarge, .overBudget: return .refused(notRead(body, generation.requestBodyLimit))
+            }
             if route.resource.kind == .posts, method == .post || method == .put || method == .patch {
                 do {
                     _ = try PostValidation.validate(bytes, method: method, id: route.id)
@@ -79,8 +84,10 @@ extension ProxyEdge {
             let record = record ?? RequestRecord()
             // Read per request from the generation it entered: a reload can turn it on or off.
             if generation.trace { record.trace(.serverTiming) }
-            return .chain(ProxyRequest(method: method, route: route, query: query, headers: headers, body: bytes, client: client,
-                                       peer: peer, requestID: requestID, record: record))
+            var request = ProxyRequest(method: method, route: route, query: query, headers: headers, body: bytes, client: client,
+                                       peer: peer, requestID: requestID, record: record)
+            request.stream = stream
+            return .chain(request)
         }
     }
 

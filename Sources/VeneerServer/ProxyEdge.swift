@@ -68,6 +68,18 @@ public struct ProxyEdge: Sendable {
     /// The body limit of the chain serving new requests.
     var requestBodyLimit: Int { chain.current.requestBodyLimit }
 
+    /// Whether the body of a request with this head streams to the chain rather than being
+    /// read whole, decided at the head: a method other than GET and HEAD, on a resource
+    /// declared `body: stream` that allows it, in a chain that reads no request body whole
+    /// (``ServingChain/streamsRequestBodies``). Posts (validated) and the admin API never do.
+    func streamsBody(method: HTTPRequest.Method, target: String) -> Bool {
+        guard method != .get, method != .head, !adminOnly else { return false }
+        let generation = chain.current
+        guard generation.streamsRequestBodies,
+              case .route(let route, _) = RequestTarget.parse(target, resources: generation.resources) else { return false }
+        return route.resource.streamsBodies && route.allows(method)
+    }
+
     /// The route template `target` names (`/posts/{id}`, `/-/` for the admin API), as
     /// ``resolve(_:raw:method:fields:body:client:requestID:record:in:servesAdmin:adminOnly:)`` notes
     /// it; nil for a path that names none. For a request refused before it reached the edge.
@@ -293,8 +305,11 @@ protocol AnswerDelivery: Sendable {
 ///
 /// `overBudget`: its declared body did not fit in `limits.buffered` and was not read (503).
 /// A complete body holds its share of that budget (`reservation`) for as long as it is held.
+///
+/// `streamed`: the body streams to the chain as it arrives (``ProxyEdge/streamsBody(method:target:)``).
 enum IncomingBody: Sendable {
     case complete(ByteBuffer, reservation: BufferBudget.Reservation? = nil)
     case tooLarge
     case overBudget
+    case streamed(BodyStream)
 }

@@ -50,6 +50,41 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         let endsWithConnection: Bool
     }
 
+    /// A request body that streams to the chain as it arrives (``IncomingBody/streamed(_:)``):
+    /// the stream its consumer pulls, and whether its client waits for `100 Continue`, sent
+    /// when the first part is wanted.
+    struct ActiveUpload {
+        let stream: BodyStream
+        /// Holds the stream's source (the stream keeps it weakly).
+        let source: UploadSource
+        var awaitsContinue: Bool
+        /// Its request was handed to the edge (it may have waited its turn).
+        var handedOut = false
+    }
+
+    /// The source of an upload's ``BodyStream``: tells this handler, on its loop, when a part
+    /// is wanted and when the consumer left.
+    final class UploadSource: BodyStream.Source, @unchecked Sendable {
+        // Used on the connection's loop only (the stream calls its source there).
+        let loopBound: NIOLoopBound<(handler: ProxyRequestHandler, context: ChannelHandlerContext)>
+
+        init(_ loopBound: NIOLoopBound<(handler: ProxyRequestHandler, context: ChannelHandlerContext)>) {
+            self.loopBound = loopBound
+        }
+
+        func bodyStarted() {}
+
+        func bodyDemanded() {
+            let (handler, context) = loopBound.value
+            handler.uploadDemanded(by: self, context: context)
+        }
+
+        func bodyCancelled() {
+            let (handler, context) = loopBound.value
+            handler.uploadCancelled(by: self, context: context)
+        }
+    }
+
     /// A request read whole (or refused for its body size), as the machine queues it.
     struct Work {
         let head: HTTP1RequestParser.Head
@@ -90,6 +125,11 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     private var body: ActiveBody?
     /// The HTTP minor version of the request being answered (how a body of unknown length is framed).
     private var answeringMinorVersion = 1
+    /// The request body streaming to the chain, if any (at most one: nothing after it is read).
+    private var upload: ActiveUpload?
+    /// The upload of the request being answered was cut for pausing longer than
+    /// `body_timeout`: its answer is 408, whatever the chain made of the cut body.
+    private var uploadTimedOut = false
 
     // Guards against re-entry on one call stack (not connection state): an answer can come
     // back while it is being started (a callback that completes at once), and reading can
@@ -111,6 +151,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         executor = EventLoopTaskExecutor.for(eventLoop)
         parser = HTTP1RequestParser(maxHeadSize: limits.requestHeaders, bodyLimit: edge.requestBodyLimit)
         parser.budget = edge.buffers
+        parser.streamsBody = { [edge] head in edge.streamsBody(method: head.method, target: head.target) }
         machine = Machine(limits: Machine.Limits(
             headerTimeout: TimeAmount(limits.headerTimeout), bodyTimeout: TimeAmount(limits.bodyTimeout),
             idleTimeout: TimeAmount(limits.idleTimeout), pipelineDepth: limits.pipelineDepth,
@@ -143,6 +184,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             cut.stream.cancel()
             observer.written(cut.exchange, cut.head, bytesOut: cut.bytesOut, now: .now())
         }
+        cutUpload(.upstreamUnavailable("The client left before the request's body ended."))
         perform(machine.channelInactive(), context: context)
         parser.stop()
         context.fireChannelInactive()
@@ -224,13 +266,77 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             case .overBudget(let head):
                 // As for tooLarge: the body is still on the wire.
                 parsed(Work(head: head, body: .overBudget, received: now), keepAlive: false, bodyBytes: 0, now: now, context: context)
+            case .bodyStreams(let head, let length):
+                let source = UploadSource(NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop))
+                let stream = BodyStream(eventLoop: context.eventLoop, expectedLength: length, source: source)
+                upload = ActiveUpload(stream: stream, source: source, awaitsContinue: head.expectsContinue)
+                let work = Work(head: head, body: .streamed(stream), received: now)
+                let action = machine.streamedRequestParsed(work, keepAlive: head.keepAlive, now: now)
+                if action == .drop { upload = nil }
+                perform(action, for: work, context: context)
+            case .bodyPart(let part):
+                guard let active = upload else { break }
+                observer.bodyRead(part.readableBytes)
+                perform(machine.uploadPartRead(wanted: active.stream.yield(part), now: now), context: context)
+                // The last part: its end is known without waiting for a demand to read on.
+                if parser.atStreamedBodyEnd, case .bodyEnd? = try? parser.next() { uploadEnded(now: now, context: context) }
+            case .bodyEnd:
+                uploadEnded(now: now, context: context)
             }
         }
         perform(machine.inputProgressed(parser.progress, now: now), context: context)
     }
 
+    /// The streamed request body ended whole: its consumer hears it, and reading goes on.
+    private func uploadEnded(now: NIODeadline, context: ChannelHandlerContext) {
+        guard let ended = upload else { return }
+        upload = nil
+        ended.stream.finish(nil)
+        perform(machine.uploadEnded(now: now), context: context)
+    }
+
+    /// The upload's consumer wants a part: `100 Continue` first if its client waits for it,
+    /// then read.
+    fileprivate func uploadDemanded(by source: UploadSource, context: ChannelHandlerContext) {
+        guard let active = upload, active.source === source else { return }
+        switch machine.uploadDemanded(now: .now()) {
+        case .none:
+            break
+        case .read(let deadline):
+            if active.awaitsContinue {
+                upload?.awaitsContinue = false
+                context.writeAndFlush(wrapOutboundOut(ByteBuffer(staticString: HTTP1ResponseWriter.continueResponse)), promise: nil)
+            }
+            if let deadline { schedule(deadline, context: context) }
+            perform(.resumeReading, context: context)
+        }
+    }
+
+    /// The upload's consumer left before its end (an early answer): the rest stays unread,
+    /// and the connection ends after the answer.
+    fileprivate func uploadCancelled(by source: UploadSource, context: ChannelHandlerContext) {
+        guard let active = upload, active.source === source else { return }
+        upload = nil
+        parser.stop()
+        perform(machine.uploadCancelled(), context: context)
+    }
+
+    /// Cuts the upload, if one streams: its consumer hears `error` (the upstream connection
+    /// carrying it closes), and nothing more of it is read.
+    private func cutUpload(_ error: ProxyError) {
+        guard let cut = upload else { return }
+        upload = nil
+        parser.stop()
+        cut.stream.finish(error)
+    }
+
     private func parsed(_ work: Work, keepAlive: Bool, bodyBytes: Int, now: NIODeadline, context: ChannelHandlerContext) {
-        switch machine.requestParsed(work, keepAlive: keepAlive, bodyBytes: bodyBytes, now: now) {
+        perform(machine.requestParsed(work, keepAlive: keepAlive, bodyBytes: bodyBytes, now: now), for: work, context: context)
+    }
+
+    /// Answers a request just read, queues it, or drops it, as the machine says.
+    private func perform(_ action: Machine.ParsedAction, for work: Work, context: ChannelHandlerContext) {
+        switch action {
         case .answer(let pause):
             if pause { setAutoRead(false, context: context) }
             answer(work, context: context)
@@ -272,6 +378,8 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             timer = nil
         case .readBody:
             body?.stream.read()
+        case .cutUpload:
+            cutUpload(.upstreamUnavailable("The request's body was cut: the client left or sent a malformed body."))
         }
     }
 
@@ -345,6 +453,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// Hands one request to the edge; what next if it was answered at once.
     private func start(_ work: Work, context: ChannelHandlerContext) -> Machine.Action {
         answeringMinorVersion = work.head.minorVersion
+        if case .streamed = work.body { upload?.handedOut = true }
         let observed = observer.started(work)
         switch edge.begin(method: work.head.method, target: work.head.target, fields: work.head.fields, body: work.body, client: client,
                           authority: work.head.authority, localPort: localPort, record: observed?.record, requestID: observed?.requestID,
@@ -482,6 +591,18 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// Writes the answer the edge gave (unless the connection is gone); what next.
     private func written(_ response: ProxyResponse, method: HTTPRequest.Method, streamed: Bool = false,
                          context: ChannelHandlerContext) -> Machine.Action {
+        var response = response
+        if uploadTimedOut {
+            // Whatever the chain made of a body cut for its pause, the client paused: 408.
+            uploadTimedOut = false
+            response.stream?.cancel()
+            response = ProxyEdge.stamped(ProxyError(.requestTimeout, "The request did not arrive in time.").response,
+                                         response.headers[.xRequestID] ?? RequestID.generate())
+        }
+        // An answer before the end of the body that streams to the chain (an early 413, a
+        // refusal by the edge or a decorator): the rest of the body stays unread, and the
+        // connection ends after this answer (the machine says so).
+        if upload?.handedOut == true { cutUpload(.upstreamUnavailable("The request was answered before its body ended.")) }
         if let stream = response.stream {
             guard method != .head else {
                 // No body goes out for HEAD (an upstream answers none: this is for safety).
@@ -645,6 +766,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// `shutting_down` (logged, in the daemon log and the access log), the requests read behind
     /// it are logged as never answered, and the connection closes.
     private func cut(context: ChannelHandlerContext) {
+        cutUpload(.upstreamUnavailable("Veneer stopped before the request's body ended."))
         let cut = observer.takeAnswering()
         switch machine.drainEnded() {
         case .none:
@@ -696,6 +818,10 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             schedule(deadline, context: context)
             parser.stop()
             startAnswers(.refuse(refusal), context: context)
+        case .cutUpload(let deadline):
+            schedule(deadline, context: context)
+            uploadTimedOut = true
+            cutUpload(ProxyError(.requestTimeout, "The request's body paused longer than limits.body_timeout."))
         }
     }
 

@@ -64,6 +64,12 @@ struct ServerConnectionStateMachine<Request> {
         /// Not read: the queue is full or the client does not read its answers. No input
         /// deadline runs, as the wait is Veneer's.
         case paused
+        /// The body of the request being answered streams to the chain as it arrives
+        /// (``streamedRequestParsed(_:keepAlive:now:)``): the socket is read only while the
+        /// body's consumer wants a part (`wanted`), and a part must come within `bodyTimeout`
+        /// of the demand or of the part before (`since`); while nothing is wanted no deadline
+        /// runs (the wait is the upstream's). `last`: the connection ends after this request.
+        case streamingBody(since: NIODeadline, wanted: Bool, last: Bool)
     }
 
     /// The answering side of a connection that still answers.
@@ -138,6 +144,19 @@ struct ServerConnectionStateMachine<Request> {
         case cancelTimer
         /// Ask the streamed body being sent for its next part (the output takes more again).
         case readBody
+        /// Cut the request body that streams to the chain (the client left, paused too long or
+        /// sent a malformed chunk): its consumer hears it failed (the upstream connection
+        /// carrying it closes), and nothing more is read.
+        case cutUpload
+    }
+
+    /// What to do when the consumer of a streamed request body wants its next part.
+    enum UploadDemandAction: Sendable, Equatable {
+        /// Nothing (the body is not being read any more).
+        case none
+        /// Parse what was kept, read the socket again, and make sure the timer fires by
+        /// `deadline` (``timerFired(now:)``) should the client pause.
+        case read(armTimer: NIODeadline?)
     }
 
     /// What to do with an answer of the chain whose body streams.
@@ -214,6 +233,9 @@ struct ServerConnectionStateMachine<Request> {
         /// A head or body came too slowly: write this refusal with `Connection: close` (as for
         /// ``Action/refuse(_:)``), and set the timer again.
         case refuse(Refusal, rearm: NIODeadline)
+        /// A streamed request body paused longer than `bodyTimeout`: cut it (as for
+        /// ``Action/cutUpload``); its request's answer ends the connection. Set the timer again.
+        case cutUpload(rearm: NIODeadline)
     }
 
     /// What to do when graceful shutdown's wait is over (`drain_timeout`): the connection
@@ -232,7 +254,8 @@ struct ServerConnectionStateMachine<Request> {
 
     private(set) var state: State = .initialized
     /// Requests read whole, in order, waiting behind the one being answered.
-    private var queue = Deque<(request: Request, keepAlive: Bool, bodyBytes: Int)>()
+    /// `streams`: its body streams and is still on the wire (nothing after it is read yet).
+    private var queue = Deque<(request: Request, keepAlive: Bool, bodyBytes: Int, streams: Bool)>()
     private var queuedBodyBytes = 0
     /// The deadline the handler's timer is set for, if any.
     private(set) var armedTimer: NIODeadline?
@@ -259,7 +282,9 @@ struct ServerConnectionStateMachine<Request> {
     /// Whether requests are read and parsed now.
     var readsRequests: Bool {
         switch state {
-        case .open(let input, _), .quiescing(let input, _): return input != .paused
+        case .open(let input, _), .quiescing(let input, _):
+            if case .streamingBody(_, let wanted, _) = input { return wanted }
+            return input != .paused
         case .initialized, .closing, .streaming, .closingOutput, .lingering, .closed: return false
         }
     }
@@ -276,7 +301,9 @@ struct ServerConnectionStateMachine<Request> {
     /// Bytes were read from the socket.
     func bytesRead() -> ReadAction {
         switch state {
-        case .open(let input, _), .quiescing(let input, _): return input == .paused ? .keep : .parse
+        case .open(let input, _), .quiescing(let input, _):
+            if case .streamingBody(_, let wanted, _) = input { return wanted ? .parse : .keep }
+            return input == .paused ? .keep : .parse
         case .initialized, .closing, .streaming, .closingOutput, .lingering, .closed: return .discard
         }
     }
@@ -300,7 +327,7 @@ struct ServerConnectionStateMachine<Request> {
             state = .open(input, output)
             return .answer(pauseReading: full)
         }
-        queue.append((request, !last, bodyBytes))
+        queue.append((request, !last, bodyBytes, false))
         queuedBodyBytes += bodyBytes
         if last {
             state = .closing(output, final: nil, inputEnded: false)
@@ -314,9 +341,76 @@ struct ServerConnectionStateMachine<Request> {
         return .wait(pauseReading: pause)
     }
 
+    // MARK: Request bodies that stream
+
+    /// The parser read the head of a request whose body streams, at `now`. With nothing
+    /// answered before it, the request goes to the chain at once and its body is read as the
+    /// chain's consumer asks for parts (reading pauses until the first demand,
+    /// ``uploadDemanded(now:)``). Otherwise it waits its turn with reading paused: nothing
+    /// after it can be read before its body, which stays on the wire (in the socket's buffer)
+    /// rather than in memory.
+    mutating func streamedRequestParsed(_ request: Request, keepAlive: Bool, now: NIODeadline) -> ParsedAction {
+        guard let current = reading else { return .drop }
+        readAny = true
+        let last = !keepAlive || current.quiescing
+        if case .idle = current.output, queue.isEmpty {
+            setReading(.streamingBody(since: now, wanted: false, last: last), .answering(keepAlive: !last, writable: true),
+                       quiescing: current.quiescing)
+            return .answer(pauseReading: true)
+        }
+        queue.append((request, !last, 0, true))
+        setReading(.paused, current.output, quiescing: current.quiescing)
+        return .wait(pauseReading: current.input != .paused)
+    }
+
+    /// The consumer of the streamed request body wants a part, at `now`.
+    mutating func uploadDemanded(now: NIODeadline) -> UploadDemandAction {
+        guard let (input, output, quiescing) = reading, case .streamingBody(_, let wanted, let last) = input else { return .none }
+        guard !wanted else { return .none }
+        setReading(.streamingBody(since: now, wanted: true, last: last), output, quiescing: quiescing)
+        let deadline = now + limits.bodyTimeout
+        if let armedTimer, armedTimer <= deadline { return .read(armTimer: nil) }
+        armedTimer = deadline
+        return .read(armTimer: deadline)
+    }
+
+    /// A part of the streamed request body was read and handed on at `now`; `wanted`: its
+    /// consumer still wants one (the stream had none held). Not wanted: stop reading.
+    mutating func uploadPartRead(wanted: Bool, now: NIODeadline) -> Action {
+        guard let (input, output, quiescing) = reading, case .streamingBody(_, let wasWanted, let last) = input else { return .none }
+        setReading(.streamingBody(since: now, wanted: wanted, last: last), output, quiescing: quiescing)
+        return !wanted && wasWanted ? .pauseReading : .none
+    }
+
+    /// The streamed request body ended whole at `now`: the next request may be read (after
+    /// this one is answered, when it was the connection's last).
+    mutating func uploadEnded(now: NIODeadline) -> Action {
+        guard let (input, output, quiescing) = reading, case .streamingBody(_, _, let last) = input else { return .none }
+        // Graceful shutdown came while it streamed: it was let finish, and it is the last.
+        if last || quiescing {
+            state = .closing(output, final: nil, inputEnded: false)
+            return .none
+        }
+        setReading(.waiting(since: now), output, quiescing: quiescing)
+        return .resumeReading
+    }
+
+    /// The consumer of the streamed request body left before its end (the upstream answered
+    /// early, or the chain dropped the request): the rest of the body is left unread, on the
+    /// wire, so the answer is the connection's last (as nginx does).
+    mutating func uploadCancelled() -> Action {
+        guard let (input, output, _) = reading, case .streamingBody = input else { return .none }
+        state = .closing(output, final: nil, inputEnded: false)
+        return .none
+    }
+
     /// The parser found the input is not a valid request (it reads no more).
     mutating func requestFailed(_ refusal: Refusal, now: NIODeadline) -> Action {
         switch state {
+        case .open(.streamingBody, let output), .quiescing(.streamingBody, let output):
+            // The request is with the chain already: its body is cut, and its answer is the last.
+            state = .closing(output, final: nil, inputEnded: false)
+            return .cutUpload
         case .open(_, let output), .quiescing(_, let output):
             state = .closing(output, final: refusal, inputEnded: false)
             return nextAnswer(now: now)
@@ -328,6 +422,8 @@ struct ServerConnectionStateMachine<Request> {
     /// After the bytes read were parsed: how far the next request has come, at `now`.
     mutating func inputProgressed(_ progress: Progress, now: NIODeadline) -> Action {
         guard let (input, output, quiescing) = reading else { return .none }
+        // A streamed body's progress comes through its own events.
+        if case .streamingBody = input { return .none }
         let next: Input
         var deadline: NIODeadline?
         switch (progress, input) {
@@ -370,7 +466,9 @@ struct ServerConnectionStateMachine<Request> {
     mutating func answerReady(now: NIODeadline) -> AnswerAction {
         switch state {
         case .open(let input, .answering(let keepAlive, let writable)), .quiescing(let input, .answering(let keepAlive, let writable)):
-            if !keepAlive {
+            if !keepAlive || input.isStreamingBody {
+                // An answer before the end of its streamed body (an upstream's early 413, say):
+                // the rest of the body is left unread, so the connection ends with it.
                 finishClosing(now: now, inputEnded: false)
                 return .write(close: true)
             }
@@ -396,7 +494,7 @@ struct ServerConnectionStateMachine<Request> {
     mutating func bodyStreamReady(now: NIODeadline) -> BodyStreamAction {
         switch state {
         case .open(let input, .answering(let keepAlive, let writable)), .quiescing(let input, .answering(let keepAlive, let writable)):
-            if !keepAlive {
+            if !keepAlive || input.isStreamingBody {
                 state = .closing(.sendingBody(keepAlive: false, blockedSince: writable ? nil : now), final: nil, inputEnded: false)
                 return .start(close: true)
             }
@@ -522,6 +620,11 @@ struct ServerConnectionStateMachine<Request> {
         switch state {
         case .open(let input, let output), .quiescing(let input, let output):
             let quiescing = reading?.quiescing == true
+            if input.isStreamingBody {
+                // The body streams whatever the answers' output does: its consumer paces it.
+                setReading(input, changed(output), quiescing: quiescing)
+                return .none
+            }
             if !writable {
                 setReading(.paused, changed(output), quiescing: quiescing)
                 return input == .paused ? .none : .pauseReading
@@ -557,6 +660,10 @@ struct ServerConnectionStateMachine<Request> {
                 return timedOut(output, now: now)
             case .body(let lastRead) where now >= lastRead + limits.bodyTimeout:
                 return timedOut(output, now: now)
+            case .streamingBody(let since, true, _) where now >= since + limits.bodyTimeout:
+                // Its request is with the chain: cut its body; its answer ends the connection.
+                state = .closing(output, final: nil, inputEnded: false)
+                return .cutUpload(rearm: rearmDeadline(now + limits.idleTimeout))
             default:
                 break
             }
@@ -615,7 +722,13 @@ struct ServerConnectionStateMachine<Request> {
     /// The client closed its side (it sends nothing more).
     mutating func inputClosed(now: NIODeadline) -> Action {
         switch state {
+        case .open(.streamingBody, let output), .quiescing(.streamingBody, let output):
+            // The client left mid-body: the body is cut (its upstream connection closes).
+            state = .closing(output, final: nil, inputEnded: true)
+            return .cutUpload
         case .open(_, let output), .quiescing(_, let output):
+            // A request waiting with its body still to stream can never have it.
+            if queue.last?.streams == true { queue.removeLast() }
             if case .idle = output, queue.isEmpty {
                 // Nothing to answer; a request begun can never end.
                 state = .closed
@@ -653,6 +766,11 @@ struct ServerConnectionStateMachine<Request> {
         case .open(let input, let output):
             if case .body = input {
                 // A body on its way is read and answered: a client cannot safely send it again.
+                state = .quiescing(input, output)
+                return .none
+            }
+            if input.isStreamingBody || queue.last?.streams == true {
+                // So is one that streams (or waits its turn to): its request is, or will be, with the chain.
                 state = .quiescing(input, output)
                 return .none
             }
@@ -745,7 +863,9 @@ struct ServerConnectionStateMachine<Request> {
             let quiescing = reading?.quiescing == true
             if let next = queue.popFirst() {
                 queuedBodyBytes -= next.bodyBytes
-                setReading(input, .answering(keepAlive: next.keepAlive, writable: true), quiescing: quiescing)
+                // A request whose body streams: its body is read now, as the chain asks for it.
+                let reading = next.streams ? .streamingBody(since: max(since, now), wanted: false, last: !next.keepAlive || quiescing) : input
+                setReading(reading, .answering(keepAlive: next.keepAlive, writable: true), quiescing: quiescing)
                 return .answer(next.request)
             }
             guard input == .paused else { return .none }
@@ -753,6 +873,8 @@ struct ServerConnectionStateMachine<Request> {
             setReading(.waiting(since: since), .idle(since: since), quiescing: quiescing)
             return .resumeReading
         case .closing(.idle(let since), let final, let inputEnded):
+            // A request whose body streams cannot be read once the connection closes.
+            if queue.last?.streams == true { queue.removeLast() }
             if let next = queue.popFirst() {
                 queuedBodyBytes -= next.bodyBytes
                 state = .closing(.answering(keepAlive: next.keepAlive, writable: true), final: final, inputEnded: inputEnded)
@@ -805,7 +927,8 @@ struct ServerConnectionStateMachine<Request> {
         let reading: NIODeadline? = switch input {
         case .head(let started): started + limits.headerTimeout
         case .body(let lastRead): lastRead + limits.bodyTimeout
-        case .waiting, .paused: nil
+        case .streamingBody(let since, true, _): since + limits.bodyTimeout
+        case .waiting, .paused, .streamingBody: nil
         }
         guard let reading else { return idle }
         guard let idle else { return reading }
@@ -842,6 +965,14 @@ struct ServerConnectionStateMachine<Request> {
     private mutating func armIfEarlier(_ deadline: NIODeadline) -> Action {
         if let armedTimer, armedTimer <= deadline { return .none }
         return arm(deadline)
+    }
+}
+
+extension ServerConnectionStateMachine.Input {
+    /// Whether a request's body streams to the chain now.
+    var isStreamingBody: Bool {
+        if case .streamingBody = self { return true }
+        return false
     }
 }
 

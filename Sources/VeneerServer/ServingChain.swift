@@ -21,6 +21,10 @@ public final class ServingChain: Sendable {
     public let forwarding: ForwardingHeaders
     /// Whether answers through the chain carry `Server-Timing` (the environment's `trace`).
     public let trace: Bool
+    /// Whether request bodies of the resources declared `body: stream` stream to the chain:
+    /// one of them is, and no handler of the chain reads request bodies whole
+    /// (``VeneerCore/ReadsRequestBodies``).
+    public let streamsRequestBodies: Bool
     /// Leases held, plus one while current.
     private let count = Atomic<Int>(1)
     private let retired = Atomic<Bool>(false)
@@ -29,8 +33,9 @@ public final class ServingChain: Sendable {
     /// A chain to serve, behind the Host and Origin checks of `access` (there is no edge
     /// without them).
     public init(plan: ChainPlan, resources: [Resource], requestBodyLimit: Int, access: EdgeAccess,
-                forwarding: ForwardingHeaders = ForwardingHeaders(), trace: Bool = false) {
+                forwarding: ForwardingHeaders = ForwardingHeaders(), trace: Bool = false, readsRequestBodies: Bool = false) {
         self.plan = plan
+        streamsRequestBodies = !readsRequestBodies && resources.contains(where: \.streamsBodies)
         self.resources = resources
         self.requestBodyLimit = requestBodyLimit
         self.access = access

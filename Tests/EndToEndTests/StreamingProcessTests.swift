@@ -243,36 +243,53 @@ struct StreamingProcessTests {
 
 @Suite("limits.buffered as a real process")
 struct BufferBudgetProcessTests {
-    @Test("a request body that would take what is buffered over limits.buffered gets 503 overloaded; once the first is gone, it fits")
-    func overloaded() async throws {
+    /// The port of a process serving the mock with `limits` (the YAML mapping's contents), stopped after `body`.
+    func withMockProcess(limits: String, _ body: (_ port: Int) async throws -> Void) async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try """
         environments:
           development:
             origin: { mock: { sample: true } }
-            limits: { buffered: 1MB }
+            limits: { \(limits) }
         """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
         let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
         defer { process.terminate() }
-        let port = try await process.waitUntilReady()
-        let size = 600 << 10
-        // A client whose body is slow to come: its 600 KB are reserved from the start.
-        let slow = try await RawConnection.connect(port: port)
-        try await slow.send("PUT /posts/1 HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\nContent-Length: \(size)\r\n\r\n{\"title\":\"")
-        let padding = String(repeating: "x", count: size - 23)
-        let body = #"{"title":""# + padding + #"","body":"b"}"#
-        var refused: RawResponse?
-        _ = try await eventually("a second 600 KB body is refused while the first is held (\(refused?.status ?? 0))") {
-            refused = try? await RawHTTP.request(port: port, "PUT", "/posts/1", headers: [("Content-Type", "application/json")], body: body)
-            return refused?.status == 503
+        try await body(try await process.waitUntilReady())
+    }
+
+    @Test("a request body that would take what is buffered over limits.buffered gets 503 overloaded; once the first is gone, it fits")
+    func overloaded() async throws {
+        try await withMockProcess(limits: "buffered: 1MB") { port in
+            let size = 600 << 10
+            // A client whose body is slow to come: its 600 KB are reserved from the start.
+            let slow = try await RawConnection.connect(port: port)
+            try await slow.send("PUT /posts/1 HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\nContent-Length: \(size)\r\n\r\n{\"title\":\"")
+            let padding = String(repeating: "x", count: size - 23)
+            let body = #"{"title":""# + padding + #"","body":"b"}"#
+            var refused: RawResponse?
+            _ = try await eventually("a second 600 KB body is refused while the first is held (\(refused?.status ?? 0))") {
+                refused = try? await RawHTTP.request(port: port, "PUT", "/posts/1", headers: [("Content-Type", "application/json")], body: body)
+                return refused?.status == 503
+            }
+            #expect(refused?.errorCode == "overloaded" && refused?.header("Retry-After") == "1")
+            slow.close()
+            var after: RawResponse?
+            _ = try await eventually("room again once the first client left (\(after?.status ?? 0))") {
+                after = try? await RawHTTP.request(port: port, "PUT", "/posts/1", headers: [("Content-Type", "application/json")], body: body)
+                return after.map { $0.status != 503 } ?? false
+            }
         }
-        #expect(refused?.errorCode == "overloaded" && refused?.header("Retry-After") == "1")
-        slow.close()
-        var after: RawResponse?
-        _ = try await eventually("room again once the first client left (\(after?.status ?? 0))") {
-            after = try? await RawHTTP.request(port: port, "PUT", "/posts/1", headers: [("Content-Type", "application/json")], body: body)
-            return after.map { $0.status != 503 } ?? false
+    }
+
+    @Test("a chunked body read whole takes its share of limits.buffered as it arrives: over it, 503 overloaded and the connection closes")
+    func chunkedOverloaded() async throws {
+        try await withMockProcess(limits: "buffered: 1MB, request_body: 4MB") { port in
+            let uploader = try await Uploader.send(port: port, "POST", "/posts", size: 2 << 20, chunked: true, headers: ["Content-Type: application/json"])
+            defer { uploader.leave() }
+            _ = try await eventually("refused, and the connection closed (\(uploader.progress.answer.prefix(200)))") { uploader.progress.closed }
+            #expect(uploader.progress.status == 503)
+            #expect(uploader.progress.answer.contains("overloaded") && uploader.progress.answer.contains("Retry-After: 1"))
         }
     }
 }

@@ -215,6 +215,23 @@ struct ConfigFeatureTests {
         #expect(spec.resources == [.posts, Resource(name: "comments", kind: .string), Resource(name: "users", kind: .integer)])
     }
 
+    @Test("resources: `body: stream` declares a collection whose request bodies stream; a bad value, or posts, is an error at its line and column")
+    func streamedBodies() throws {
+        let spec = try decode("environments: {development: {origin: {mock: {}}, resources: [posts, {name: uploads, id: string, body: stream}, {name: files, body: whole}]}}")
+        #expect(spec.resources.map(\.streamsBodies) == [false, true, false])
+        let yaml = """
+            environments:
+              development:
+                origin: { mock: {} }
+                resources: [{ name: uploads, body: streamed }, { name: posts, body: stream }]
+            """
+        let document = try ConfigDocument(source: ConfigSource(file: "veneer.yaml", text: yaml))
+        #expect(document.checkAll(registry: testRegistry, variables: [:], workingDirectory: "/").map(\.description) == [
+            #"veneer.yaml:4:40: environments.development.resources[0].body: "streamed" is not one of whole, stream (did you mean 'stream'?)"#,
+            "veneer.yaml:4:73: environments.development.resources[1].body: posts bodies are validated, so they are read whole",
+        ])
+    }
+
     @Test("the default label of a decorator is its position")
     func position() throws {
         let spec = try decode("environments: {development: {origin: {mock: {}}, chain: [latency_log, cache, {latency_log: {label: inner}}]}}")

@@ -10,7 +10,7 @@ import VeneerCore
 /// and Veneer's answers (cache hits included); innermost, what goes to the origin. A failure
 /// inside is recorded as the error response the caller gets. Credentials never reach the
 /// file (``RequestRedaction``), and a file that cannot be written costs a log line, not the request.
-public struct RecordDecorator: Handler {
+public struct RecordDecorator: Handler, ReadsRequestBodies {
     let inner: any Handler
     let options: RecordOptions
     let writer: HARWriter

@@ -5,7 +5,7 @@ import VeneerCore
 /// The `mock` origin: an in-memory posts API (and any other collection the environment
 /// exposes), answering like a small JSON REST server. Created posts get ids from 1 up;
 /// every item carries an `ETag` so that revalidation can be tried against it.
-public struct MockOrigin: Handler {
+public struct MockOrigin: Handler, ReadsRequestBodies {
     let collections: MockCollections
     let latency: Duration
     let clock: any VeneerClock
