@@ -73,7 +73,10 @@ RELEASE_FLAGS ?= -Xswiftc -cross-module-optimization -Xswiftc -enforce-exclusivi
 # The Swift runtime and Foundation linked in, and no RUNPATH ($$ORIGIN or the toolchain's):
 # the binary runs on a machine without Swift, needing only libc, libstdc++, libyaml and zlib.
 # `-z now` resolves the few dynamic symbols at start, so the whole GOT is read-only (full RELRO).
-RELEASE_LINK_FLAGS ?= --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now
+# `--no-export-dynamic` undoes the toolchain's static-stdlib-args.lnk export of every symbol
+# of the package's modules (55,000, 2.2 MB of .dynsym, .gnu.hash and .dynstr that the dynamic
+# linker reads at start, resident in every process): nothing looks them up.
+RELEASE_LINK_FLAGS ?= --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now -Xlinker --no-export-dynamic
 
 release: deps
 	$(SWIFT) build -c release --product veneer $(RELEASE_LINK_FLAGS) $(RELEASE_FLAGS)

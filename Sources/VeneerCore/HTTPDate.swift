@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 
 /// Calendar arithmetic without Foundation's formatters (which are slow and locale-bound).
 enum CivilDate {
@@ -183,15 +184,47 @@ private struct DateReader {
 public enum Timestamp {
     /// `2026-11-22T10:15:30.123Z`.
     public static func iso8601(_ date: Date) -> String {
+        String(unsafeUninitializedCapacity: iso8601Length) { iso8601(date, into: UnsafeMutableRawBufferPointer($0)) }
+    }
+
+    /// ``iso8601(_:)`` written into `buffer`, without making a string: a log line's time.
+    public static func writeISO8601(_ date: Date, into buffer: inout ByteBuffer) {
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: iso8601Length) { iso8601(date, into: $0) }
+    }
+
+    /// Always 24 bytes: the years are clamped to 0001...9999.
+    private static let iso8601Length = 24
+
+    /// Writes ``iso8601(_:)``'s bytes at the start of `out`; how many.
+    private static func iso8601(_ date: Date, into out: UnsafeMutableRawBufferPointer) -> Int {
         let years = Date.epochSecondsOfYears
         let millis = Int.clamping(date.timeIntervalSince1970 * 1000, to: (years.lowerBound * 1000)...(years.upperBound * 1000 + 999))
         let days = millis >= 0 ? millis / 86_400_000 : (millis - 86_399_999) / 86_400_000
         let msOfDay = millis - days * 86_400_000
         let (year, month, day) = CivilDate.fromDays(days)
         let seconds = msOfDay / 1000
-        return "\(CivilDate.pad(year, 4))-\(CivilDate.pad(month, 2))-\(CivilDate.pad(day, 2))T"
-            + "\(CivilDate.pad(seconds / 3600, 2)):\(CivilDate.pad(seconds % 3600 / 60, 2)):\(CivilDate.pad(seconds % 60, 2))."
-            + "\(CivilDate.pad(msOfDay % 1000, 3))Z"
+        func digits(_ value: Int, _ width: Int, at offset: Int) {
+            var rest = value
+            for index in stride(from: offset + width - 1, through: offset, by: -1) {
+                out[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            }
+        }
+        digits(year, 4, at: 0)
+        out[4] = UInt8(ascii: "-")
+        digits(month, 2, at: 5)
+        out[7] = UInt8(ascii: "-")
+        digits(day, 2, at: 8)
+        out[10] = UInt8(ascii: "T")
+        digits(seconds / 3600, 2, at: 11)
+        out[13] = UInt8(ascii: ":")
+        digits(seconds % 3600 / 60, 2, at: 14)
+        out[16] = UInt8(ascii: ":")
+        digits(seconds % 60, 2, at: 17)
+        out[19] = UInt8(ascii: ".")
+        digits(msOfDay % 1000, 3, at: 20)
+        out[23] = UInt8(ascii: "Z")
+        return iso8601Length
     }
 
     /// Milliseconds with three decimals: `12.345`.
@@ -199,5 +232,24 @@ public enum Timestamp {
         let parts = duration.components
         let micros = parts.seconds * 1_000_000 + parts.attoseconds / 1_000_000_000_000
         return "\(micros / 1000).\(CivilDate.pad(Int(micros % 1000), 3))"
+    }
+
+    /// ``milliseconds(_:)`` written into `buffer`, without making a string.
+    public static func writeMilliseconds(_ duration: Duration, into buffer: inout ByteBuffer) {
+        let parts = duration.components
+        let micros = parts.seconds * 1_000_000 + parts.attoseconds / 1_000_000_000_000
+        guard micros >= 0 else {
+            buffer.writeString(milliseconds(duration))
+            return
+        }
+        buffer.writeString(String(micros / 1000))
+        let fraction = Int(micros % 1000)
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 4) { out in
+            out[0] = UInt8(ascii: ".")
+            out[1] = UInt8(ascii: "0") + UInt8(fraction / 100)
+            out[2] = UInt8(ascii: "0") + UInt8(fraction / 10 % 10)
+            out[3] = UInt8(ascii: "0") + UInt8(fraction % 10)
+            return 4
+        }
     }
 }

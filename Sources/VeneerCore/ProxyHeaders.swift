@@ -66,6 +66,12 @@ public struct ProxyHeaders: Sendable {
             case .owned(let fields):
                 return fields[name]
             case .shared(let storage):
+                if !appended.isEmpty, !storage.contains(name) {
+                    // A field appended after the stored ones (a hit's Cache-Status, Age), or
+                    // none: read without making a list of values.
+                    guard let first = appended.firstIndex(where: { $0.name == name }) else { return nil }
+                    if !appended[(first + 1)...].contains(where: { $0.name == name }) { return appended[first].value }
+                }
                 let values = appended.isEmpty ? storage.values(name) : self[values: name]
                 guard !values.isEmpty else { return nil }
                 return values.joined(separator: name == .cookie ? "; " : ", ")

@@ -47,7 +47,7 @@ struct RawLines {
             declaredLength = isLength
         } else {
             line.withMemoryRebound(to: UInt8.self) { bytes.append(contentsOf: $0) }
-            nameBits |= SerializedFields.nameBit(UnsafeRawBufferPointer(rebasing: line[0..<nameLength]))
+            nameBits |= SerializedFields.nameMask(UnsafeRawBufferPointer(rebasing: line[0..<nameLength]))
         }
         count += 1
         if isDate { hasDate = true }

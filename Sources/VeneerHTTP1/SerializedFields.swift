@@ -20,19 +20,29 @@ enum SerializedFields: FieldLineReader {
         var bits: UInt64 = 0
         for field in fields {
             var name = field.name.canonicalName
-            bits |= name.withUTF8 { nameBit(UnsafeRawBufferPointer($0)) }
+            bits |= name.withUTF8 { nameMask(UnsafeRawBufferPointer($0)) }
         }
         return FieldLines(bytes: Array(bytes.readableBytesView), count: fields.count, hasDate: facts.hasDate, declaredLength: facts.declaredLength,
                           sawConnection: facts.sawConnection, nameBits: bits, reader: Self.self)
     }
 
-    /// The bit of ``FieldLines/nameBits`` for a name, in any case: one bit per name length,
-    /// first and last letter, so that a name whose bit is clear is not among the lines.
+    /// The bits of ``FieldLines/nameBits`` for a name, in any case (a Bloom filter of two
+    /// bits per name): one from its length, first and last letter, one from its length,
+    /// middle and last but one letter. A name missing one of its bits is not among the lines.
+    /// With two bits a lookup of an absent name reads the lines about half as often as with
+    /// one (about 5% against 12% of lookups, ten fields stored), and the names looked up on
+    /// every answer (`Cache-Status`, `X-Request-Id`, `Server-Timing`, `Veneer-Cache-Control`)
+    /// are not covered even by all the usual fields of a cacheable answer together. With one
+    /// bit, `Cache-Status` had `Cache-Control`'s: each hit's lookup read the entry's lines.
     @inline(__always)
-    static func nameBit(_ name: UnsafeRawBufferPointer) -> UInt64 {
-        guard let first = name.first, let last = name.last else { return 0 }
-        let mixed = name.count &* 7 &+ Int(HTTP1Syntax.lowercased(first)) &* 3 &+ Int(HTTP1Syntax.lowercased(last))
-        return 1 << UInt64(mixed & 63)
+    static func nameMask(_ name: UnsafeRawBufferPointer) -> UInt64 {
+        let count = name.count
+        guard count > 0 else { return 0 }
+        let first = Int(HTTP1Syntax.lowercased(name[0])), last = Int(HTTP1Syntax.lowercased(name[count - 1]))
+        let middle = Int(HTTP1Syntax.lowercased(name[count / 2])), lastButOne = Int(HTTP1Syntax.lowercased(name[max(0, count - 2)]))
+        let one = count &* 7 &+ first &* 3 &+ last
+        let other = count &+ (middle &+ lastButOne) &* 5
+        return 1 << UInt64(one & 63) | 1 << UInt64(other & 63)
     }
 
     /// The fields the lines stand for, made anew at each call (``ProxyHeaders`` keeps what
@@ -58,7 +68,8 @@ enum SerializedFields: FieldLineReader {
         var wanted = name.canonicalName
         return wanted.withUTF8 { wanted in
             let wanted = UnsafeRawBufferPointer(wanted)
-            guard lines.nameBits & nameBit(wanted) != 0 else { return false }
+            let mask = nameMask(wanted)
+            guard lines.nameBits & mask == mask else { return false }
             var found = false
             forEachLine(lines) { name, _ in
                 found = HTTP1Syntax.equalsIgnoringCase(name, wanted)

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import Testing
 import VeneerCore
 import VeneerTestSupport
@@ -63,6 +64,24 @@ struct TimeTests {
         #expect(Timestamp.iso8601(Date(timeIntervalSince1970: 1_795_000_000.123)) == "2026-11-18T11:06:40.123Z")
         #expect(Timestamp.milliseconds(.microseconds(12_345)) == "12.345")
         #expect(Timestamp.milliseconds(.microseconds(5)) == "0.005")
+    }
+
+    @Test("a log line's time and duration written into its buffer read as the strings do", arguments: [
+        (-62_135_596_800.0, "0001-01-01T00:00:00.000Z"), (-1e15, "0001-01-01T00:00:00.000Z"), (-1.5, "1969-12-31T23:59:58.500Z"),
+        (0, "1970-01-01T00:00:00.000Z"), (951_782_400.5, "2000-02-29T00:00:00.500Z"), (1_795_000_000.25, "2026-11-18T11:06:40.250Z"),
+        (253_402_300_799.5, "9999-12-31T23:59:59.500Z"), (1e15, "9999-12-31T23:59:59.999Z"),
+    ])
+    func isoIntoBuffer(seconds: Double, expected: String) {
+        let date = Date(timeIntervalSince1970: seconds)
+        var buffer = ByteBuffer(string: "x")
+        Timestamp.writeISO8601(date, into: &buffer)
+        #expect(String(buffer: buffer) == "x" + expected)
+        #expect(Timestamp.iso8601(date) == expected)
+        for duration: Duration in [.zero, .microseconds(5), .microseconds(12_345), .seconds(seconds.magnitude.truncatingRemainder(dividingBy: 1e6))] {
+            var line = ByteBuffer()
+            Timestamp.writeMilliseconds(duration, into: &line)
+            #expect(String(buffer: line) == Timestamp.milliseconds(duration))
+        }
     }
 
     @Test("the manual clock wakes sleepers only when advanced past their deadline")

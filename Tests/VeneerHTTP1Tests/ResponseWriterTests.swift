@@ -90,6 +90,29 @@ struct ResponseWriterTests {
         #expect(wire(replaced) == "HTTP/1.1 200 OK\r\nX-Other: 2\r\nDate: y\r\nContent-Length: 2\r\n\r\n{}")
     }
 
+    @Test("the names looked up on every answer are told absent from a cacheable answer's lines without reading them")
+    func nameBitsOfUsualFields() {
+        let usual = fields([
+            ("Server", "nginx"), ("Date", "x"), ("Content-Type", "application/json"), ("Last-Modified", "y"), ("ETag", "\"a\""),
+            ("Cache-Control", "public, max-age=3600"), ("Accept-Ranges", "bytes"), ("Expires", "z"), ("Vary", "Accept-Encoding"),
+            ("Content-Encoding", "gzip"), ("X-Content-Type-Options", "nosniff"), ("Strict-Transport-Security", "max-age=1"),
+            ("X-Frame-Options", "DENY"), ("Access-Control-Allow-Origin", "*"), ("Set-Cookie", "a=b"), ("Pragma", "x"), ("Via", "1.1 a"),
+        ])
+        let lines = SerializedFields.lines(of: usual)
+        for name: HTTPField.Name in [.cacheStatus, .xRequestID, .serverTiming, HTTPField.Name("Veneer-Cache-Control")!] {
+            var canonical = name.canonicalName
+            let mask = canonical.withUTF8 { SerializedFields.nameMask(UnsafeRawBufferPointer($0)) }
+            #expect(lines.nameBits & mask != mask, "\(name) would read the lines")
+            #expect(!SerializedFields.contains(name, in: lines))
+        }
+        // Every stored name is found, in any case.
+        for field in usual {
+            #expect(SerializedFields.contains(field.name, in: lines), "\(field.name)")
+            #expect(SerializedFields.values(field.name, in: lines) == [field.value])
+            #expect(SerializedFields.contains(HTTPField.Name(field.name.rawName.uppercased())!, in: lines))
+        }
+    }
+
     @Test("a Date is added when there is none, Connection: close when the connection ends, control characters leave the reason")
     func dateCloseReason() {
         let text = wire(ProxyResponse(status: HTTPResponse.Status(code: 599, reasonPhrase: "Odd\tOne"), body: ByteBuffer(string: "x")), close: true)

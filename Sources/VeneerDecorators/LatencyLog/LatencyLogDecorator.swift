@@ -95,7 +95,7 @@ public struct LatencyLogDecorator: ImmediateAnswering, CallbackAnswering {
         var line = ByteBuffer()
         line.reserveCapacity(256)
         line.writeStaticString("{\"time\":\"")
-        line.writeString(Timestamp.iso8601(clock.now()))
+        Timestamp.writeISO8601(clock.now(), into: &line)
         line.writeStaticString("\",\"request_id\":")
         JSONText.writeQuoted(request.requestID, into: &line)
         if let trace = request.record.trace, trace.sampled {
@@ -115,7 +115,7 @@ public struct LatencyLogDecorator: ImmediateAnswering, CallbackAnswering {
         line.writeStaticString("\",\"status\":")
         line.writeString(String(status))
         line.writeStaticString(",\"duration_ms\":")
-        line.writeString(Timestamp.milliseconds(elapsed))
+        Timestamp.writeMilliseconds(elapsed, into: &line)
         line.writeStaticString(",\"label\":")
         JSONText.writeQuoted(options.label, into: &line)
         if let cacheStatus {
@@ -139,7 +139,14 @@ public struct LatencyLogDecorator: ImmediateAnswering, CallbackAnswering {
 final class TimerCache: Sendable {
     private let label: String
     private let factory: any MetricsFactory
-    private let timers = Mutex<[String: CoreMetrics.Timer]>([:])
+    /// What tells the histograms apart: no text is made per request to look one up.
+    private struct Key: Hashable {
+        let route: String
+        let method: String
+        let status: Int
+    }
+
+    private let timers = Mutex<[Key: CoreMetrics.Timer]>([:])
 
     init(label: String, factory: any MetricsFactory) {
         self.label = label
@@ -147,7 +154,7 @@ final class TimerCache: Sendable {
     }
 
     func timer(route: String, method: String, status: Int) -> CoreMetrics.Timer {
-        let key = "\(method) \(route) \(status)"
+        let key = Key(route: route, method: method, status: status)
         if let timer = timers.withLock({ $0[key] }) { return timer }
         let timer = CoreMetrics.Timer(label: "veneer_request_duration_seconds",
                           dimensions: [("label", label), ("method", method), ("route", route), ("status", String(status))],
