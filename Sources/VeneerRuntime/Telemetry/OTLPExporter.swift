@@ -13,7 +13,8 @@ import VeneerCore
 ///
 /// Memory is bounded by `queue` spans and one batch in flight: spans that do not fit, and
 /// those of an export that failed or took longer than `timeout`, are dropped and counted
-/// (`veneer_telemetry_spans_dropped_total`), never waited for. An event loop never blocks
+/// (`veneer_telemetry_spans_dropped_total` by reason: `queue_full`, `export_failed`,
+/// `timeout`), never waited for. An event loop never blocks
 /// here: ``export(_:)`` takes a lock for an append.
 final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
     /// Spans per request to the collector.
@@ -31,6 +32,7 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
     private let wake: AsyncStream<Void>.Continuation
     private let droppedFull: Counter
     private let droppedFailed: Counter
+    private let droppedTimeout: Counter
     private let exported: Counter
 
     private struct Queue {
@@ -60,6 +62,7 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
         (wakeups, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         droppedFull = Counter(label: "veneer_telemetry_spans_dropped_total", dimensions: [("reason", "queue_full")], factory: factory)
         droppedFailed = Counter(label: "veneer_telemetry_spans_dropped_total", dimensions: [("reason", "export_failed")], factory: factory)
+        droppedTimeout = Counter(label: "veneer_telemetry_spans_dropped_total", dimensions: [("reason", "timeout")], factory: factory)
         exported = Counter(label: "veneer_telemetry_spans_exported_total", factory: factory)
     }
 
@@ -96,9 +99,14 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
     func drain() async {
         while true {
             let batch = queue.withLock { queue -> [SpanNote] in
-                let count = min(queue.spans.count, Self.batch)
-                let taken = Array(queue.spans.prefix(count))
-                queue.spans.removeFirst(count)
+                var taken: [SpanNote] = []
+                if queue.spans.count <= Self.batch {
+                    // All of it: moved out, not copied span by span.
+                    swap(&taken, &queue.spans)
+                } else {
+                    taken = Array(queue.spans.prefix(Self.batch))
+                    queue.spans.removeFirst(Self.batch)
+                }
                 if queue.spans.count < Self.batch { queue.signalled = false }
                 return taken
             }
@@ -115,10 +123,13 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
                                       target: spec.endpoint.basePath.isEmpty ? "/" : spec.endpoint.basePath, headers: headers,
                                       body: ByteBuffer(bytes: body), timeout: spec.timeout, maxResponseBodySize: 64 << 10)
         var problem: String?
+        var timedOut = false
         do {
             let response = try await transport.send(request)
             if !(200..<300).contains(response.status.code) { problem = "HTTP \(response.status.code)" }
         } catch let error as ProxyError {
+            // Connecting or the whole exchange took longer than its deadline.
+            timedOut = error.code == .upstreamTimeout
             problem = error.detail ?? error.message
         } catch {
             problem = ErrorText.describe(error)
@@ -128,7 +139,7 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
             return queue.failing != (problem != nil)
         }
         if let problem {
-            droppedFailed.increment(by: Int64(batch.count))
+            (timedOut ? droppedTimeout : droppedFailed).increment(by: Int64(batch.count))
             if logNow {
                 logger.warning("the telemetry collector did not take a batch of spans: they are dropped (and counted) until it does",
                                metadata: ["endpoint": .string(spec.endpoint.description), "reason": .string(problem)])
