@@ -36,7 +36,8 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
     private let exported: Counter
 
     private struct Queue {
-        var spans: [SpanNote] = []
+        /// A ring: a batch is moved out of its front span by span, never copied.
+        var spans = CircularBuffer<SpanNote>()
         /// Whether a wakeup for a full batch is pending.
         var signalled = false
         /// Whether the last export failed (logged once until one succeeds).
@@ -98,14 +99,14 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
     /// Sends what is queued, a batch at a time.
     func drain() async {
         while true {
-            let batch = queue.withLock { queue -> [SpanNote] in
-                var taken: [SpanNote] = []
+            let batch = queue.withLock { queue -> CircularBuffer<SpanNote> in
+                var taken = CircularBuffer<SpanNote>()
                 if queue.spans.count <= Self.batch {
-                    // All of it: moved out, not copied span by span.
+                    // All of it, at once.
                     swap(&taken, &queue.spans)
                 } else {
-                    taken = Array(queue.spans.prefix(Self.batch))
-                    queue.spans.removeFirst(Self.batch)
+                    taken.reserveCapacity(Self.batch)
+                    for _ in 0..<Self.batch { taken.append(queue.spans.removeFirst()) }
                 }
                 if queue.spans.count < Self.batch { queue.signalled = false }
                 return taken
@@ -116,7 +117,7 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
         }
     }
 
-    private func send(_ batch: [SpanNote]) async {
+    private func send(_ batch: CircularBuffer<SpanNote>) async {
         let body = OTLPTraceEncoder.encode(batch, service: spec.serviceName)
         let request = OutboundRequest(method: .post, endpoint: Endpoint(scheme: spec.endpoint.scheme, host: spec.endpoint.host,
                                                                         port: spec.endpoint.port, basePath: ""),

@@ -34,6 +34,8 @@ enum OTLPTraceEncoder {
     /// Protobuf's wire format: a tag (field number and wire type), then the value.
     struct Writer {
         var bytes: [UInt8] = []
+        /// A nested message's length before it is known: five bytes of a padded varint.
+        private static let placeholder: [UInt8] = [0x80, 0x80, 0x80, 0x80, 0x00]
 
         /// One `Span`.
         mutating func span(_ span: SpanNote) {
@@ -86,8 +88,9 @@ enum OTLPTraceEncoder {
             bytes.append(UInt8(value))
         }
 
+        // Eight bytes in one append (byte by byte, each append checked the array's uniqueness and capacity).
         mutating func bigEndian(_ value: UInt64) {
-            for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+            withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
         }
 
         mutating func tag(_ field: Int, _ wireType: UInt64) { rawVarint(UInt64(field) << 3 | wireType) }
@@ -99,7 +102,7 @@ enum OTLPTraceEncoder {
 
         mutating func fixed64(_ field: Int, _ value: UInt64) {
             tag(field, 1)
-            for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+            withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
         }
 
         mutating func string(_ field: Int, _ value: String) {
@@ -113,10 +116,9 @@ enum OTLPTraceEncoder {
         mutating func nested(_ field: Int, _ body: (inout Writer) -> Void) {
             tag(field, 2)
             let at = bytes.count
-            // Byte by byte: an array literal here was an allocation per message, several per
+            // A constant: an array literal here was an allocation per message, several per
             // attribute, most of what encoding a span cost (perf).
-            for _ in 0..<4 { bytes.append(0x80) }
-            bytes.append(0x00)
+            bytes.append(contentsOf: Self.placeholder)
             body(&self)
             var length = bytes.count - at - 5
             for index in 0..<5 {
