@@ -141,6 +141,18 @@ struct OTLPExporterTests {
         }
     }
 
+    @Test("a request's spans stay in one batch: 200 requests of 3 spans leave as 510 and 90")
+    func requestsStayWhole() async throws {
+        try await withTestUpstream({ _ in UpstreamReply(status: 200, body: "") }) { collector in
+            let rig = Rig(port: collector.port)
+            for number in 0..<200 { rig.exporter.export((3 * number..<3 * number + 3).map(Self.span)) }
+            await rig.exporter.drain()
+            #expect(collector.requests.map { Self.spanCount($0.body) } == [510, 90])
+            #expect(rig.exported == 600)
+            await rig.transports.shutdown()
+        }
+    }
+
     @Test("the queue holds `queue` spans: a request's spans that do not fit are dropped whole and counted as queue_full")
     func queueBound() async throws {
         try await withTestUpstream({ _ in UpstreamReply(status: 200, body: "") }) { collector in

@@ -36,8 +36,10 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
     private let exported: Counter
 
     private struct Queue {
-        /// A ring: a batch is moved out of its front span by span, never copied.
-        var spans = CircularBuffer<SpanNote>()
+        /// The spans of each request, as it gave them: queued and sent without a span copied.
+        var requests = CircularBuffer<[SpanNote]>()
+        /// How many spans `requests` holds.
+        var count = 0
         /// Whether a wakeup for a full batch is pending.
         var signalled = false
         /// Whether the last export failed (logged once until one succeeds).
@@ -69,11 +71,13 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
 
     /// Queues the spans of one request, or drops and counts them if they do not fit.
     func export(_ spans: [SpanNote]) {
+        guard !spans.isEmpty else { return }
         let capacity = spec.queue
         let (accepted, signal) = queue.withLock { queue -> (Bool, Bool) in
-            guard queue.spans.count + spans.count <= capacity else { return (false, false) }
-            queue.spans.append(contentsOf: spans)
-            guard queue.spans.count >= Self.batch, !queue.signalled else { return (true, false) }
+            guard queue.count + spans.count <= capacity else { return (false, false) }
+            queue.requests.append(spans)
+            queue.count += spans.count
+            guard queue.count >= Self.batch, !queue.signalled else { return (true, false) }
             queue.signalled = true
             return (true, true)
         }
@@ -96,28 +100,27 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
         await drain()
     }
 
-    /// Sends what is queued, a batch at a time.
+    /// Sends what is queued, a batch at a time (whole requests' spans, at most ``batch``).
     func drain() async {
         while true {
-            let batch = queue.withLock { queue -> CircularBuffer<SpanNote> in
-                var taken = CircularBuffer<SpanNote>()
-                if queue.spans.count <= Self.batch {
-                    // All of it, at once.
-                    swap(&taken, &queue.spans)
-                } else {
-                    taken.reserveCapacity(Self.batch)
-                    for _ in 0..<Self.batch { taken.append(queue.spans.removeFirst()) }
+            let (batch, count) = queue.withLock { queue -> ([[SpanNote]], Int) in
+                var taken: [[SpanNote]] = []
+                var count = 0
+                while let first = queue.requests.first, taken.isEmpty || count + first.count <= Self.batch {
+                    taken.append(queue.requests.removeFirst())
+                    count += first.count
                 }
-                if queue.spans.count < Self.batch { queue.signalled = false }
-                return taken
+                queue.count -= count
+                if queue.count < Self.batch { queue.signalled = false }
+                return (taken, count)
             }
-            guard !batch.isEmpty else { return }
-            await send(batch)
+            guard count > 0 else { return }
+            await send(batch.joined(), count: count)
             if Task.isCancelled { return }
         }
     }
 
-    private func send(_ batch: CircularBuffer<SpanNote>) async {
+    private func send(_ batch: FlattenSequence<[[SpanNote]]>, count: Int) async {
         let body = OTLPTraceEncoder.encode(batch, service: spec.serviceName)
         let request = OutboundRequest(method: .post, endpoint: Endpoint(scheme: spec.endpoint.scheme, host: spec.endpoint.host,
                                                                         port: spec.endpoint.port, basePath: ""),
@@ -140,13 +143,13 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
             return queue.failing != (problem != nil)
         }
         if let problem {
-            (timedOut ? droppedTimeout : droppedFailed).increment(by: Int64(batch.count))
+            (timedOut ? droppedTimeout : droppedFailed).increment(by: Int64(count))
             if logNow {
                 logger.warning("the telemetry collector did not take a batch of spans: they are dropped (and counted) until it does",
                                metadata: ["endpoint": .string(spec.endpoint.description), "reason": .string(problem)])
             }
         } else {
-            exported.increment(by: Int64(batch.count))
+            exported.increment(by: Int64(count))
             if logNow { logger.notice("the telemetry collector takes spans again", metadata: ["endpoint": .string(spec.endpoint.description)]) }
         }
     }

@@ -65,18 +65,32 @@ enum OTLPTraceEncoder {
             }
         }
 
-        /// A `KeyValue` with its `AnyValue`, as field `field`.
+        /// A `KeyValue` with its `AnyValue`, as field `field`: both lengths computed first and
+        /// written exactly (the most frequent message, a span's dozen attributes: no
+        /// placeholder to patch, and eight bytes fewer each).
         mutating func attribute(_ field: Int, _ key: String, _ value: SpanNote.Value) {
-            nested(field) { pair in
-                pair.string(1, key)
-                pair.nested(2) { any in
-                    switch value {
-                    case .string(let text): any.string(1, text)                              // string_value
-                    case .bool(let flag): any.varint(2, flag ? 1 : 0)                        // bool_value
-                    case .int(let number): any.varint(3, UInt64(bitPattern: number))         // int_value
-                    }
-                }
+            let keyCount = key.utf8.count
+            let anyLength: Int
+            switch value {
+            case .string(let text): anyLength = 1 + Self.varintSize(UInt64(text.utf8.count)) + text.utf8.count
+            case .bool: anyLength = 2
+            case .int(let number): anyLength = 1 + Self.varintSize(UInt64(bitPattern: number))
             }
+            tag(field, 2)
+            rawVarint(UInt64(1 + Self.varintSize(UInt64(keyCount)) + keyCount + 1 + Self.varintSize(UInt64(anyLength)) + anyLength))
+            string(1, key)                                                                   // KeyValue.key
+            tag(2, 2)                                                                        // KeyValue.value
+            rawVarint(UInt64(anyLength))
+            switch value {
+            case .string(let text): string(1, text)                                          // string_value
+            case .bool(let flag): varint(2, flag ? 1 : 0)                                    // bool_value
+            case .int(let number): varint(3, UInt64(bitPattern: number))                     // int_value
+            }
+        }
+
+        /// How many bytes `value` takes as a varint.
+        static func varintSize(_ value: UInt64) -> Int {
+            value == 0 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7
         }
 
         mutating func rawVarint(_ value: UInt64) {
