@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # What telemetry costs: the same release binary, in the same run, with telemetry off, at 10%
 # and at 100% sampling, on cache hits and on pass-through (no decorator, upstream origin).
-# One event loop per Veneer process (--threads 1); nginx is both the origin (a small JSON
-# post with Cache-Control) and the collector (it takes every POST /v1/traces with 204, so
-# that nothing is dropped for a slow collector). Rounds alternate the three modes; the figure
-# is the Veneer process's CPU time (utime + stime, /proc) per request served by wrk.
+# Mode 0 is telemetry on with nothing sampled (what every unsampled request pays). With
+# --before BINARY, that binary (one from before telemetry) runs too, telemetry off: the
+# same-run A/B of "off costs what it did". One event loop per Veneer process (--threads 1);
+# nginx is both the origin (a small JSON post with Cache-Control) and the collector (it takes
+# every POST /v1/traces with 204, so that nothing is dropped for a slow collector). Rounds
+# alternate the processes; the figure is the Veneer process's CPU time (utime + stime, /proc)
+# per request served by wrk.
 #
-#   bench/telemetry-ab.sh [--rounds 3] [--duration 8] [--connections 32]
+#   bench/telemetry-ab.sh [--rounds 3] [--duration 8] [--connections 32] [--before BINARY]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 binary="${VENEER_BIN:-$root/.build/release/veneer}"
-rounds=3 duration=8 connections=32
+rounds=3 duration=8 connections=32 before_binary=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;; --duration) duration=$2; shift 2 ;; --connections) connections=$2; shift 2 ;;
+    --before) before_binary=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -33,13 +37,15 @@ NGINX
 nginx -p "$work" -c "$work/nginx.conf"
 port=19210
 declare -A ports
-for mode in off 0.1 1; do
+modes="off 0 0.1 1"; [ -n "$before_binary" ] && modes="before $modes"
+for mode in $modes; do
   for kind in hit pass; do
     chain="[]"; [ "$kind" = hit ] && chain="[cache]"
-    telemetry=""; [ "$mode" != off ] && telemetry="    telemetry: { endpoint: \"http://127.0.0.1:19201/v1/traces\", sample: $mode, queue: 65536 }"
+    telemetry=""; [ "$mode" != off ] && [ "$mode" != before ] && telemetry="    telemetry: { endpoint: \"http://127.0.0.1:19201/v1/traces\", sample: $mode, queue: 65536 }"
     dir="$work/$mode-$kind"; mkdir -p "$dir"
     printf 'state_dir: %s/state\nenvironments:\n  development:\n    origin: { upstream: { url: "http://127.0.0.1:19201" } }\n    chain: %s\n%s\n' "$dir" "$chain" "$telemetry" > "$dir/veneer.yaml"
-    "$binary" run --config "$dir/veneer.yaml" --listen 127.0.0.1:$port --threads 1 2>"$dir/stderr.log" &
+    run="$binary"; [ "$mode" = before ] && run="$before_binary"
+    "$run" run --config "$dir/veneer.yaml" --listen 127.0.0.1:$port --threads 1 2>"$dir/stderr.log" &
     pids+=($!); ports[$mode-$kind]="$port:$!"; port=$((port + 1))
   done
 done
@@ -48,7 +54,7 @@ cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 declare -A total_cpu total_requests
 for round in $(seq 1 "$rounds"); do
   for kind in hit pass; do
-    for mode in off 0.1 1; do
+    for mode in $modes; do
       IFS=: read -r p pid <<<"${ports[$mode-$kind]}"
       wrk -t1 -c"$connections" -d1s "http://127.0.0.1:$p/posts/1" >/dev/null   # warm (and fill the cache)
       before=$(cpu "$pid")
@@ -62,12 +68,12 @@ done
 ticks=$(getconf CLK_TCK)
 printf '%-6s %-10s %12s %14s\n' kind telemetry requests "CPU µs/request"
 for kind in hit pass; do
-  for mode in off 0.1 1; do
+  for mode in $modes; do
     printf '%-6s %-10s %12d %14.2f\n' "$kind" "$mode" "${total_requests[$mode-$kind]}" \
       "$(echo "${total_cpu[$mode-$kind]} * 1000000 / $ticks / ${total_requests[$mode-$kind]}" | bc -l)"
   done
 done
-for mode in 0.1 1; do
+for mode in 0 0.1 1; do
   for kind in hit pass; do
     IFS=: read -r p pid <<<"${ports[$mode-$kind]}"
     echo "$mode-$kind: $(curl -s "http://127.0.0.1:$p/-/metrics" | grep -E '^veneer_telemetry_spans_(exported|dropped)_total' | tr '\n' ' ')"

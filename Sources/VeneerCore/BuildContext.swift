@@ -50,6 +50,9 @@ public struct BuildContext: Sendable {
     /// The instance's budget for what is buffered whole (`limits.buffered`): a decorator that
     /// reads a streamed body whole reserves it there (``ProxyResponse/collected(upTo:budget:)``).
     public var buffers: BufferBudget = .unbounded
+    /// Where the spans of work no request started go (a token refresh ahead of expiry): the
+    /// instance's span exporter (`telemetry`); nil when it is off.
+    public var spans: (any SpanSink)?
 
     /// Creates a context.
     public init(logger: Logger, clock: any VeneerClock, metrics: any MetricsFactory, transports: any TransportProvider,

@@ -205,18 +205,18 @@ public final class RequestRecord: Sendable {
         return state.withLock { state in
             var spans: [SpanNote] = []
             var ids = TraceIDGenerator()
-            func child(_ name: String, _ detail: String, _ times: (start: Int64, end: Int64)) -> SpanNote {
+            func child(_ name: String, _ times: (start: Int64, end: Int64), _ attributes: [(key: String, value: SpanNote.Value)]) -> SpanNote {
                 SpanNote(name: name, kind: .internal, traceID: trace.traceID, spanID: TraceContext.newSpanID(&ids), parentSpanID: trace.spanID,
-                         start: times.start, end: max(times.end, times.start),
-                         attributes: detail.isEmpty ? [] : [("veneer.decision", .string(detail))])
+                         start: times.start, end: max(times.end, times.start), attributes: attributes)
             }
+            spans.reserveCapacity(state.entries.count + 1 + state.spans.count)
             for (index, entry) in state.entries.enumerated() where !entry.isEmpty && index < state.entryTimes.count {
-                spans.append(child(entry.name, entry.detail, state.entryTimes[index]))
+                spans.append(child(entry.name, state.entryTimes[index], entry.detail.isEmpty ? [] : [("veneer.decision", .string(entry.detail))]))
             }
             if let status = state.cacheStatus, let times = state.cacheTimes {
-                var span = child("cache", Self.cacheSummary(status), times)
-                span.attributes.append(("veneer.cache_status", .string(status)))
-                spans.append(span)
+                let summary = Self.cacheSummary(status)
+                spans.append(child("cache", times, summary.isEmpty ? [("veneer.cache_status", .string(status))]
+                                                                     : [("veneer.decision", .string(summary)), ("veneer.cache_status", .string(status))]))
             }
             spans.append(contentsOf: state.spans)
             return spans

@@ -79,3 +79,31 @@ public protocol SpanSink: Sendable {
     /// Takes the spans of one request.
     func export(_ spans: [SpanNote])
 }
+
+/// Work of Veneer's own that no request started (a token refresh ahead of expiry): a trace of
+/// its own, sampled as a new trace is, whose root is an internal span around the work; what
+/// the work notes in ``record`` (a token endpoint call, with its `traceparent`) are its children.
+public struct BackgroundTrace: Sendable {
+    /// Where the work notes its requests (``RequestRecord/beginOutgoing()``).
+    public let record: RequestRecord
+    private let name: String
+    private let start: Int64
+    private let sink: any SpanSink
+
+    /// Begins the root span `name`, its spans to go to `sink`.
+    public init(_ name: String, to sink: any SpanSink) {
+        var ids = TraceIDGenerator()
+        record = RequestRecord(trace: TraceContext.start(traceparent: nil, tracestate: nil, sampler: sink.sampler, ids: &ids))
+        self.name = name
+        self.sink = sink
+        start = SpanNote.now()
+    }
+
+    /// Ends the work (`error`: why it failed): its spans are exported if the trace is sampled.
+    public func end(error: String? = nil) {
+        guard let trace = record.trace, trace.sampled else { return }
+        let root = SpanNote(name: name, kind: .internal, traceID: trace.traceID, spanID: trace.spanID, parentSpanID: nil, start: start,
+                            end: SpanNote.now(), error: error)
+        sink.export([root] + record.childSpans)
+    }
+}

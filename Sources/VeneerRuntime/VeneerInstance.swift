@@ -175,11 +175,12 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         self.health = health
         let transports = StandardTransportProvider(eventLoopGroup: configuration.eventLoopGroup, metrics: UpstreamMetrics(factory: factory))
         self.transports = transports
-        telemetry = try Self.makeExporter(firstSpec.telemetry, transports: transports, factory: factory, logger: configuration.logger)
+        let telemetry = try Self.makeExporter(firstSpec.telemetry, transports: transports, factory: factory, logger: configuration.logger)
+        self.telemetry = telemetry
         background = BackgroundRunner(logger: configuration.logger)
         let storeRunner = BackgroundRunner(logger: configuration.logger, description: "the store connections (postgres), closed after the background loops")
         self.storeRunner = storeRunner
-        chains = ChainLifecycle(makeContext: { [configuration, buffers] spec, carried in
+        chains = ChainLifecycle(makeContext: { [configuration, buffers, telemetry] spec, carried in
             var context = BuildContext(
                 logger: configuration.logger, clock: configuration.clock, metrics: factory, transports: transports,
                 stateDirectory: spec.stateDirectory, resources: spec.resources,
@@ -191,6 +192,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
             // One budget for the instance, its limit the serving environment's (a reload sets it).
             buffers.resize(to: spec.limits.buffered, wait: spec.limits.bufferedWait, waiters: spec.limits.bufferedWaiters)
             context.buffers = buffers
+            context.spans = telemetry
             return context
         }, clock: configuration.clock, background: background, storeRunner: storeRunner, logger: configuration.logger)
     }

@@ -182,7 +182,9 @@ struct AnswerObserver {
     /// what could not be read as a request. `gauge`: it leaves the in-flight gauge now.
     private mutating func observe(_ exchange: Exchange?, _ response: ProxyResponse, bytesOut: Int, now: NIODeadline, gauge: Bool = true) {
         let route = exchange?.record.route
-        if let telemetry = sinks.telemetry {
+        // The admin API stays out of traces (README, Traces); an unsampled request's head is
+        // not copied for nothing (nil: a refusal, sampled as new).
+        if let telemetry = sinks.telemetry, route != "/-/", exchange?.record.trace?.sampled != false {
             ServerSpan.export(exchange.map { ($0.work.head, $0.work.received, $0.record) }, response, client: client, now: now, to: telemetry)
         }
         if let metrics = sinks.metrics {

@@ -44,11 +44,13 @@ enum ServerSpan {
             } else {
                 name = head.method.rawValue
             }
-            attributes.append(("url.path", .string(String(RequestRedaction.pathWithoutQuery(head.target).prefix(AccessLogEntry.maxPath)))))
+            let path = RequestRedaction.pathWithoutQuery(head.target)
+            // Counted in bytes first: `prefix` walks characters.
+            attributes.append(("url.path", .string(path.utf8.count <= AccessLogEntry.maxPath ? String(path) : String(path.prefix(AccessLogEntry.maxPath)))))
             attributes.append(("url.scheme", .string("http")))
             if let authority = head.authority {
                 let (host, port) = hostAndPort(authority)
-                attributes.append(("server.address", .string(String(host.prefix(256)))))
+                attributes.append(("server.address", .string(host)))
                 if let port { attributes.append(("server.port", .int(Int64(port)))) }
             }
             attributes.append(("network.protocol.version", .string(head.minorVersion == 0 ? "1.0" : "1.1")))
@@ -74,19 +76,30 @@ enum ServerSpan {
         sink.export(spans)
     }
 
-    /// `host:port`, `[v6]:port` or a bare host, as the semantic conventions split them (no brackets).
-    static func hostAndPort(_ authority: String) -> (Substring, Int?) {
-        var host = authority[...]
-        var port: Int?
-        // By bytes, not Characters (the separators are ASCII; a String's indices serve both).
-        let bytes = authority.utf8
-        if let colon = bytes.lastIndex(of: UInt8(ascii: ":")), bytes[colon...].firstIndex(of: UInt8(ascii: "]")) == nil,
-           authority.hasPrefix("[") || bytes.firstIndex(of: UInt8(ascii: ":")) == colon {
-            port = Int(authority[authority.index(after: colon)...])
-            host = authority[..<colon]
+    /// `host:port`, `[v6]:port` or a bare host, as the semantic conventions split them (no
+    /// brackets; the host's first 256 bytes; a port of digits only).
+    static func hostAndPort(_ authority: String) -> (host: String, port: Int?) {
+        var authority = authority
+        // On the bytes by integer offsets (the separators are ASCII): slicing the `String`
+        // rounds every index to a character (perf).
+        return authority.withUTF8 { bytes -> (String, Int?) in
+            var hostEnd = bytes.count
+            var port: Int?
+            if let colon = bytes.lastIndex(of: UInt8(ascii: ":")), !bytes[colon...].contains(UInt8(ascii: "]")),
+               bytes.first == UInt8(ascii: "[") || bytes.firstIndex(of: UInt8(ascii: ":")) == colon {
+                hostEnd = colon
+                let digits = bytes[(colon + 1)...]
+                if (1...9).contains(digits.count), digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) {
+                    port = digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
+                }
+            }
+            var hostStart = 0
+            if hostEnd >= 2, bytes[0] == UInt8(ascii: "["), bytes[hostEnd - 1] == UInt8(ascii: "]") {
+                hostStart = 1
+                hostEnd -= 1
+            }
+            return (String(decoding: UnsafeBufferPointer(rebasing: bytes[hostStart..<min(hostEnd, hostStart + 256)]), as: UTF8.self), port)
         }
-        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
-        return (host, port)
     }
 
     /// The `error` of a body Veneer wrote (`{"error":"code",...}`, ``ProxyError``), if it is one.

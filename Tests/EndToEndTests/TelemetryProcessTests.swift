@@ -118,6 +118,48 @@ struct TelemetryProcessTests {
         }
     }
 
+    @Test("a refresh the background loop starts is a trace of its own: an internal root span, the token endpoint call its client child with the traceparent the endpoint received")
+    func backgroundRefresh() async throws {
+        var settings = TestTokenServer.Settings()
+        settings.expiresIn = 2
+        let tokens = try await TestTokenServer.start(settings: settings)
+        defer { Task { await tokens.stop() } }
+        let chain = "[{ auth_refresh: { token_url: \"\(tokens.url)\", client_id: veneer, client_secret: s3cret, refresh_token: rt-0, refresh_before_expiry: 1s } }]"
+        try await withVeneer(chain: chain, upstream: { tokens.protectedReply($0) }) { port, receiver, upstream, _ in
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+            let requestTrace = try #require(upstream.requests.last?.header("traceparent")).split(separator: "-")[1]
+            // A token lives 2 s: the loop refreshes it after 1 s, no request asking.
+            var found: (root: OTLPReceiver.Span, call: OTLPReceiver.Span, sent: [Substring])?
+            try await eventually("a refresh of the loop's own was exported as a trace") {
+                for sent in tokens.upstream.requests.compactMap({ $0.header("traceparent")?.split(separator: "-") }) where sent.count == 4 {
+                    let spans = receiver.spans.filter { $0.traceID == sent[1] }
+                    if let root = spans.first(where: { $0.name == "auth_refresh refresh" }), let call = spans.first(where: { $0.kind == 3 }) {
+                        found = (root, call, sent)
+                        return true
+                    }
+                }
+                return false
+            }
+            guard let found else { return }
+            #expect(found.sent[1] != requestTrace, "not in the trace of a request")
+            #expect(found.root.kind == 1 && found.root.parentSpanID.isEmpty)
+            #expect(found.call.name == "POST token_endpoint" && found.call.spanID == found.sent[2] && found.call.parentSpanID == found.root.spanID)
+            #expect(found.call.attribute("veneer.token_refresh") as? String == "granted")
+        }
+    }
+
+    @Test("the admin API stays out of traces: a request to /-/ on the main listener exports no span")
+    func adminNotTraced() async throws {
+        try await withVeneer { port, receiver, upstream, _ in
+            #expect(try await RawHTTP.request(port: port, "GET", "/-/status").status == 200)
+            #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+            let traceID = try #require(upstream.requests.last?.header("traceparent")).split(separator: "-")[1]
+            // Spans leave in the order their requests were answered: the admin request's would be here by now.
+            _ = try await trace(String(traceID), in: receiver, count: 1)
+            #expect(!receiver.spans.contains { ($0.attribute("url.path") as? String)?.hasPrefix("/-/") == true || $0.attribute("http.route") as? String == "/-/" })
+        }
+    }
+
     @Test("a caller's traceparent is continued (its tracestate passed on); a malformed one is ignored and a new trace starts")
     func continues() async throws {
         try await withVeneer(chain: "[]") { port, receiver, upstream, _ in
@@ -184,10 +226,14 @@ struct TelemetryProcessTests {
             }
             // Nothing waits for the collector: 300 requests take far less than 300 timeouts.
             #expect(clock.now - started < .seconds(30))
-            try await eventually("dropped spans are counted") {
+            // The collector takes the connection and never answers: its batches time out.
+            try await eventually("dropped spans are counted: queue full, and timed out") {
                 let metrics = try await RawHTTP.request(port: port, "GET", "/-/metrics").text
-                return metrics.contains("veneer_telemetry_spans_dropped_total{reason=\"queue_full\"}")
-                    && metrics.contains("veneer_telemetry_spans_dropped_total{reason=\"export_failed\"}")
+                func dropped(_ reason: String) -> Int {
+                    let name = "veneer_telemetry_spans_dropped_total{reason=\"\(reason)\"} "
+                    return metrics.split(separator: "\n").first { $0.hasPrefix(name) }.flatMap { Int($0.dropFirst(name.count)) } ?? 0
+                }
+                return dropped("queue_full") > 0 && dropped("timeout") > 0 && dropped("export_failed") == 0
             }
             // And no memory growth: 1,000 more requests' spans are dropped, not held.
             let pid = try #require(Int32(try String(contentsOfFile: directory + "/veneer.pid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))

@@ -41,7 +41,8 @@ extension AuthRefreshDecorator {
             let manager = context.carried.value(for: key) {
                 made = true
                 return TokenManager(options: options, initialToken: initialToken, endpoint: endpoint, store: store, clock: context.clock,
-                                    health: context.health, logger: context.logger, metrics: context.metrics, environment: context.environment)
+                                    health: context.health, logger: context.logger, metrics: context.metrics, environment: context.environment,
+                                    spans: context.spans)
             }
             if made {
                 if case .unwritable(let reason, permanent: true) = await manager.prepare() {

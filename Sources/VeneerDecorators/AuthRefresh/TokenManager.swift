@@ -34,10 +34,14 @@ actor TokenManager: CarriedService {
     /// A configured refresh token that may not be taken (its SHA-256, and why): said once in
     /// the log and in health until the configuration changes.
     private var refusedToken: (origin: String, reason: String)?
+    /// Where a refresh no request started (ahead of expiry) sends its trace (`telemetry`).
+    let spans: (any SpanSink)?
 
     init(options: AuthRefreshOptions, initialToken: String, endpoint: TokenEndpoint, store: any RefreshTokenStore, clock: any VeneerClock,
-         health: HealthBoard, logger: Logger, metrics: any MetricsFactory = NOOPMetricsHandler.instance, environment: String = "") {
+         health: HealthBoard, logger: Logger, metrics: any MetricsFactory = NOOPMetricsHandler.instance, environment: String = "",
+         spans: (any SpanSink)? = nil) {
         self.options = options
+        self.spans = spans
         self.endpoint = endpoint
         self.store = store
         self.clock = clock
@@ -153,15 +157,19 @@ actor TokenManager: CarriedService {
 
     // MARK: Refreshing
 
-    /// Starts the refresh the machine asked for, in a task of its own.
     /// Starts the refresh the machine asked for, in a task of its own; its token endpoint
-    /// call is a span in the trace of `record`, the request that started it.
+    /// call is a span in the trace of `record`, the request that started it, or (none: the
+    /// loop started it ahead of expiry) in a trace of its own (``BackgroundTrace``).
     private func startFlight(record: RequestRecord? = nil) -> RefreshFlight {
         let flight = RefreshFlight()
         self.flight = flight
+        let background = record == nil ? spans.map { BackgroundTrace("auth_refresh refresh", to: $0) } : nil
         // Unstructured on purpose: no caller's cancellation or timeout may abandon a request
         // whose answer can hold the only valid refresh token.
-        Task { await self.fly(flight, record: record) }
+        Task {
+            await self.fly(flight, record: record ?? background?.record)
+            background?.end()
+        }
         return flight
     }
 
