@@ -24,7 +24,7 @@ DEBUGDIR    ?= /usr/lib/debug
 DIST   := .build/dist
 DEBDIR := .build/deb
 
-.PHONY: all deps test-deps package-deps build release dist run test test-units test-layers test-example test-example-package test-package check bench install install-files uninstall deb clean fuzz fuzz-build fuzz-merge
+.PHONY: test-bench all deps test-deps package-deps build release dist run test test-units test-layers test-example test-example-package test-package check bench install install-files uninstall deb clean fuzz fuzz-build fuzz-merge
 
 all: build
 
@@ -117,6 +117,7 @@ TEST_WIDTH ?= $(shell echo $$(( $$(nproc) * 4 )))
 test: test-deps test-units test-layers
 	$(SWIFT) build --build-tests
 	@$(MAKE) --no-print-directory test-example
+	@$(MAKE) --no-print-directory test-bench
 	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) $(SWIFT) test --skip-build
 
 # The example decorators (Examples/*: packages of their own) are built and tested above as
@@ -124,6 +125,11 @@ test: test-deps test-units test-layers
 # (the modules just built, without Veneer's package name): public API only. Seconds.
 test-example:
 	SWIFT="$(SWIFT)" Tests/examples/check-public-api.sh
+
+# The configurations of the scaling benchmarks (conns, cores, sizes, chain, entries) pass
+# `veneer check` (the debug build) and `nginx -t` (where nginx is installed); nothing is started.
+test-bench:
+	VENEER_BIN=.build/debug/veneer bench/run.sh --scenarios conns,cores,sizes,chain,entries --dry-run
 
 # Each example built and tested as the package of its own it is: Veneer's dependency graph
 # once more in its own .build (about 7 minutes on 2 cores). CI runs it after `make test`.

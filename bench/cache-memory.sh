@@ -41,7 +41,10 @@ for environment in without with; do
     VENEER_THREADS=1 "$binary" run --config "$work/veneer.yaml" -e "$environment" >/dev/null 2>"$work/$environment.log" &
     pids+=("$!")
 done
-sleep 1
+# Seeding N posts takes a while on a busy machine: wait for both listeners (30 s at most).
+for port in 19180 19181; do
+    for _ in $(seq 300); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+done
 
 python3 - "$count" <<'PY'
 import http.client, sys

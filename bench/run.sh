@@ -30,6 +30,13 @@
 #   bench/run.sh --scenarios large                # 1 MB and 15 MB answers, and 100 clients
 #                                                 # that do not read (bench/large.py)
 #   bench/run.sh --peers nginx-pass,nginx-cache --scenarios hit,pass,slow,production
+#   bench/run.sh --scenarios conns,cores,sizes,chain,entries   # how the cost grows, each against
+#                                                 # nginx in the same run (bench/scale.py, ~12 min)
+#   bench/run.sh --scenarios conns,cores,sizes,chain,entries --dry-run   # check their configurations
+#
+# conns, cores, sizes, chain and entries run bench/scale.py (ports 19400-19415, an origin and
+# nginx peers of its own), with --duration (default 5) and --rounds (default 1) when given;
+# --dry-run writes and checks their configurations (veneer check, nginx -t) and starts nothing.
 #
 # production is the harness's hit and pass for its two targets: listed with other scenarios,
 # hit and pass run for every target; listed alone, no built-in peer runs unless --peers names
@@ -43,17 +50,17 @@ binary="${VENEER_BIN:-$root/.build/release/veneer}"
 threads="${VENEER_BENCH_THREADS:-1}"
 export PATH="$PATH:/usr/sbin:/sbin"
 
-[[ -x "$peers/run.sh" ]] || { echo "bench: no harness at $peers (set PEERS_DIR)" >&2; exit 2; }
 [[ -x "$binary" ]] || { echo "bench: no release binary at $binary (run: make release)" >&2; exit 2; }
 
 # The options this script reads; every argument but --scenarios also goes to the harness.
 scenarios="hit,pass,slow" workdir="/tmp/bench-peers" out="" cache_fs="tmpfs" peers_given=no
-forward=()
+forward=() scale_options=() dry_run=no
 while (($#)); do
   option="$1" value=""
   case "$option" in
+    --dry-run) dry_run=yes; shift; continue ;;
     --*=*) value="${option#*=}" option="${option%%=*}"; shift ;;
-    --scenarios|--workdir|--out|--cache-fs|--peers)
+    --scenarios|--workdir|--out|--cache-fs|--peers|--duration|--rounds)
       (($# >= 2)) || { echo "bench: $option needs a value" >&2; exit 2; }
       value="$2"; shift 2 ;;
     *) forward+=("$1"); shift; continue ;;
@@ -64,19 +71,21 @@ while (($#)); do
     --out) out="$value" ;;
     --cache-fs) cache_fs="$value" ;;
     --peers) peers_given=yes ;;
+    --duration|--rounds) scale_options+=("$option=$value") ;;
   esac
   forward+=("$option=$value")
 done
 
-standard=() production=no large=no
+standard=() production=no large=no scale=()
 IFS=, read -ra wanted <<< "$scenarios"
 for scenario in "${wanted[@]}"; do
   case "$scenario" in
     hit|pass|slow) [[ " ${standard[*]} " == *" $scenario "* ]] || standard+=("$scenario") ;;
     production) production=yes ;;
     large) large=yes ;;
+    conns|cores|sizes|chain|entries) scale+=("$scenario") ;;
     "") ;;
-    *) echo "bench: unknown scenario $scenario; known: hit, pass, slow, production, large" >&2; exit 2 ;;
+    *) echo "bench: unknown scenario $scenario; known: hit, pass, slow, production, large, conns, cores, sizes, chain, entries" >&2; exit 2 ;;
   esac
 done
 harness_scenarios=("${standard[@]}")
@@ -85,12 +94,21 @@ if [[ $production == yes ]]; then
     [[ " ${harness_scenarios[*]} " == *" $scenario "* ]] || harness_scenarios+=("$scenario")
   done
 fi
+# conns, cores, sizes, chain, entries: bench/scale.py, on ports of its own, before the others.
+if ((${#scale[@]})); then
+  [[ $dry_run == yes ]] && scale_options+=(--dry-run)
+  python3 -u "$here/scale.py" --binary "$binary" --scenarios "$(IFS=,; echo "${scale[*]}")" ${scale_options[@]+"${scale_options[@]}"} |
+    tee -a ${out:+"$out"}
+  ((${#harness_scenarios[@]})) || [[ $large == yes ]] || exit 0
+fi
+[[ $dry_run == no ]] || { echo "bench: --dry-run checks the configurations of conns, cores, sizes, chain and entries only" >&2; exit 2; }
 # large: bench/large.py, on ports of its own (19301-19305), before the harness's scenarios.
 if [[ $large == yes ]]; then
   python3 "$here/large.py" --binary "$binary" | tee -a ${out:+"$out"}
   ((${#harness_scenarios[@]})) || exit 0
 fi
 ((${#harness_scenarios[@]})) || { echo "bench: no scenario" >&2; exit 2; }
+[[ -x "$peers/run.sh" ]] || { echo "bench: no harness at $peers (set PEERS_DIR)" >&2; exit 2; }
 
 work="$(mktemp -d /tmp/veneer-bench.XXXXXX)"
 chmod 0755 "$work"  # nginx's workers (user nobody) reach their cache dir through it; secrets stay in 0700 dirs
