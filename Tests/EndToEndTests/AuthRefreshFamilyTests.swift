@@ -135,8 +135,10 @@ struct AuthRefreshFamilyTests {
     @Test("no answer within refresh_wait: refreshing stops (health: refresh outcome unknown) and that token is never sent again; a new token file resumes")
     func refreshWaitEnds() async throws {
         var settings = TestTokenServer.Settings()
-        settings.delay = .seconds(2)
-        try await withFamilyRig(settings, options: ["timeout: 200ms", "refresh_wait: 500ms"]) { rig in
+        settings.delay = .seconds(4)
+        // refresh_wait well above what a local answer takes on a loaded machine: the refresh of
+        // the new token at the end must not run out of it too (it did at load 7, with 500 ms).
+        try await withFamilyRig(settings, options: ["timeout: 1s", "refresh_wait: 2s"]) { rig in
             let (veneer, port) = try await rig.start()
             defer { veneer.terminate() }
             #expect(try await rig.get(port).status == 504)
