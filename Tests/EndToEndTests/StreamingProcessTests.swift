@@ -164,6 +164,47 @@ struct StreamingProcessTests {
         }
     }
 
+    @Test("memory freed after a burst of bodies read whole goes back to the system: 60 uploads of 900 KB held at once, then answered, and resident memory is within twice the idle figure ten seconds later")
+    func bufferedMemoryReturns() async throws {
+        try await withStreamingProcess { _, process, port, _ in
+            let pid = process.process.pid
+            let size = 900_000
+            // The idle figure, after one such body (what a first request allocates for good is no burst).
+            let first = try await RawConnection.connect(port: port)
+            try await first.send("PUT /posts/1 HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\nContent-Length: \(size)\r\n\r\n" + String(repeating: "x", count: size))
+            #expect(try await first.responses(1).first?.status == 400, "posts bodies are validated: read whole")
+            first.close()
+            let idle = try await Self.settledResident(of: pid, tolerance: 1 << 20)
+            // Sixty bodies, each but its last byte sent: Veneer holds them all at once.
+            var uploads: [RawConnection] = []
+            for _ in 0..<60 {
+                let connection = try await RawConnection.connect(port: port)
+                try await connection.send("PUT /posts/1 HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\nContent-Length: \(size)\r\n\r\n" + String(repeating: "x", count: size - 1))
+                uploads.append(connection)
+            }
+            var held = 0
+            _ = try await eventually("the sixty bodies are held (\(held >> 20) MiB)") {
+                held = try ProcessProbe.residentBytes(of: pid)
+                return held >= idle + 40 << 20
+            }
+            let burst = try await Self.settledResident(of: pid)
+            for connection in uploads { try await connection.send("x") }
+            for connection in uploads {
+                #expect(try await connection.responses(1).first?.status == 400)
+                connection.close()
+            }
+            // Twice the idle figure, and three quarters of what the burst took given back
+            // (without MemoryTrimService's malloc_trim, glibc keeps the freed heap).
+            var after = 0
+            let returned = try await eventually("resident memory back within twice the idle \(idle >> 20) MiB, most of the burst's \(burst >> 20) MiB returned (\(after >> 20) MiB)",
+                                                timeout: .seconds(10)) {
+                after = try ProcessProbe.residentBytes(of: pid)
+                return after <= 2 * idle && after <= idle + (burst - idle) / 4
+            }
+            print("memory return (bodies read whole): idle \(idle >> 20) MiB, burst \(burst >> 20) MiB, after \(after >> 20) MiB (returned: \(returned))")
+        }
+    }
+
     /// A figure of `/-/metrics`.
     static func metric(_ name: String, port: Int) async throws -> Int? {
         let text = try await RawHTTP.request(port: port, "GET", "/-/metrics").text
