@@ -179,7 +179,8 @@ extension ConfigDocument {
         }
         let socket = decodeSocketOptions(environment)
 
-        let resources = decodeResources(environment["resources"])
+        var streamed: [ConfigValue] = []
+        let resources = decodeResources(environment["resources"], streamed: &streamed)
         let (allowedHosts, allowedOrigins) = decodeAccess(environment)
         var passed: [String] = []
         for item in environment["pass_forwarding_headers"]?.list() ?? [] {
@@ -222,6 +223,17 @@ extension ConfigDocument {
         let referenced = context.stores?.referenced ?? []
         let stores = decodeStores(context, stateDirectory: stateDirectory, only: referenced)
         guard let origin, let chain else { return nil }
+        // A handler that reads bodies whole makes every body of the chain read whole: say so
+        // rather than let `body: stream` be ignored in silence.
+        let readers = chain.filter(\.factory.readsRequestBodies).map(\.name) + (origin.factory.readsRequestBodies ? [origin.name] : [])
+        var warnings: [ConfigDiagnostic] = []
+        if let reader = readers.first {
+            for value in streamed {
+                let message = "bodies are read whole anyway (up to limits.request_body): \(reader) reads request bodies whole, so none streams in this chain"
+                context.sink.warning(value.mark, value.path, message)
+                warnings.append(ConfigDiagnostic(mark: value.mark, path: value.path, message: message, severity: .warning))
+            }
+        }
         for (key, address) in listeners.map({ ("listen", $0) }) + [("admin", adminListen)] {
             guard let address, let problem = EnvironmentSpec.listenProblem(address, allowedHosts: allowedHosts) else { continue }
             (environment[key] ?? environment.value).error(problem)
@@ -233,6 +245,7 @@ extension ConfigDocument {
         spec.trace = trace
         spec.peerIdentity = peerIdentity
         spec.telemetry = telemetry
+        spec.warnings = warnings
         return spec
     }
 
@@ -273,7 +286,8 @@ extension ConfigDocument {
         }
     }
 
-    func decodeResources(_ value: ConfigValue?) -> [Resource] {
+    /// The `resources` list; `streamed` gets the `body: stream` values (for their marks).
+    func decodeResources(_ value: ConfigValue?, streamed: inout [ConfigValue]) -> [Resource] {
         guard let value else { return [.posts] }
         guard let items = value.list() else { return [.posts] }
         var resources: [Resource] = []
@@ -287,6 +301,7 @@ extension ConfigDocument {
                 let kind = mapping["id"]?.choice(["integer", "string"]) ?? "integer"
                 if name == "posts" && kind != "integer" { mapping.error("id", "posts has integer ids") }
                 let body = mapping["body"]?.choice(["whole", "stream"]) ?? "whole"
+                if body == "stream", name != "posts", let value = mapping["body"] { streamed.append(value) }
                 if name == "posts" && body == "stream" { mapping.error("body", "posts bodies are validated, so they are read whole") }
                 resource = name == "posts" ? .posts : Resource(name: name, kind: kind == "string" ? .string : .integer, streamsBodies: body == "stream")
             }

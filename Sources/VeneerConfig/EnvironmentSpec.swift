@@ -259,6 +259,10 @@ public struct EnvironmentSpec: Sendable {
     public var peerIdentity = false
     /// `telemetry`: where the spans of sampled requests go (OTLP/HTTP); nil: off (the default).
     public var telemetry: TelemetrySpec?
+    /// What decoding it found to warn about that `veneer run` logs too (a resource declared
+    /// `body: stream` in a chain that reads bodies whole anyway); `veneer check` reports them
+    /// with the rest.
+    public var warnings: [ConfigDiagnostic] = []
 
     /// Why the listen addresses cannot serve as they are (see ``listenProblem(_:allowedHosts:)``).
     public var listenProblems: [String] {

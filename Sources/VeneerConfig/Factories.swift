@@ -72,6 +72,9 @@ public struct DecoratorFactory: Sendable {
     /// Whether it may answer a request without passing it on (a cache's hit): what stands
     /// inside it then never sees that request.
     public let answersWithoutInner: Bool
+    /// Whether it needs request bodies whole (its handler adopts `ReadsRequestBodies`): in its
+    /// chain no body streams, and `veneer check` warns about a resource declared `body: stream`.
+    public let readsRequestBodies: Bool
     /// Request fields addressed to it rather than the upstream (`Veneer-Fault`): whatever the
     /// chain, no origin passes them on, and a cache lets no request that carries one share
     /// another's answer (``BuildContext/requestDirectives``).
@@ -93,6 +96,7 @@ public struct DecoratorFactory: Sendable {
         summary: String,
         options: [OptionDoc],
         answersWithoutInner: Bool = false,
+        readsRequestBodies: Bool = false,
         requestDirectives: [HTTPField.Name] = [],
         metrics: [MetricDescription] = [],
         commands: [CommandLineAction] = [],
@@ -104,6 +108,7 @@ public struct DecoratorFactory: Sendable {
         self.summary = summary
         self.options = options
         self.answersWithoutInner = answersWithoutInner
+        self.readsRequestBodies = readsRequestBodies
         self.requestDirectives = requestDirectives
         self.metrics = metrics
         self.commands = commands
@@ -142,6 +147,9 @@ public struct OriginFactory: Sendable {
     public let options: [OptionDoc]
     /// The metric families it creates, with their help text.
     public let metrics: [MetricDescription]
+    /// Whether it needs request bodies whole (its handler adopts `ReadsRequestBodies`), as
+    /// ``DecoratorFactory/readsRequestBodies``.
+    public let readsRequestBodies: Bool
     let decodeOptions: @Sendable (ConfigMapping) -> (any Sendable)?
     let makeHandler: @Sendable (any Sendable, BuildContext) async throws -> any Handler
 
@@ -151,6 +159,7 @@ public struct OriginFactory: Sendable {
         summary: String,
         options: [OptionDoc],
         metrics: [MetricDescription] = [],
+        readsRequestBodies: Bool = false,
         decode: @escaping @Sendable (ConfigMapping) -> Options?,
         make: @escaping @Sendable (Options, BuildContext) async throws -> any Handler
     ) {
@@ -158,6 +167,7 @@ public struct OriginFactory: Sendable {
         self.summary = summary
         self.options = options
         self.metrics = metrics
+        self.readsRequestBodies = readsRequestBodies
         self.decodeOptions = { decode($0) }
         self.makeHandler = { options, context in
             guard let typed = options as? Options else {

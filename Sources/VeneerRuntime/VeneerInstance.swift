@@ -72,6 +72,7 @@ public struct InstanceConfiguration: Sendable {
         let document = try ConfigDocument(source: try readSource())
         read(document.environmentNames)
         var spec = try document.environment(environment, registry: registry, variables: variables, workingDirectory: workingDirectory)
+        for warning in spec.warnings { logger.warning("\(warning.report())") }
         if let listenOverride {
             spec.listen = listenOverride
             if let problem = EnvironmentSpec.listenProblem(listenOverride, allowedHosts: spec.allowedHosts) {

@@ -91,6 +91,22 @@ struct CheckParityProcessTests {
         #expect(status == 78, "run: \(run.stderr)")
     }
 
+    @Test("a resource declared body: stream in a chain that reads bodies whole (the mock origin): check warns at the body key's place and exits 0; run serves and logs the same warning")
+    func streamedBodiesReadWhole() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let yaml = "environments:\n  development:\n    origin: { mock: {} }\n    resources: [posts, { name: uploads, body: stream }]\n"
+        try yaml.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        let found = "veneer.yaml:4:47: warning: environments.development.resources[1].body: bodies are read whole anyway (up to limits.request_body): mock reads request bodies whole"
+        let check = try await VeneerProcess.run(["check", "--config", "veneer.yaml"], directory: directory)
+        #expect(check.status == 0, "\(check.stderr)")
+        #expect(check.stderr.contains(found), "check says:\n\(check.stderr)")
+        let run = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0"], directory: directory)
+        defer { run.terminate() }
+        _ = try await run.waitUntilReady()
+        #expect(run.stderr.contains("warning: environments.development.resources[1].body: bodies are read whole anyway"), "run logs: \(run.stderr)")
+    }
+
     @Test("a configuration file that is missing: both exit 78 without a place (there is none)")
     func missingFile() async throws {
         let directory = try temporaryDirectory()

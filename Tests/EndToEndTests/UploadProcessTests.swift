@@ -12,8 +12,8 @@ struct UploadProcessTests {
     /// is latency_log, cache and auth_refresh before the upstream; `limits` are the YAML
     /// mapping's contents. The limits let a body be read whole up to 64 MB (as a configuration
     /// would to accept such uploads at all before bodies streamed). The upstream's `timeout`
-    /// bounds the whole exchange, upload included: 300s, for the upstream that stalls.
-    func withUploadProcess(limits: String = "request_body: 64MB, buffered: 4GB",
+    /// (the wait for an answer's head once the body has been sent) is `timeout`.
+    func withUploadProcess(limits: String = "request_body: 64MB, buffered: 4GB", timeout: String = "300s",
                            _ body: (_ upstream: UploadUpstream, _ process: VeneerProcess, _ port: Int, _ directory: String) async throws -> Void) async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -25,7 +25,7 @@ struct UploadProcessTests {
         state_dir: \(directory)/state
         environments:
           development:
-            origin: { upstream: { url: "\(upstream.url)", timeout: 300s } }
+            origin: { upstream: { url: "\(upstream.url)", timeout: \(timeout) } }
             resources: [posts, { name: uploads, id: string, body: stream }]
             limits: { \(limits) }
             access_log: \(directory)/access.log
@@ -173,6 +173,45 @@ struct UploadProcessTests {
             #expect(pausing.progress.status == 408)
             #expect(upstream.heads == 1 && upstream.bytesRead > 0, "the upload had begun at the upstream (\(upstream.bytesRead) bytes)")
             #expect(pausing.progress.answer.contains("request_timeout"))
+            _ = try await eventually("the upstream connection was closed (\(upstream.openConnections) open)") { upstream.openConnections == 0 }
+            #expect(upstream.received.isEmpty)
+        }
+    }
+
+    @Test("an upload that takes longer than the upstream's timeout in all passes: timeout waits for the answer's head once the body has been sent")
+    func longerThanTimeout() async throws {
+        try await withUploadProcess(timeout: "1s") { upstream, process, port, directory in
+            // Too large to sit whole in the sockets' buffers: the body is still being sent while held up.
+            let size = 40 << 20
+            let uploader = try await Uploader.send(port: port, "PUT", "/uploads/stall-long", size: size)
+            defer { uploader.leave() }
+            _ = try await eventually("the upload reached the upstream (\(upstream.heads))") { upstream.heads == 1 }
+            // The upload is held up by its upstream for twice the timeout (the time passing is the point).
+            try await Task.sleep(for: .seconds(2))
+            #expect(uploader.progress.status == nil, "not cut: \(uploader.progress.answer.prefix(200))")
+            upstream.release()
+            _ = try await eventually("the answer came (\(uploader.progress.answer.prefix(200)))", timeout: .seconds(60)) {
+                uploader.progress.status != nil
+            }
+            #expect(uploader.progress.status == 200)
+            #expect(upstream.received.map(\.sha256) == [UploadUpstream.patternSHA256(size)])
+        }
+    }
+
+    @Test("an upstream that stops reading an upload for longer than body_timeout: 504 upstream_timeout, the client's connection and the upstream's closed")
+    func upstreamStopsReading() async throws {
+        try await withUploadProcess(limits: "body_timeout: 1s") { upstream, process, port, directory in
+            let uploader = try await Uploader.send(port: port, "PUT", "/uploads/stall-cut", size: 40 << 20)
+            defer { uploader.leave() }
+            _ = try await eventually("the answer came and the connection closed (\(uploader.progress.answer.prefix(200)))", timeout: .seconds(30)) {
+                uploader.progress.closed
+            }
+            // The upstream is the slow one, not the client (whose pauses get 408): a gateway timeout.
+            #expect(uploader.progress.status == 504)
+            #expect(uploader.progress.answer.contains("upstream_timeout"))
+            #expect(uploader.progress.answer.lowercased().contains("connection: close"))
+            // A stalled reader notices its connection closing once it reads again.
+            upstream.release()
             _ = try await eventually("the upstream connection was closed (\(upstream.openConnections) open)") { upstream.openConnections == 0 }
             #expect(upstream.received.isEmpty)
         }

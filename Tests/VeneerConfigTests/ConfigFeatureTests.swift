@@ -232,6 +232,45 @@ struct ConfigFeatureTests {
         ])
     }
 
+    @Test("`body: stream` in a chain that reads bodies whole anyway (record, the mock origin) is a warning at its line and column, naming the reader; elsewhere none")
+    func streamedBodiesReadWhole() throws {
+        var registry = testRegistry
+        registry.register(DecoratorFactory(
+            name: "record", summary: "record", options: [OptionDoc("file", "file", "file")], readsRequestBodies: true,
+            decode: { mapping, _ in mapping.string("file") },
+            make: { _, inner, _ in inner }))
+        func warnings(_ yaml: String) throws -> [String] {
+            let document = try ConfigDocument(source: ConfigSource(file: "veneer.yaml", text: yaml))
+            let found = document.check(only: nil, registry: registry, variables: [:], workingDirectory: "/")
+            #expect(found.errors.isEmpty)
+            return found.warnings.map { $0.report() }
+        }
+        let found = try warnings("""
+            environments:
+              development:
+                origin: { upstream: { url: "http://127.0.0.1:9" } }
+                resources: [posts, { name: uploads, body: stream }, { name: files, body: whole }]
+                chain: [latency_log, { record: { file: a.har } }]
+              mocked:
+                origin: { mock: {} }
+                resources: [{ name: uploads, body: stream }]
+              production:
+                origin: { upstream: { url: "http://127.0.0.1:9" } }
+                resources: [posts, { name: uploads, body: stream }]
+                chain: [latency_log]
+            """)
+        #expect(found == [
+            "veneer.yaml:4:47: warning: environments.development.resources[1].body: bodies are read whole anyway (up to limits.request_body): record reads request bodies whole, so none streams in this chain",
+            "veneer.yaml:8:40: warning: environments.mocked.resources[0].body: bodies are read whole anyway (up to limits.request_body): mock reads request bodies whole, so none streams in this chain",
+        ])
+        // What `veneer run` logs: the environment's own warnings.
+        let document = try ConfigDocument(source: ConfigSource(file: "veneer.yaml", text: "environments: {development: {origin: {mock: {}}, resources: [{name: uploads, body: stream}]}}"))
+        let spec = try document.environment("development", registry: registry, variables: [:], workingDirectory: "/")
+        #expect(spec.warnings.map { $0.report() } == [
+            "veneer.yaml:1:84: warning: environments.development.resources[0].body: bodies are read whole anyway (up to limits.request_body): mock reads request bodies whole, so none streams in this chain",
+        ])
+    }
+
     @Test("the default label of a decorator is its position")
     func position() throws {
         let spec = try decode("environments: {development: {origin: {mock: {}}, chain: [latency_log, cache, {latency_log: {label: inner}}]}}")

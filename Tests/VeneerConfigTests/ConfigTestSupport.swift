@@ -8,6 +8,7 @@ let testRegistry: Registry = {
     var registry = Registry()
     registry.register(OriginFactory(
         name: "mock", summary: "test mock", options: [OptionDoc("seed", "file", "seed"), OptionDoc("latency", "duration", "delay")],
+        readsRequestBodies: true,
         decode: { mapping in
             _ = mapping.filePath("seed")
             return mapping.duration("latency", default: .zero, in: Units.anyDuration)

@@ -47,13 +47,52 @@ struct UpstreamExchangeStateMachineTests {
     func requestBodySent() {
         var machine = sending()
         #expect(machine.requestBodyPartSent(), "the next part is wanted")
-        machine.requestBodyEnded()
+        _ = machine.requestBodyEnded()
         #expect(machine.requestBody == .sent)
         #expect(!machine.requestBodyPartSent(), "nothing after the end")
         let reusable = machine.answerComplete(keepAlive: true)
         #expect(reusable, "sent whole: the connection may carry the next request")
         #expect(machine.finish() == "caller")
         #expect(!machine.requestBodyPartSent() && machine.requestBody == nil)
+    }
+
+    @Test("timeouts of an upload (nginx's proxy_send_timeout, then proxy_read_timeout): while the body is being sent a written part has body_timeout to be taken; the wait for the head (timeout) starts once the body has been sent")
+    func uploadTimeouts() {
+        var machine = sending()
+        #expect(machine.requestBodyPartWritten(), "a part written while sending: the upstream has body_timeout to take it")
+        let ended = machine.requestBodyEnded()
+        #expect(ended, "sent whole, no answer yet: the wait for the head starts now")
+        #expect(!machine.requestBodyPartWritten(), "nothing more to send: no send deadline")
+        let late = machine.requestBodySendTimedOut()
+        #expect(late == .none, "a late send timer finds nothing to cut")
+        let again = machine.requestBodyEnded()
+        #expect(!again, "once")
+        var early = sending()
+        _ = early.finish(streamed: true)
+        let earlyEnded = early.requestBodyEnded()
+        #expect(!earlyEnded, "the head came first (an early answer): there is no head to wait for")
+        var whole = Machine()
+        _ = whole.start("caller")
+        let wholeEnded = whole.requestBodyEnded()
+        #expect(!whole.requestBodyPartWritten() && !wholeEnded, "a body sent whole keeps its deadline from the start")
+    }
+
+    @Test("the upstream stops taking the body for body_timeout: before the answer the exchange fails (the connection closes), while an answer streams that answer is cut; once")
+    func uploadSendTimedOut() {
+        var machine = sending()
+        let first = machine.requestBodySendTimedOut()
+        #expect(first == .failExchange)
+        #expect(!machine.requestBodyPartSent() && !machine.requestBodyPartWritten(), "nothing more is sent")
+        #expect(!machine.mayRetryBeforeAnswer)
+        let second = machine.requestBodySendTimedOut()
+        #expect(second == .none, "once")
+        #expect(machine.finish() == "caller", "the pool tells the caller")
+        var answered = sending()
+        _ = answered.finish(streamed: true)
+        let cut = answered.requestBodySendTimedOut()
+        #expect(cut == .cutAnswer)
+        let left = answered.clientLeft()
+        #expect(!left, "over")
     }
 
     @Test("the client stops sending mid-body before the answer: the exchange fails, nothing more is sent, never retried")
@@ -103,7 +142,7 @@ struct UpstreamExchangeStateMachineTests {
         _ = whole.start("caller")
         #expect(whole.mayRetryBeforeAnswer)
         var machine = sending()
-        if ended { machine.requestBodyEnded() }
+        if ended { _ = machine.requestBodyEnded() }
         #expect(!machine.mayRetryBeforeAnswer)
     }
 

@@ -242,6 +242,25 @@ struct UpstreamPoolStateMachineTests {
         #expect(execute(&machine, Request("next")) == "startDeadlineSweep, run next on c1", "and starts again")
     }
 
+    @Test("a streamed request body: no deadline while it is being sent (its pauses are the connection's), timeout from when it was sent")
+    func uploadDeadline() {
+        var machine = withIdleConnection()
+        let upload = Request("upload")
+        #expect(execute(&machine, upload, due: 1) == "run upload on c0")
+        machine.requestBodyStreams(on: id(0))
+        #expect(machine.deadlineTick(now: Self.start + .seconds(1)).summary == "",
+                "past timeout while the body is still being sent: not cut, and nothing to watch (the sweep stops)")
+        #expect(machine.deadlineTick(now: Self.start + .seconds(600)).summary == "")
+        let sent = Self.start + .seconds(600)
+        #expect(machine.requestBodySent(on: id(0), deadline: sent + .seconds(1)).summary == "startDeadlineSweep",
+                "sent: the wait for the head is watched again")
+        #expect(machine.requestBodySent(on: id(1), deadline: sent).summary == "", "no such connection")
+        #expect(machine.deadlineTick(now: sent + .milliseconds(500)).summary == "keepTicking")
+        #expect(machine.deadlineTick(now: sent + .seconds(1)).summary == "fail upload timedOut, close c0")
+        machine.requestBodyStreams(on: id(0))
+        #expect(counts(machine) == "open 1 idle 0 waiting 0", "late: nothing changes")
+    }
+
     @Test("a failure is marked unsent only until a connection may have written the request, a retry's included")
     func unsentOnlyBeforeAWrite() {
         // Not written on a reused connection that had closed, then no new connection: nothing went out.

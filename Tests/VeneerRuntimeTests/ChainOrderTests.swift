@@ -51,6 +51,12 @@ let extendedRegistry: Registry = {
 
 @Suite("Registry and chain assembly")
 struct ChainOrderTests {
+    @Test("the factories that say they read request bodies whole are those whose handlers do (ReadsRequestBodies): record and mock")
+    func readsRequestBodies() {
+        #expect(Registry.standard.decorators.values.filter(\.readsRequestBodies).map(\.name) == ["record"])
+        #expect(Registry.standard.origins.values.filter(\.readsRequestBodies).map(\.name) == ["mock"])
+    }
+
     @Test("the first chain entry is outermost: it sees the request first and the response last")
     func order() async throws {
         let yaml = """

@@ -8,6 +8,7 @@ extension RecordDecorator {
         name: "record",
         summary: "writes every exchange to a HAR 1.2 file (credentials redacted, large bodies left out, rotated by size)",
         options: RecordOptions.docs,
+        readsRequestBodies: true,
         decode: RecordOptions.decode,
         make: { options, inner, context in
             // One writer per file for the life of the instance, whatever the spelling of its

@@ -7,6 +7,7 @@ extension MockOrigin {
         name: "mock",
         summary: "an in-memory posts API (create then get returns the post; ids from 1)",
         options: MockOriginOptions.docs,
+        readsRequestBodies: true,
         decode: MockOriginOptions.decode,
         make: { options, context in
             // Same seed, same items: a reload keeps what was created since the start.

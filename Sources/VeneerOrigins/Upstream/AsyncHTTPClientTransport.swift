@@ -42,13 +42,16 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         if let body = request.body {
             outbound.body = .bytes(body)
         } else if let stream = request.bodyStream {
-            // Only the pooled http:// transport streams request bodies: this one reads it whole
-            // first, within the largest body it accepts back (a cut body's error as it is).
-            outbound.body = .bytes(try await stream.collect(upTo: request.maxResponseBodySize))
+            // Part by part as AsyncHTTPClient writes (its backpressure reaches the client's
+            // socket through the stream), with the client's length when it gave one.
+            outbound.body = .stream(BodyStreamParts(stream: stream), length: stream.expectedLength.map { .known(Int64($0)) } ?? .unknown)
         }
         let response: HTTPClientResponse
         do {
             response = try await client.execute(outbound, timeout: .init(request.timeout))
+        } catch let error as ProxyError {
+            // The request body was cut (its client left or paused too long): its own error.
+            throw error
         } catch {
             throw Self.map(error, request)
         }

@@ -35,6 +35,11 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// The request body being sent as it streams, if any, and whether it goes chunked.
     private var requestStream: BodyStream?
     private var requestChunked = false
+    /// While a written part of the streamed request body has not left the channel: the longest
+    /// the upstream may take nothing (`body_timeout`, as nginx's `proxy_send_timeout`).
+    private var sendTimer: Scheduled<Void>?
+    /// The wait for an answer's head once a streamed request body has been sent (`timeout`).
+    private var headTimeout = TimeAmount.seconds(10)
 
     init(id: ID, eventLoop: any EventLoop) {
         self.id = id
@@ -71,6 +76,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         }
         self.exchange = exchange
         bodyTimeout = TimeAmount(request.bodyTimeout)
+        headTimeout = TimeAmount(request.timeout)
         var buffer = outputBuffer ?? context.channel.allocator.buffer(capacity: 512 + (request.body?.readableBytes ?? 0))
         outputBuffer = nil  // so that clearing finds the storage unshared
         buffer.clear()
@@ -89,6 +95,8 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// the last one left the channel (so a slow upstream slows the client's sending down).
     private func sendRequestBody(_ stream: BodyStream, _ context: ChannelHandlerContext) {
         requestStream = stream
+        // `timeout` waits until the body has been sent: an upload may take longer than it.
+        pool?.requestBodyStreams(on: id)
         requestChunked = stream.expectedLength == nil
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let loop = context.eventLoop
@@ -117,29 +125,62 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             } else {
                 context.writeAndFlush(wrapOutboundOut(part), promise: promise)
             }
+            if exchange?.state.requestBodyPartWritten() == true { armSendTimer(context) }
             let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
             promise.futureResult.whenSuccess {
                 let handler = loopBound.value
-                guard stream === handler.requestStream, handler.exchange?.state.requestBodyPartSent() == true else { return }
+                guard stream === handler.requestStream else { return }
+                // The upstream took it: the pause is over.
+                handler.cancelSendTimer()
+                guard handler.exchange?.state.requestBodyPartSent() == true else { return }
                 stream.read()
             }
         case .end:
             requestStream = nil
+            cancelSendTimer()
             if requestChunked {
                 context.writeAndFlush(wrapOutboundOut(ByteBuffer(staticString: "0\r\n\r\n")), promise: nil)
             }
-            exchange?.state.requestBodyEnded()
+            if exchange?.state.requestBodyEnded() == true {
+                pool?.requestBodySent(on: id, deadline: .now() + headTimeout)
+            }
         case .failed:
             requestStream = nil
+            cancelSendTimer()
             // The upstream has part of a request: the connection closes, never pooled.
             guard let exchange, exchange.state.requestBodyCut() != .none else { return }
             perform(state.abandon(.requestBodyCut))
         }
     }
 
+    /// `body_timeout` from now, unless armed already: the longest a written part of the
+    /// request body may wait for the upstream to take it.
+    private func armSendTimer(_ context: ChannelHandlerContext) {
+        guard sendTimer == nil else { return }
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        sendTimer = context.eventLoop.scheduleTask(in: bodyTimeout) {
+            let handler = loopBound.value
+            handler.sendTimer = nil
+            handler.requestBodySendTimedOut()
+        }
+    }
+
+    private func cancelSendTimer() {
+        sendTimer?.cancel()
+        sendTimer = nil
+    }
+
+    /// The upstream stopped reading the request body: the connection closes, never pooled, and
+    /// the exchange fails with a timeout (or its streamed answer is cut).
+    private func requestBodySendTimedOut() {
+        guard let exchange, exchange.state.requestBodySendTimedOut() != .none else { return }
+        perform(state.abandon(.requestBodyTimedOut))
+    }
+
     /// The connection closes or the request was answered early: the rest of the request's
     /// body is not sent, and its producer hears so.
     private func dropRequestBody() {
+        cancelSendTimer()
         guard let stream = requestStream else { return }
         requestStream = nil
         stream.cancel()

@@ -125,13 +125,32 @@ struct UpstreamExchangeStateMachine<Waiter> {
         requestBody == .sending
     }
 
-    /// The streamed request body was sent to its end.
-    mutating func requestBodyEnded() {
+    /// The streamed request body was sent to its end: whether the wait for the answer's head
+    /// (`timeout`) starts now (not when the head is out already, nor once the exchange is over).
+    mutating func requestBodyEnded() -> Bool {
         switch state {
-        case .submitted(let waiter, .sending): state = .submitted(waiter, .sent)
-        case .streaming(.sending, let answer): state = .streaming(.sent, answer)
-        default: break
+        case .submitted(let waiter, .sending):
+            state = .submitted(waiter, .sent)
+            return true
+        case .streaming(.sending, let answer):
+            state = .streaming(.sent, answer)
+            return false
+        default:
+            return false
         }
+    }
+
+    /// A part of the streamed request body was written: whether a deadline for the upstream to
+    /// take it (`body_timeout`, nginx's `proxy_send_timeout`) applies, that is while the body is
+    /// still being sent.
+    func requestBodyPartWritten() -> Bool {
+        requestBody == .sending
+    }
+
+    /// The upstream took nothing of the streamed request body for `body_timeout` while a part
+    /// waited to leave (it stopped reading): as a cut, the upstream has part of a request.
+    mutating func requestBodySendTimedOut() -> RequestBodyCutAction {
+        requestBodyCut()
     }
 
     /// The streamed request body was cut before its end: the upstream has part of a request.

@@ -25,6 +25,8 @@ enum UpstreamFailure: Equatable, Sendable {
     case tooLarge(String)
     /// The request's streamed body was cut before its end (its client left or paused too long).
     case requestBodyCut
+    /// The upstream took nothing of the request's streamed body for `body_timeout` (it stopped reading).
+    case requestBodyTimedOut
 
     /// `upstream_timeout` for the timeouts, `upstream_unavailable` for everything else: the
     /// message says what failed; the upstream's address and a parser's words are the detail,
@@ -52,6 +54,9 @@ enum UpstreamFailure: Equatable, Sendable {
             return .upstreamUnavailable("The upstream's response is larger than allowed.", detail: "\(target): \(reason)")
         case .requestBodyCut:
             return .upstreamUnavailable("The request's body was cut before its end.", detail: "the body of a request to \(target) was cut")
+        case .requestBodyTimedOut:
+            return .upstreamTimeout("The upstream stopped taking the request's body.",
+                                    detail: "\(target) took nothing of the request's body for limits.body_timeout")
         }
     }
 }

@@ -91,6 +91,16 @@ final class UpstreamLoopPool {
         perform(state.bodyEnded(on: id, keepAlive: keepAlive))
     }
 
+    /// The request on connection `id` streams its body: its deadline waits until it is sent.
+    func requestBodyStreams(on id: StateMachine.ConnectionID) {
+        state.requestBodyStreams(on: id)
+    }
+
+    /// The streamed body on connection `id` has been sent: its answer's head is due by `deadline`.
+    func requestBodySent(on id: StateMachine.ConnectionID, deadline: NIODeadline) {
+        perform(state.requestBodySent(on: id, deadline: deadline))
+    }
+
     func requestFailed(on id: StateMachine.ConnectionID, _ failure: UpstreamFailure) {
         perform(state.requestFailed(on: id, failure))
     }

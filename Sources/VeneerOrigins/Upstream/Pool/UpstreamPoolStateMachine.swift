@@ -41,7 +41,8 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
     /// A request the pool holds, and when it must be done.
     struct Entry {
         let request: Request
-        let deadline: NIODeadline
+        /// `.distantFuture` while its streamed body is being sent (see ``requestBodyStreams(on:)``).
+        var deadline: NIODeadline
         /// Idempotent (RFC 9110 §9.2.2) and not retried yet.
         var mayRetry: Bool
         /// An earlier attempt was written to a connection that then closed (it is being retried).
@@ -284,6 +285,30 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         return keepAlive ? Action(connection: .close(connection)) : Action()
     }
 
+    /// The request on connection `id` streams its body: its deadline waits until that body has
+    /// been sent (``requestBodySent(on:deadline:)``), as nginx's `proxy_read_timeout` starts once
+    /// the request is written; the pauses in sending it are the connection's to bound
+    /// (`body_timeout`, as `proxy_send_timeout`), so an upload may take longer than `timeout`.
+    mutating func requestBodyStreams(on id: ConnectionID) {
+        guard isCurrent(id), case .busy(let connection, var entry, let reused) = slots[id.index].state else { return }
+        entry.deadline = .distantFuture
+        slots[id.index].state = .busy(connection, entry, reused: reused)
+    }
+
+    /// The streamed body of the request on connection `id` has been sent and its answer's head
+    /// is awaited: from now, until `deadline` (now plus `timeout`).
+    mutating func requestBodySent(on id: ConnectionID, deadline: NIODeadline) -> Action {
+        guard isCurrent(id), case .busy(let connection, var entry, let reused) = slots[id.index].state else { return Action() }
+        entry.deadline = deadline
+        slots[id.index].state = .busy(connection, entry, reused: reused)
+        var action = Action()
+        if case .stopped = deadlineSweep, case .running = lifecycle {
+            deadlineSweep = .ticking
+            action.timer = .startDeadlineSweep
+        }
+        return action
+    }
+
     /// The exchange on connection `id` failed (a malformed, oversized or cut-off response);
     /// the connection is closing.
     mutating func requestFailed(on id: ConnectionID, _ failure: UpstreamFailure) -> Action {
@@ -393,7 +418,8 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
                     slots[index].state = .closing
                     sweep.failed.append((entry.request, .timedOut, neverSent: false))
                     sweep.close.append(connection)
-                } else {
+                } else if entry.deadline != .distantFuture {
+                    // A body being sent has no deadline to watch (its connection bounds the pauses).
                     holding = true
                 }
             case .free, .connecting(nil), .idle, .closing, .backingOff, .streaming:
