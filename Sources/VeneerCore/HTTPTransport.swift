@@ -80,7 +80,9 @@ public struct OutboundRequest: Sendable {
     /// A body that streams instead (``ProxyRequest/stream``): sent with its `Content-Length`
     /// when known, else chunked, as its parts come; ``body`` is nil then.
     public var bodyStream: BodyStream?
-    /// How long the whole exchange may take.
+    /// How long the exchange may take: from the request's head to the answer's head, or, for a
+    /// request body that streams over the pooled transport, from the body's end (while it is
+    /// sent, an upstream that takes nothing for the body timeout ends it).
     public var timeout: Duration
     /// The largest response body accepted whole; more is an error (`upstream_unavailable`).
     public var maxResponseBodySize: Int

@@ -20,7 +20,7 @@ public struct UpstreamOriginOptions: Sendable {
 
     static let docs: [OptionDoc] = [
         OptionDoc("url", "URL", "the upstream API: http(s)://host[:port][/prefix] (required)"),
-        OptionDoc("timeout", "duration", default: "10s", "how long a request may take before 504 upstream_timeout"),
+        OptionDoc("timeout", "duration", default: "10s", "how long a request may take before 504 upstream_timeout (a streamed upload: from its end)"),
         OptionDoc("connect_timeout", "duration", default: "2s", "how long connecting may take"),
         OptionDoc("connections", "integer", default: "auto", "connection pool size per event loop"),
     ]
