@@ -201,15 +201,21 @@ public final class RequestRecord: Sendable {
     /// order, then the cache's (with its decision and status), then Veneer's own requests.
     /// Empty unless sampled.
     public var childSpans: [SpanNote] {
-        guard timed, let trace else { return [] }
-        return state.withLock { state in
-            var spans: [SpanNote] = []
+        var spans: [SpanNote] = []
+        appendChildSpans(to: &spans)
+        return spans
+    }
+
+    /// Appends ``childSpans`` to `spans` (the server span's array: no array of their own).
+    public func appendChildSpans(to spans: inout [SpanNote]) {
+        guard timed, let trace else { return }
+        state.withLock { state in
             var ids = TraceIDGenerator()
             func child(_ name: String, _ times: (start: Int64, end: Int64), _ attributes: [(key: String, value: SpanNote.Value)]) -> SpanNote {
                 SpanNote(name: name, kind: .internal, traceID: trace.traceID, spanID: TraceContext.newSpanID(&ids), parentSpanID: trace.spanID,
                          start: times.start, end: max(times.end, times.start), attributes: attributes)
             }
-            spans.reserveCapacity(state.entries.count + 1 + state.spans.count)
+            spans.reserveCapacity(spans.count + state.entries.count + 1 + state.spans.count)
             for (index, entry) in state.entries.enumerated() where !entry.isEmpty && index < state.entryTimes.count {
                 spans.append(child(entry.name, state.entryTimes[index], entry.detail.isEmpty ? [] : [("veneer.decision", .string(entry.detail))]))
             }
@@ -219,7 +225,6 @@ public final class RequestRecord: Sendable {
                                                                      : [("veneer.decision", .string(summary)), ("veneer.cache_status", .string(status))]))
             }
             spans.append(contentsOf: state.spans)
-            return spans
         }
     }
 

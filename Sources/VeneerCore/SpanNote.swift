@@ -102,8 +102,9 @@ public struct BackgroundTrace: Sendable {
     /// Ends the work (`error`: why it failed): its spans are exported if the trace is sampled.
     public func end(error: String? = nil) {
         guard let trace = record.trace, trace.sampled else { return }
-        let root = SpanNote(name: name, kind: .internal, traceID: trace.traceID, spanID: trace.spanID, parentSpanID: nil, start: start,
-                            end: SpanNote.now(), error: error)
-        sink.export([root] + record.childSpans)
+        var spans = [SpanNote(name: name, kind: .internal, traceID: trace.traceID, spanID: trace.spanID, parentSpanID: nil, start: start,
+                              end: SpanNote.now(), error: error)]
+        record.appendChildSpans(to: &spans)
+        sink.export(spans)
     }
 }

@@ -70,9 +70,12 @@ enum ServerSpan {
         } else if status >= 500 {
             error = "HTTP \(status)"
         }
-        var spans = [SpanNote(name: name, kind: .server, traceID: trace.traceID, spanID: trace.spanID, parentSpanID: trace.parentSpanID,
-                              start: start, end: end, attributes: attributes, error: error, traceState: trace.traceState)]
-        if let record = request?.record { spans.append(contentsOf: record.childSpans) }
+        var spans: [SpanNote] = []
+        // The server span, then its children into the same array (one allocation; a hit's cache span fits).
+        spans.reserveCapacity(4)
+        spans.append(SpanNote(name: name, kind: .server, traceID: trace.traceID, spanID: trace.spanID, parentSpanID: trace.parentSpanID,
+                              start: start, end: end, attributes: attributes, error: error, traceState: trace.traceState))
+        request?.record.appendChildSpans(to: &spans)
         sink.export(spans)
     }
 

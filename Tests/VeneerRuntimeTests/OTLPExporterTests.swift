@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOCore
 import Prometheus
 import Synchronization
 import Testing
@@ -246,5 +247,22 @@ struct OTLPExporterTests {
             await running.value
             await rig.transports.shutdown()
         }
+    }
+
+    @Test("the encoder's size bound holds for every field at its largest: lengths of 3 bytes, a negative integer's 10, a status and a tracestate")
+    func encodingBound() {
+        let long = String(repeating: "x", count: 70_000)
+        let span = SpanNote(name: long, kind: .client, traceID: .init(high: .max, low: .max), spanID: .max, parentSpanID: .max,
+                            start: .max, end: .max,
+                            attributes: [(long, .string(long)), ("n", .int(.min)), ("b", .bool(true)), ("e", .string(""))],
+                            error: long, traceState: long)
+        let small = Self.span(1)
+        let body = Array(OTLPTraceEncoder.encode([span, small, span], service: long).readableBytesView)
+        let spans = Self.fields(body[...]).flatMap { Self.fields($0.value) }.filter { $0.field == 2 }.flatMap { Self.fields($0.value) }
+            .filter { $0.field == 2 }
+        #expect(spans.count == 3)
+        // Each span's bytes with its tag (1) and padded length (5) within its bound.
+        #expect(spans.map { $0.value.count + 6 } .elementsEqual([span, small, span].map(OTLPTraceEncoder.bound)) { $0 <= $1 })
+        #expect(spans.first.map { Self.fields($0.value).contains { $0.field == 5 && $0.value.count == 70_000 } } == true)
     }
 }

@@ -125,7 +125,7 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
         let request = OutboundRequest(method: .post, endpoint: Endpoint(scheme: spec.endpoint.scheme, host: spec.endpoint.host,
                                                                         port: spec.endpoint.port, basePath: ""),
                                       target: spec.endpoint.basePath.isEmpty ? "/" : spec.endpoint.basePath, headers: headers,
-                                      body: ByteBuffer(bytes: body), timeout: spec.timeout, maxResponseBodySize: 64 << 10)
+                                      body: body, timeout: spec.timeout, maxResponseBodySize: 64 << 10)
         var problem: String?
         var timedOut = false
         do {

@@ -1,3 +1,4 @@
+import NIOCore
 import VeneerCore
 
 /// The protobuf encoding of an OTLP `ExportTraceServiceRequest`
@@ -12,44 +13,78 @@ import VeneerCore
 /// which the protobuf wire format allows), so no message is built apart and copied.
 enum OTLPTraceEncoder {
     /// The request body for `spans`, from `service` (its `service.name`).
-    static func encode(_ spans: some Collection<SpanNote>, service: String) -> [UInt8] {
-        var writer = Writer()
-        writer.bytes.reserveCapacity(256 + spans.count * 400)
-        writer.nested(1) { request in                                                        // ExportTraceServiceRequest.resource_spans
-            request.nested(1) { resource in                                                  // ResourceSpans.resource
-                resource.attribute(1, "service.name", .string(service))                      // Resource.attributes
-                resource.attribute(1, "service.version", .string(VeneerVersion.text))
-            }
-            request.nested(2) { scopeSpans in                                                // ResourceSpans.scope_spans
-                scopeSpans.nested(1) { scope in                                              // ScopeSpans.scope
-                    scope.string(1, "veneer")                                                // InstrumentationScope.name
-                    scope.string(2, VeneerVersion.text)                                      // .version
+    ///
+    /// Written in one pass into one buffer allocated at a size bounded beforehand from the
+    /// spans (``bound(of:)``), by unchecked stores, and sent as it is: appending to an array
+    /// checked its uniqueness and capacity for every byte and string, most of what encoding
+    /// cost (perf), and the array was then copied into the request's buffer.
+    static func encode(_ spans: some Collection<SpanNote>, service: String) -> ByteBuffer {
+        var spanBounds = 0
+        for span in spans { spanBounds += bound(of: span) }
+        let capacity = 128 + service.utf8.count + 3 * VeneerVersion.text.utf8.count + spanBounds
+        var body = ByteBufferAllocator().buffer(capacity: capacity)
+        body.writeWithUnsafeMutableBytes(minimumWritableBytes: capacity) { buffer in
+            var writer = Writer(base: buffer.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            writer.nested(1) { request in                                                    // ExportTraceServiceRequest.resource_spans
+                request.nested(1) { resource in                                              // ResourceSpans.resource
+                    resource.attribute(1, "service.name", .string(service))                  // Resource.attributes
+                    resource.attribute(1, "service.version", .string(VeneerVersion.text))
                 }
-                for span in spans { scopeSpans.nested(2) { $0.span(span) } }                 // ScopeSpans.spans
+                request.nested(2) { scopeSpans in                                            // ResourceSpans.scope_spans
+                    scopeSpans.nested(1) { scope in                                          // ScopeSpans.scope
+                        scope.string(1, "veneer")                                            // InstrumentationScope.name
+                        scope.string(2, VeneerVersion.text)                                  // .version
+                    }
+                    for span in spans { scopeSpans.nested(2) { $0.span(span) } }             // ScopeSpans.spans
+                }
             }
+            // The bound is exact arithmetic over what each span writes (tested against
+            // encodings of every field at its largest); a wrong one stops here.
+            precondition(writer.count <= capacity, "OTLP encoding exceeded its bound")
+            return writer.count
         }
-        return writer.bytes
+        return body
     }
 
-    /// Protobuf's wire format: a tag (field number and wire type), then the value.
+    /// At most how many bytes ``Writer/span(_:)`` writes for `span`, with its field's tag and
+    /// length: fixed fields 64 bytes (ids 2 + 16, 2 + 8, 2 + 8; kind 2; times 2 × 9; the
+    /// nested length 6), a string field 6 bytes more than its text, an attribute 29 more than
+    /// its key and text, the status 14 more than its message.
+    static func bound(of span: SpanNote) -> Int {
+        var total = 64 + 6 + span.name.utf8.count
+        if let state = span.traceState { total += 6 + state.utf8.count }
+        for (key, value) in span.attributes {
+            total += 29 + key.utf8.count
+            if case .string(let text) = value { total += text.utf8.count }
+        }
+        if let error = span.error { total += 14 + error.utf8.count }
+        return total
+    }
+
+    /// Protobuf's wire format: a tag (field number and wire type), then the value; written
+    /// from `base` on, into memory the caller made large enough (``bound(of:)``).
     struct Writer {
-        var bytes: [UInt8] = []
-        /// A nested message's length before it is known: five bytes of a padded varint.
-        private static let placeholder: [UInt8] = [0x80, 0x80, 0x80, 0x80, 0x00]
+        let base: UnsafeMutablePointer<UInt8>
+        /// How many bytes are written.
+        var count = 0
+
+        init(base: UnsafeMutablePointer<UInt8>) {
+            self.base = base
+        }
 
         /// One `Span`.
         mutating func span(_ span: SpanNote) {
             tag(1, 2)                                                                        // trace_id
-            rawVarint(16)
+            byte(16)
             bigEndian(span.traceID.high)
             bigEndian(span.traceID.low)
             tag(2, 2)                                                                        // span_id
-            rawVarint(8)
+            byte(8)
             bigEndian(span.spanID)
             if let state = span.traceState { string(3, state) }                              // trace_state
             if let parent = span.parentSpanID {                                              // parent_span_id
                 tag(4, 2)
-                rawVarint(8)
+                byte(8)
                 bigEndian(parent)
             }
             string(5, span.name)                                                             // name
@@ -93,20 +128,27 @@ enum OTLPTraceEncoder {
             value == 0 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7
         }
 
+        @inline(__always)
+        mutating func byte(_ value: UInt8) {
+            base[count] = value
+            count += 1
+        }
+
         mutating func rawVarint(_ value: UInt64) {
             var value = value
             while value >= 0x80 {
-                bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+                byte(UInt8(truncatingIfNeeded: value) | 0x80)
                 value >>= 7
             }
-            bytes.append(UInt8(value))
+            byte(UInt8(value))
         }
 
-        // Eight bytes in one append (byte by byte, each append checked the array's uniqueness and capacity).
         mutating func bigEndian(_ value: UInt64) {
-            withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
+            UnsafeMutableRawPointer(base + count).storeBytes(of: value.bigEndian, as: UInt64.self)
+            count += 8
         }
 
+        @inline(__always)
         mutating func tag(_ field: Int, _ wireType: UInt64) { rawVarint(UInt64(field) << 3 | wireType) }
 
         mutating func varint(_ field: Int, _ value: UInt64) {
@@ -116,27 +158,30 @@ enum OTLPTraceEncoder {
 
         mutating func fixed64(_ field: Int, _ value: UInt64) {
             tag(field, 1)
-            withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+            UnsafeMutableRawPointer(base + count).storeBytes(of: value.littleEndian, as: UInt64.self)
+            count += 8
         }
 
         mutating func string(_ field: Int, _ value: String) {
+            var value = value
             tag(field, 2)
-            rawVarint(UInt64(value.utf8.count))
-            bytes.append(contentsOf: value.utf8)
+            value.withUTF8 { text in
+                rawVarint(UInt64(text.count))
+                if let from = text.baseAddress { (base + count).update(from: from, count: text.count) }
+                count += text.count
+            }
         }
 
         /// A length-delimited message written by `body`, its length patched in after it as a
         /// 5-byte varint (up to 2^35 bytes; a batch is far smaller).
         mutating func nested(_ field: Int, _ body: (inout Writer) -> Void) {
             tag(field, 2)
-            let at = bytes.count
-            // A constant: an array literal here was an allocation per message, several per
-            // attribute, most of what encoding a span cost (perf).
-            bytes.append(contentsOf: Self.placeholder)
+            let at = count
+            count += 5
             body(&self)
-            var length = bytes.count - at - 5
+            var length = count - at - 5
             for index in 0..<5 {
-                bytes[at + index] = UInt8(truncatingIfNeeded: length & 0x7F) | (index < 4 ? 0x80 : 0)
+                base[at + index] = UInt8(truncatingIfNeeded: length & 0x7F) | (index < 4 ? 0x80 : 0)
                 length >>= 7
             }
         }
