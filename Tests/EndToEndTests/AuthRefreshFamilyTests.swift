@@ -227,7 +227,8 @@ struct AuthRefreshFamilyTests {
             let (veneer, port) = try await rig.start()
             defer { veneer.terminate() }
             #expect(try await rig.get(port).status == 504)
-            #expect(rig.tokens.pending == 1)
+            // The caller got its 504 at 200 ms; on a loaded run the refresh may reach the endpoint later.
+            try await eventually("the refresh is in flight") { rig.tokens.pending == 1 }
             veneer.signal(SIGTERM)
             #expect(await veneer.wait() == 0)
             #expect(rig.saved()?["refresh_token"] as? String == rig.tokens.currentRefreshToken, "the answer was received and saved before exiting")
@@ -251,7 +252,8 @@ struct AuthRefreshFamilyTests {
             let (veneer, port) = try await rig.start()
             defer { veneer.terminate() }
             #expect(try await rig.get(port).status == 504)
-            #expect(rig.tokens.pending == 1)
+            // The caller got its 504 at 200 ms; on a loaded run the refresh may reach the endpoint later.
+            try await eventually("the refresh is in flight") { rig.tokens.pending == 1 }
             try rig.configure(["timeout: 3s", "refresh_before_expiry: 2s"])
             veneer.signal(SIGHUP)
             try await eventually("the reload is done") { veneer.stderr.contains("configuration reloaded") }
@@ -291,7 +293,11 @@ struct AuthRefreshFamilyTests {
             try rig.breakStore()
             // The proactive refresh comes due after 2 s: it must not be sent.
             try await eventually("health says: token store cannot be written") { await rig.problems(port).contains { $0.contains("token store cannot be written") } }
-            if ContinuousClock.now - granted < .milliseconds(2800) { #expect(try await rig.get(port).status == 200, "the access token still serves") }
+            // (Only with a second to spare: on a loaded run the request itself may take long.)
+            if ContinuousClock.now - granted < .milliseconds(1800) {
+                let served = try await rig.get(port).status
+                #expect(served == 200 || ContinuousClock.now - granted > .milliseconds(2800), "the access token still serves")
+            }
             // Deliberate: the access token (3 s) must expire.
             try await Task.sleep(until: granted + .seconds(3), clock: .continuous)
             let expired = try await rig.get(port)
