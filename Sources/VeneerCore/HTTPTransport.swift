@@ -73,8 +73,14 @@ public struct OutboundRequest: Sendable {
     public var endpoint: Endpoint
     /// Path and query after the endpoint's prefix, starting with `/`.
     public var target: String
+    /// A query sent after ``target`` and a `?` (``target`` then has none), kept apart so that
+    /// a short path and the caller's query need no string built of both; nil: none.
+    public var query: String?
     /// End-to-end headers; the transport sets `Host` and `Content-Length`.
     public var headers: HTTPFields
+    /// An `X-Forwarded-For` field sent after ``headers`` (which then have none): the client's
+    /// address, added without copying the caller's fields; nil: none.
+    public var forwardedFor: String?
     /// The body, if any.
     public var body: ByteBuffer?
     /// A body that streams instead (``ProxyRequest/stream``): sent with its `Content-Length`
@@ -104,6 +110,12 @@ public struct OutboundRequest: Sendable {
         self.body = body
         self.timeout = timeout
         self.maxResponseBodySize = maxResponseBodySize
+    }
+
+    /// ``target`` followed by `?` and ``query`` when there is one: what follows the endpoint's prefix.
+    public var pathAndQuery: String {
+        guard let query else { return target }
+        return target + "?" + query
     }
 }
 
