@@ -128,7 +128,9 @@ public struct OutboundRequest: Sendable {
 /// passed while it waited for a connection); every other failure may have reached the peer.
 public protocol HTTPTransport: Sendable {
     /// Sends one request and returns the whole response; redirects are returned, not followed.
-    func send(_ request: OutboundRequest) async throws -> ProxyResponse
+    /// The request is `consuming`: a transport that keeps it keeps the caller's, uncopied
+    /// (a conformance may take it borrowed all the same).
+    func send(_ request: consuming OutboundRequest) async throws -> ProxyResponse
 
     /// Whether ``start(_:then:)`` can ever send to `endpoint` without a task (asked once,
     /// when a chain is built).
@@ -137,7 +139,7 @@ public protocol HTTPTransport: Sendable {
     /// ``send(_:)`` without a task, where the transport can (called on one of its event
     /// loops): `done` gets the outcome once, on that loop, and the answer is true; false
     /// means nothing was sent.
-    func start(_ request: OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool
+    func start(_ request: consuming OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool
 }
 
 extension HTTPTransport {
@@ -145,7 +147,7 @@ extension HTTPTransport {
     public func startsWithoutTask(to endpoint: Endpoint) -> Bool { false }
 
     /// Only ``send(_:)``.
-    public func start(_ request: OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool {
+    public func start(_ request: consuming OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool {
         false
     }
 }
