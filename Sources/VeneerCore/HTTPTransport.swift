@@ -73,8 +73,14 @@ public struct OutboundRequest: Sendable {
     public var endpoint: Endpoint
     /// Path and query after the endpoint's prefix, starting with `/`.
     public var target: String
+    /// A query sent after ``target`` and a `?` (``target`` then has none), kept apart so that
+    /// a short path and the caller's query need no string built of both; nil: none.
+    public var query: String?
     /// End-to-end headers; the transport sets `Host` and `Content-Length`.
     public var headers: HTTPFields
+    /// An `X-Forwarded-For` field sent after ``headers`` (which then have none): the client's
+    /// address, added without copying the caller's fields; nil: none.
+    public var forwardedFor: String?
     /// The body, if any.
     public var body: ByteBuffer?
     /// A body that streams instead (``ProxyRequest/stream``): sent with its `Content-Length`
@@ -107,6 +113,12 @@ public struct OutboundRequest: Sendable {
         self.timeout = timeout
         self.maxResponseBodySize = maxResponseBodySize
     }
+
+    /// ``target`` followed by `?` and ``query`` when there is one: what follows the endpoint's prefix.
+    public var pathAndQuery: String {
+        guard let query else { return target }
+        return target + "?" + query
+    }
 }
 
 /// The thing that does outbound HTTP I/O (kept apart from the decorators that only intercept).
@@ -118,7 +130,9 @@ public struct OutboundRequest: Sendable {
 /// passed while it waited for a connection); every other failure may have reached the peer.
 public protocol HTTPTransport: Sendable {
     /// Sends one request and returns the whole response; redirects are returned, not followed.
-    func send(_ request: OutboundRequest) async throws -> ProxyResponse
+    /// The request is `consuming`: a transport that keeps it keeps the caller's, uncopied
+    /// (a conformance may take it borrowed all the same).
+    func send(_ request: consuming OutboundRequest) async throws -> ProxyResponse
 
     /// Whether ``start(_:then:)`` can ever send to `endpoint` without a task (asked once,
     /// when a chain is built).
@@ -127,7 +141,7 @@ public protocol HTTPTransport: Sendable {
     /// ``send(_:)`` without a task, where the transport can (called on one of its event
     /// loops): `done` gets the outcome once, on that loop, and the answer is true; false
     /// means nothing was sent.
-    func start(_ request: OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool
+    func start(_ request: consuming OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool
 }
 
 extension HTTPTransport {
@@ -135,7 +149,7 @@ extension HTTPTransport {
     public func startsWithoutTask(to endpoint: Endpoint) -> Bool { false }
 
     /// Only ``send(_:)``.
-    public func start(_ request: OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool {
+    public func start(_ request: consuming OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool {
         false
     }
 }

@@ -105,6 +105,28 @@ struct UpstreamOriginTests {
         }
     }
 
+    @Test("the client's address goes after its fields, once, the query after the path; an empty X-Forwarded-For becomes the address",
+          arguments: ways)
+    func forwardedForPlace(way: Way) async throws {
+        try await withTestUpstream({ _ in .json("{}") }) { (upstream: TestUpstream) async throws in
+            let (origin, provider) = origin(upstream.url, way: way)
+            defer { Task { await provider.shutdown() } }
+            let client = ClientAddress("::ffff:127.0.0.1")
+            _ = try await origin.handle(ProxyRequest(method: .get, route: .item(.posts, "1"), query: "nocache=abcdefghijklmnop-1",
+                                                     headers: [.accept: "application/json", .userAgent: "t"], client: client))
+            _ = try await origin.handle(ProxyRequest(method: .get, route: .item(.posts, "2"), headers: [.xForwardedFor: "", .accept: "a"],
+                                                     client: client))
+            let requests = upstream.requests
+            try #require(requests.count == 2)
+            #expect(requests[0].target == "/posts/1?nocache=abcdefghijklmnop-1")
+            let watched: Set = ["accept", "user-agent", "x-forwarded-for"]
+            #expect(requests[0].headers.map { $0.name.lowercased() }.filter(watched.contains) == ["accept", "user-agent", "x-forwarded-for"])
+            #expect(requests[0].headers.filter { $0.name.lowercased() == "x-forwarded-for" }.map(\.value) == ["127.0.0.1"])
+            #expect(requests[1].target == "/posts/2")
+            #expect(requests[1].headers.filter { $0.name.lowercased() == "x-forwarded-for" }.map(\.value) == ["127.0.0.1"])
+        }
+    }
+
     @Test("hop-by-hop headers of the upstream's response are not passed back", arguments: ways)
     func responseHopByHop(way: Way) async throws {
         try await withTestUpstream({ _ in

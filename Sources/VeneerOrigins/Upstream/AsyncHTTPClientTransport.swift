@@ -30,14 +30,15 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
 
     /// Sends one request; the response is whole, or a stream (see ``stream(_:for:)``).
     public func send(_ request: OutboundRequest) async throws -> ProxyResponse {
-        var outbound = HTTPClientRequest(url: request.endpoint.scheme + "://" + request.endpoint.authority + request.target)
+        var outbound = HTTPClientRequest(url: request.endpoint.scheme + "://" + request.endpoint.authority + request.pathAndQuery)
         outbound.method = HTTPMethod(request.method)
         var headers = HTTPHeaders()
-        headers.reserveCapacity(request.headers.count + 1)
+        headers.reserveCapacity(request.headers.count + 2)
         headers.add(name: "Host", value: request.endpoint.authority)
         for field in request.headers {
             headers.add(name: field.name.rawName, value: field.value)
         }
+        if let forwardedFor = request.forwardedFor { headers.add(name: "X-Forwarded-For", value: forwardedFor) }
         outbound.headers = headers
         if let body = request.body {
             outbound.body = .bytes(body)

@@ -60,7 +60,7 @@ struct SchemeTransport: HTTPTransport {
     let plain: PooledHTTP1Transport?
     let tls: AsyncHTTPClientTransport
 
-    func send(_ request: OutboundRequest) async throws -> ProxyResponse {
+    func send(_ request: consuming OutboundRequest) async throws -> ProxyResponse {
         if request.endpoint.scheme == "http", let plain {
             return try await plain.send(request)
         }
@@ -71,7 +71,7 @@ struct SchemeTransport: HTTPTransport {
         endpoint.scheme == "http" && plain != nil
     }
 
-    func start(_ request: OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool {
+    func start(_ request: consuming OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool {
         guard request.endpoint.scheme == "http", let plain else { return false }
         return plain.start(request, then: done)
     }

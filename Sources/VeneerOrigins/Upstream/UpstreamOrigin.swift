@@ -92,14 +92,18 @@ public struct UpstreamOrigin: CallbackAnswering {
     /// into the request's record.
     public func startAnswer(_ request: ProxyRequest, then done: @escaping @Sendable (Result<ProxyResponse, any Error>) -> Void) -> Bool {
         let start = clock.monotonic()
-        let span = request.record.beginOutgoing()
-        return transport.start(outbound(request, traceparent: span?.traceparent)) { [clock, durations, host = options.endpoint.host, record = request.record] result in
-            Self.note(clock.monotonic() - start, in: record, durations)
-            if let span {
-                switch result {
-                case .success(let response): Self.end(span, request, host: host, status: Int(response.status.code), error: nil)
-                case .failure(let error): Self.end(span, request, host: host, status: nil, error: error)
-                }
+        guard let span = request.record.beginOutgoing() else {
+            // No span to end: the callback holds no copy of the request.
+            return transport.start(outbound(request)) { [clock, durations, record = request.record] result in
+                Self.note(clock.monotonic() - start, in: record, durations)
+                done(result.mapError { $0 })
+            }
+        }
+        return transport.start(outbound(request, traceparent: span.traceparent)) { [clock, durations, host = options.endpoint.host] result in
+            Self.note(clock.monotonic() - start, in: request.record, durations)
+            switch result {
+            case .success(let response): Self.end(span, request, host: host, status: Int(response.status.code), error: nil)
+            case .failure(let error): Self.end(span, request, host: host, status: nil, error: error)
             }
             done(result.mapError { $0 })
         }
@@ -107,6 +111,9 @@ public struct UpstreamOrigin: CallbackAnswering {
 
     /// The request as it goes to the upstream; with `traceparent` (its trace has `telemetry`),
     /// that one in place of the caller's, and the caller's `tracestate` only if its trace was continued.
+    /// The caller's fields are shared, not copied, unless one must change: a directive or a
+    /// trace field to replace, an `X-Forwarded-For` to extend (the client's address alone goes
+    /// in ``OutboundRequest/forwardedFor``).
     func outbound(_ request: ProxyRequest, traceparent: String? = nil) -> OutboundRequest {
         var headers = request.headers
         for directive in directives { headers[directive] = nil }
@@ -114,12 +121,13 @@ public struct UpstreamOrigin: CallbackAnswering {
             headers[.traceparent] = traceparent
             headers[.tracestate] = request.record.trace?.traceState
         }
+        var forwardedFor: String?
         if let client = request.client {
             let address = client.unmapped.description
-            if let existing = headers[.xForwardedFor], !existing.isEmpty {
-                headers[.xForwardedFor] = existing + ", " + address
+            if let existing = headers[.xForwardedFor] {
+                headers[.xForwardedFor] = existing.isEmpty ? address : existing + ", " + address
             } else {
-                headers[.xForwardedFor] = address
+                forwardedFor = address
             }
         }
         var outbound = OutboundRequest(
@@ -131,6 +139,8 @@ public struct UpstreamOrigin: CallbackAnswering {
                 ? request.body : nil,
             timeout: options.timeout,
             maxResponseBodySize: maxResponseBodySize)
+        if let query = request.query, !query.isEmpty { outbound.query = query }
+        outbound.forwardedFor = forwardedFor
         outbound.bodyStream = request.stream
         outbound.streamThreshold = streamThreshold
         outbound.bodyTimeout = bodyTimeout
@@ -138,23 +148,20 @@ public struct UpstreamOrigin: CallbackAnswering {
         return outbound
     }
 
-    /// Prefix, path and query, built in one string.
+    /// Prefix and path, built in one string (the query goes apart: ``OutboundRequest/query``),
+    /// which a short path keeps without an allocation.
     static func target(_ basePath: String, _ request: ProxyRequest) -> String {
         let name = request.route.resource.name
         var id = ""
         if case .item(let itemID) = request.route.target { id = itemID }
         var target = ""
-        target.reserveCapacity(basePath.utf8.count + name.utf8.count + id.utf8.count + 3 + (request.query?.utf8.count ?? 0))
+        target.reserveCapacity(basePath.utf8.count + name.utf8.count + id.utf8.count + 2)
         target += basePath
         target += "/"
         target += name
         if !id.isEmpty {
             target += "/"
             target += id
-        }
-        if let query = request.query, !query.isEmpty {
-            target += "?"
-            target += query
         }
         return target
     }

@@ -4,14 +4,19 @@ import VeneerCore
 import VeneerHTTP1
 
 extension OutboundRequest {
-    /// The request as HTTP/1.1, head and body in one buffer: `METHOD target HTTP/1.1`, `Host`,
-    /// the end-to-end fields, `Content-Length` when there is a body, then the body. A streamed
+    /// The request as HTTP/1.1, head and body in one buffer: `METHOD target[?query] HTTP/1.1`,
+    /// `Host`, the end-to-end fields and ``OutboundRequest/forwardedFor``, `Content-Length`
+    /// when there is a body, then the body. A streamed
     /// body (``OutboundRequest/bodyStream``) is not written here: the head says its
     /// `Content-Length` when known, else `Transfer-Encoding: chunked`, and ends.
     func writeHTTP1(into buffer: inout ByteBuffer) {
         buffer.writeString(method.rawValue)
         buffer.writeInteger(UInt8(ascii: " "))
         buffer.writeString(target)
+        if let query {
+            buffer.writeInteger(UInt8(ascii: "?"))
+            buffer.writeString(query)
+        }
         buffer.writeStaticString(" HTTP/1.1\r\nHost: ")
         buffer.writeString(endpoint.authority)
         buffer.writeStaticString("\r\n")
@@ -21,6 +26,11 @@ extension OutboundRequest {
             buffer.writeString(field.name.rawName)
             buffer.writeStaticString(": ")
             buffer.writeString(field.value)
+            buffer.writeStaticString("\r\n")
+        }
+        if let forwardedFor {
+            buffer.writeStaticString("X-Forwarded-For: ")
+            buffer.writeString(forwardedFor)
             buffer.writeStaticString("\r\n")
         }
         if let bodyStream {

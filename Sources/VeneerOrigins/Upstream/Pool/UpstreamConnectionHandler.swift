@@ -65,28 +65,30 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
 
     /// Sends `exchange`'s request (the pool runs one at a time on a connection).
     func start(_ exchange: UpstreamExchange) {
-        let request = exchange.request
+        // The request is read in place (`exchange.request.…`): a copy would retain and
+        // release each of its parts.
         let isActive = context?.channel.isActive ?? false
-        guard case .write = state.startRequest(request.method, maxResponseBodySize: request.maxResponseBodySize,
-                                               streamThreshold: request.streamThreshold, budget: request.buffers, channelIsActive: isActive),
+        guard case .write = state.startRequest(exchange.request.method, maxResponseBodySize: exchange.request.maxResponseBodySize,
+                                               streamThreshold: exchange.request.streamThreshold, budget: exchange.request.buffers,
+                                               channelIsActive: isActive),
               let context
         else {
             pool?.closedBeforeResponse(on: id, requestSent: false)
             return
         }
         self.exchange = exchange
-        bodyTimeout = TimeAmount(request.bodyTimeout)
-        headTimeout = TimeAmount(request.timeout)
-        var buffer = outputBuffer ?? context.channel.allocator.buffer(capacity: 512 + (request.body?.readableBytes ?? 0))
+        bodyTimeout = TimeAmount(exchange.request.bodyTimeout)
+        headTimeout = TimeAmount(exchange.request.timeout)
+        var buffer = outputBuffer ?? context.channel.allocator.buffer(capacity: 512 + (exchange.request.body?.readableBytes ?? 0))
         outputBuffer = nil  // so that clearing finds the storage unshared
         buffer.clear()
-        request.writeHTTP1(into: &buffer)
+        exchange.request.writeHTTP1(into: &buffer)
         // A write that fails closes the channel: channelInactive reports the exchange.
         // Flushed with the other writes of this batch (see TickFlusher).
         context.write(wrapOutboundOut(buffer), promise: nil)
         flusher.flushSoon(context.channel)
         outputBuffer = buffer
-        if let stream = request.bodyStream { sendRequestBody(stream, context) }
+        if let stream = exchange.request.bodyStream { sendRequestBody(stream, context) }
     }
 
     // MARK: A streamed request body

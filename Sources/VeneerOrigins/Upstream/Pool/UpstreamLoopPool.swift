@@ -43,9 +43,9 @@ final class UpstreamLoopPool {
     /// Starts `exchange` for `waiter`: on an idle connection, a new one, or in the queue.
     func start(_ exchange: UpstreamExchange, _ waiter: UpstreamExchange.Waiter) {
         guard exchange.start(waiter) else { return }
-        let request = exchange.request
-        let action = state.execute(exchange, host: request.endpoint.host, port: request.endpoint.port,
-                                   deadline: .now() + TimeAmount(request.timeout), retryable: exchange.isIdempotent)
+        // Read in place: a copy of the request would retain and release each of its parts.
+        let action = state.execute(exchange, host: exchange.request.endpoint.host, port: exchange.request.endpoint.port,
+                                   deadline: .now() + TimeAmount(exchange.request.timeout), retryable: exchange.isIdempotent)
         // Neither run, nor a connection opened for it, nor failed: it waits in the queue.
         if case .none = action.connection, case .none = action.request { metrics.poolWaits.increment() }
         perform(action)
