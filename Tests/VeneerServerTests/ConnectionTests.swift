@@ -100,16 +100,18 @@ struct ConnectionTests {
 
     @Test("a body that stops arriving for body_timeout gets 408 and the connection closes")
     func bodyTimeout() async throws {
-        try await withVeneer(yaml: Self.yaml(bodyTimeout: "300ms")) { (veneer: RunningVeneer) async throws in
+        // body_timeout 1 s and a pause of 400 ms: a loaded run (load 7) once slept past a 300 ms
+        // body_timeout's 200 ms pause, and the second part met a closed connection.
+        try await withVeneer(yaml: Self.yaml(bodyTimeout: "1s")) { (veneer: RunningVeneer) async throws in
             let connection = try await RawConnection.connect(port: veneer.port)
             defer { connection.close() }
             let start = ContinuousClock.now
             try await connection.send("POST /posts HTTP/1.1\r\nHost: \(veneer.host)\r\nContent-Length: 30\r\n\r\n{\"title\":")
-            // A pause shorter than body_timeout (300 ms) before the next part: deliberate.
-            try await Task.sleep(for: .milliseconds(200))
+            // A pause shorter than body_timeout (1 s) before the next part: deliberate.
+            try await Task.sleep(for: .milliseconds(400))
             try await connection.send("\"t\",")
             try await connection.waitForClose()
-            #expect(ContinuousClock.now - start >= .milliseconds(490), "each part of the body sets the deadline again")
+            #expect(ContinuousClock.now - start >= .milliseconds(1390), "each part of the body sets the deadline again")
             let response = try #require(RawConnection.parse(connection.received).first)
             #expect(response.status == 408 && response.errorCode == "request_timeout")
         }
