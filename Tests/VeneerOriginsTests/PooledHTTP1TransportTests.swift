@@ -186,19 +186,24 @@ struct PooledHTTP1TransportTests {
 
     @Test("a malformed or cut-off response is upstream_unavailable and its connection is dropped")
     func broken() async throws {
+        // Scripted by target, not by connection: on a loaded run the first request's deadline
+        // once passed while its connection was still being opened, and that connection (which
+        // then goes on for the next request) served the second one the first one's answer.
         let upstream = try await ScriptedUpstream.start { received in
-            switch received.connection {
-            case 0: .reply("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"cut")
-            case 1: .reply("NOT HTTP AT ALL\r\n\r\n")
-            default: .replyAndClose("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"cut")
+            if received.text.hasPrefix("GET /posts/1 ") {
+                .reply("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"cut")
+            } else if received.text.hasPrefix("GET /posts/2 ") {
+                .reply("NOT HTTP AT ALL\r\n\r\n")
+            } else {
+                .replyAndClose("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"cut")
             }
         }
         defer { Task { await upstream.stop() } }
         try await withTransport { transport in
             // A body that never completes runs into the deadline; one cut by a close fails at once.
-            await expectError(.upstreamTimeout) { try await transport.send(request(upstream, timeout: .milliseconds(300))) }
-            await expectError(.upstreamUnavailable) { try await transport.send(request(upstream)) }
-            await expectError(.upstreamUnavailable) { try await transport.send(request(upstream)) }
+            await expectError(.upstreamTimeout) { try await transport.send(request(upstream, .get, "/posts/1", timeout: .seconds(1))) }
+            await expectError(.upstreamUnavailable) { try await transport.send(request(upstream, .get, "/posts/2")) }
+            await expectError(.upstreamUnavailable) { try await transport.send(request(upstream, .get, "/posts/3")) }
         }
         #expect(upstream.connections == 3)
     }
