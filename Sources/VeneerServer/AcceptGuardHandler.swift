@@ -21,12 +21,14 @@ final class AcceptGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var machine: AcceptStateMachine
     private var retry: Scheduled<Void>?
     private let logger: Logger
+    private let reserve: DescriptorReserve
 
     /// A guard admitting up to `limit` connections at once, pausing by `backoff` when accept
     /// runs out of descriptors.
-    init(limit: Int, backoff: AcceptStateMachine.Backoff = .standard, logger: Logger) {
+    init(limit: Int, backoff: AcceptStateMachine.Backoff = .standard, logger: Logger, reserve: DescriptorReserve = .shared) {
         self.machine = AcceptStateMachine(limit: limit, backoff: backoff)
         self.logger = logger
+        self.reserve = reserve
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -51,6 +53,8 @@ final class AcceptGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .ignore:
             break
         case .pause(let retryAfter, let episodeBegins):
+            // Room for the rest of the process while accepts pause (see DescriptorReserve).
+            reserve.release()
             if episodeBegins {
                 logger.warning("accept failed, pausing accepts until descriptors free", metadata: [
                     "error": "\(error)", "open_connections": "\(machine.open)",
@@ -64,6 +68,7 @@ final class AcceptGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 let (handler, context) = loopBound.value
                 handler.retry = nil
                 if handler.machine.retryDue() == .resume {
+                    handler.reserve.take()
                     handler.setAutoRead(true, context: context)
                 }
             }

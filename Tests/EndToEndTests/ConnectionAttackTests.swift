@@ -116,7 +116,10 @@ struct ConnectionAttackTests {
             var held: [RawConnection] = []
             defer { held.forEach { $0.close() } }
             for _ in 0..<400 { held.append(try await RawConnection.connect(port: port)) }
-            try await eventually("the process holds its 256 descriptors") { ProcessProbe.openDescriptors(of: pid) >= 256 }
+            // All 256 but the reserve it gives back while accepts pause (DescriptorReserve, 32:
+            // without it libdispatch's worker monitor, which opens /proc files, killed the
+            // process with SIGILL here about one run in five under load).
+            try await eventually("the process holds its 256 descriptors but its reserve") { ProcessProbe.openDescriptors(of: pid) >= 256 - 32 }
 
             let share = try await ProcessProbe.cpuShare(of: pid, over: .seconds(2))
             #expect(share < 0.05, "the process used \(Int(share * 100))% of a core at its descriptor limit")
