@@ -140,8 +140,9 @@ public protocol HTTPTransport: Sendable {
 
     /// ``send(_:)`` without a task, where the transport can (called on one of its event
     /// loops): `done` gets the outcome once, on that loop, and the answer is true; false
-    /// means nothing was sent.
-    func start(_ request: consuming OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool
+    /// means nothing was sent. A failure is a ``ProxyError``, as ``send(_:)`` throws (typed
+    /// loosely so that a caller hands the outcome on as it is, without making a new one).
+    func start(_ request: consuming OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, any Error>) -> Void) -> Bool
 }
 
 extension HTTPTransport {
@@ -149,7 +150,7 @@ extension HTTPTransport {
     public func startsWithoutTask(to endpoint: Endpoint) -> Bool { false }
 
     /// Only ``send(_:)``.
-    public func start(_ request: consuming OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool {
+    public func start(_ request: consuming OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, any Error>) -> Void) -> Bool {
         false
     }
 }

@@ -238,13 +238,14 @@ public struct HTTP1ResponseParser {
         HTTP1ParseError("The upstream response is larger than \(maxBodySize) bytes.", kind: .bodyTooLarge)
     }
 
-    private mutating func finish(_ head: Head, _ body: ByteBuffer) -> Response {
+    /// Takes `head` and `body` (a copy would retain and release each of their parts).
+    private mutating func finish(_ head: consuming Head, _ body: consuming ByteBuffer) -> Response {
         state = .head
         if input.readableBytes == 0 { input = ByteBuffer() }
+        let keepAlive = head.keepAlive
         var response = ProxyResponse(status: head.status, headers: head.headers, body: body)
-        response.reservation = reservation
-        reservation = nil
-        return Response(response: response, keepAlive: head.keepAlive)
+        response.reservation = reservation.take()
+        return Response(response: response, keepAlive: keepAlive)
     }
 
     private mutating func readHead(requestMethod: HTTPRequest.Method) throws(HTTP1ParseError) -> (Head, HTTP1Framing, Int)? {

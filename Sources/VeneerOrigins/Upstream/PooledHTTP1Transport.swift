@@ -81,7 +81,7 @@ public final class PooledHTTP1Transport: HTTPTransport {
     }
 
     /// Sends one request without a task when called on one of the transport's event loops.
-    public func start(_ request: consuming OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool {
+    public func start(_ request: consuming OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, any Error>) -> Void) -> Bool {
         let pool = self.pool
         guard pool.eventLoop.inEventLoop else { return false }
         pool.value.start(UpstreamExchange(request: request), .callback(done))

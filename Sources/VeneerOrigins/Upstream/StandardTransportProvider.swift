@@ -71,7 +71,7 @@ struct SchemeTransport: HTTPTransport {
         endpoint.scheme == "http" && plain != nil
     }
 
-    func start(_ request: consuming OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, ProxyError>) -> Void) -> Bool {
+    func start(_ request: consuming OutboundRequest, then done: @escaping @Sendable (Result<ProxyResponse, any Error>) -> Void) -> Bool {
         guard request.endpoint.scheme == "http", let plain else { return false }
         return plain.start(request, then: done)
     }

@@ -96,7 +96,7 @@ public struct UpstreamOrigin: CallbackAnswering {
             // No span to end: the callback holds no copy of the request.
             return transport.start(outbound(request)) { [clock, durations, record = request.record] result in
                 Self.note(clock.monotonic() - start, in: record, durations)
-                done(result.mapError { $0 })
+                done(result)
             }
         }
         return transport.start(outbound(request, traceparent: span.traceparent)) { [clock, durations, host = options.endpoint.host] result in
@@ -105,7 +105,7 @@ public struct UpstreamOrigin: CallbackAnswering {
             case .success(let response): Self.end(span, request, host: host, status: Int(response.status.code), error: nil)
             case .failure(let error): Self.end(span, request, host: host, status: nil, error: error)
             }
-            done(result.mapError { $0 })
+            done(result)
         }
     }
 

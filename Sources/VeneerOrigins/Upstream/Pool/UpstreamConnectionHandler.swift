@@ -197,15 +197,17 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         var action = state.read(unwrapInboundIn(data))
         // A streamed body's parts: each handed on, until the bytes read are used up.
         while true {
+            let parseOn: Bool
             switch action {
-            case .streamHead, .streamPart:
-                perform(action)
-                action = state.parseNext()
-            default:
-                perform(action)
+            case .streamHead, .streamPart: parseOn = true
+            default: parseOn = false
+            }
+            perform(action)
+            guard parseOn else {
                 readOnIfWanted()
                 return
             }
+            action = state.parseNext()
         }
     }
 
@@ -293,8 +295,9 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     }
 
     /// Closes first, then reports: the pool hears of an outcome with the connection's fate settled.
-    private func perform(_ action: UpstreamConnectionStateMachine.Action) {
-        switch action {
+    /// The action is taken apart, not copied: an answer is handed on to the pool as it is.
+    private func perform(_ action: consuming UpstreamConnectionStateMachine.Action) {
+        switch consume action {
         case .none, .write:
             break
         case .notSent:

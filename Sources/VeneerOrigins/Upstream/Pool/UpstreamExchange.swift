@@ -12,7 +12,7 @@ final class UpstreamExchange: @unchecked Sendable {
     /// (``PooledHTTP1Transport/start(_:then:)``), called on the loop.
     enum Waiter {
         case task(UnsafeContinuation<ProxyResponse, any Error>)
-        case callback(@Sendable (Result<ProxyResponse, ProxyError>) -> Void)
+        case callback(@Sendable (Result<ProxyResponse, any Error>) -> Void)
     }
 
     let request: OutboundRequest
@@ -39,7 +39,7 @@ final class UpstreamExchange: @unchecked Sendable {
         case .submit:
             return true
         case .failCancelled(let waiter):
-            Self.resume(waiter, .failure(UpstreamFailure.cancelled.error(for: request).neverSent))
+            Self.fail(waiter, UpstreamFailure.cancelled.error(for: request).neverSent)
             return false
         }
     }
@@ -49,12 +49,15 @@ final class UpstreamExchange: @unchecked Sendable {
         state.cancel() == .cancelInPool
     }
 
-    /// On the loop: gives the waiter its outcome (the first time only); an answer whose body
+    /// On the loop: gives the waiter its answer (the first time only); an answer whose body
     /// streams keeps the exchange going until that body ends.
-    func finish(_ result: Result<ProxyResponse, ProxyError>) {
-        let streamed = (try? result.get())?.isStreamed ?? false
-        guard let waiter = state.finish(streamed: streamed) else { return }
-        Self.resume(waiter, result)
+    func finish(_ response: consuming ProxyResponse) {
+        // Read in place and handed on, not copied: a copy retains and releases each part.
+        guard let waiter = state.finish(streamed: response.stream != nil) else { return }
+        switch waiter {
+        case .callback(let done): done(.success(response))
+        case .task(let continuation): continuation.resume(returning: response)
+        }
     }
 
     /// On the loop: fails the waiter with `failure`, marked ``ProxyError/requestNeverSent``
@@ -62,18 +65,13 @@ final class UpstreamExchange: @unchecked Sendable {
     func fail(_ failure: UpstreamFailure, neverSent: Bool) {
         guard let waiter = state.finish() else { return }
         let error = failure.error(for: request)
-        Self.resume(waiter, .failure(neverSent ? error.neverSent : error))
+        Self.fail(waiter, neverSent ? error.neverSent : error)
     }
 
-    private static func resume(_ waiter: Waiter, _ result: Result<ProxyResponse, ProxyError>) {
+    private static func fail(_ waiter: Waiter, _ error: ProxyError) {
         switch waiter {
-        case .callback(let done):
-            done(result)
-        case .task(let continuation):
-            switch result {
-            case .success(let response): continuation.resume(returning: response)
-            case .failure(let error): continuation.resume(throwing: error)
-            }
+        case .callback(let done): done(.failure(error))
+        case .task(let continuation): continuation.resume(throwing: error)
         }
     }
 }

@@ -77,12 +77,12 @@ final class UpstreamLoopPool {
 
     // MARK: - From the connections
 
-    func responseReceived(on id: StateMachine.ConnectionID, _ response: ProxyResponse, keepAlive: Bool) {
+    func responseReceived(on id: StateMachine.ConnectionID, _ response: consuming ProxyResponse, keepAlive: Bool) {
         perform(state.responseReceived(on: id, keepAlive: keepAlive), answer: response)
     }
 
     /// The head of a streamed response: its caller gets it now; the connection stays taken.
-    func responseHeadReceived(on id: StateMachine.ConnectionID, _ response: ProxyResponse) {
+    func responseHeadReceived(on id: StateMachine.ConnectionID, _ response: consuming ProxyResponse) {
         perform(state.responseHeadReceived(on: id), answer: response)
     }
 
@@ -113,8 +113,9 @@ final class UpstreamLoopPool {
 
     // MARK: - Actions
 
-    /// Timer, then connection, then request (see ``UpstreamPoolStateMachine/Action``).
-    private func perform(_ action: StateMachine.Action, answer: ProxyResponse? = nil) {
+    /// Timer, then connection, then request (see ``UpstreamPoolStateMachine/Action``). The
+    /// answer is handed on, not copied (a copy retains and releases each of its parts).
+    private func perform(_ action: StateMachine.Action, answer: consuming ProxyResponse? = nil) {
         switch action.timer {
         case .none: break
         case .startDeadlineSweep: scheduleDeadlineSweep()
@@ -136,8 +137,10 @@ final class UpstreamLoopPool {
         case .none:
             break
         case .succeed(let exchange):
-            guard let answer else { preconditionFailure("A request succeeds only with the response that arrived.") }
-            exchange.finish(.success(answer))
+            switch consume answer {
+            case .some(let answer): exchange.finish(answer)
+            case .none: preconditionFailure("A request succeeds only with the response that arrived.")
+            }
         case .fail(let exchange, let failure, let neverSent):
             exchange.fail(failure, neverSent: neverSent)
         }
