@@ -137,6 +137,22 @@ struct ConnectionAttackTests {
         }
     }
 
+    @Test("a soft descriptor limit under the hard one is raised to it at start (a descriptor per connection)")
+    func descriptorLimitRaised() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // prlimit lowers the soft limit and then runs veneer in its own place (the same process).
+        let process = try VeneerProcess(["--nofile=256:", VeneerProcess.binary, "run", "--listen", "127.0.0.1:0"], directory: directory,
+                                        executable: "/usr/bin/prlimit")
+        defer { process.terminate() }
+        _ = try await process.waitUntilReady()
+        let limits = try String(contentsOfFile: "/proc/\(process.process.pid)/limits", encoding: .utf8)
+        let line = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+        let numbers = line.split(separator: " ").compactMap { Int($0) }
+        #expect(numbers.count == 2 && numbers[0] == numbers[1] && numbers[0] > 256, "\(line)")
+        #expect(process.stderr.contains("descriptor limit raised to the hard limit"))
+    }
+
     @Test("beyond `connections` a new connection is closed at once; a freed slot serves again")
     func connectionLimit() async throws {
         try await withProcess(yaml: "environments: {development: {origin: {mock: {}}, limits: {connections: 2}}}") { _, port in
