@@ -176,14 +176,16 @@ struct AuthRefreshFamilyTests {
 
     @Test("after outcome unknown a reload resumes: the held token is presented again, which a server with a reuse grace period accepts")
     func reloadResumes() async throws {
+        // The answer is held until Veneer has given up on it (a 1 s delay against 400 ms left a
+        // loaded run 600 ms).
         var settings = TestTokenServer.Settings()
-        settings.delay = .seconds(1)
+        settings.hold = true
         settings.reuseGrace = .seconds(30)
         try await withFamilyRig(settings, options: ["timeout: 200ms", "refresh_wait: 400ms"]) { rig in
             let (veneer, port) = try await rig.start()
             defer { veneer.terminate() }
             try await eventually("health says: refresh outcome unknown") { await rig.problems(port).contains { $0.contains("refresh outcome unknown") } }
-            rig.tokens.update { $0.delay = .zero }
+            rig.tokens.release()
             #expect(try await rig.get(port).status == 502)
             // The reload also lifts the tight time-outs that made the first refresh's outcome
             // unknown, so that a busy test run cannot time out the refresh it resumes.
@@ -328,13 +330,16 @@ struct AuthRefreshFamilyTests {
 
     @Test("a rotated token whose save fails is held in memory and saved once the store can be written (at the latest at shutdown); the next start presents it")
     func heldTokenSaved() async throws {
+        // The answer is held until the store is broken (an 800 ms delay could end before the
+        // test saw the refresh in flight).
         var settings = TestTokenServer.Settings()
-        settings.delay = .milliseconds(800)
+        settings.hold = true
         try await withFamilyRig(settings, options: ["timeout: 100ms"]) { rig in
             let (veneer, port) = try await rig.start()
             defer { veneer.terminate() }
             try await eventually("the refresh is in flight") { rig.tokens.pending == 1 }
             try rig.breakStore()   // after the token was marked in flight, before its answer
+            rig.tokens.release()
             try await eventually("health says: held in memory only") { await rig.problems(port).contains { $0.contains("held in memory only") } }
             #expect(try await rig.get(port).status == 200, "the new access token serves")
             try rig.restoreStore()
@@ -342,8 +347,8 @@ struct AuthRefreshFamilyTests {
             #expect(await veneer.wait() == 0)
             #expect(rig.saved()?["refresh_token"] as? String == "rt-1")
 
-            rig.tokens.update { $0.delay = .zero }
             rig.refused.insert("at-1")
+            try rig.configure()  // the default time-out: a loaded run took longer than 100 ms for this refresh (504)
             let (again, againPort) = try await rig.start()
             defer { again.terminate() }
             #expect(try await rig.get(againPort).status == 200)
