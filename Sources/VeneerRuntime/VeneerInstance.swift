@@ -142,6 +142,15 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         self.onReady = onReady
         self.logger = configuration.logger
         self.notifier = SystemdNotifier(variables: configuration.variables)
+        // A descriptor per connection: the soft limit (often 1024) goes up to the hard one (README, Connections).
+        if let limit = DescriptorLimit.raiseToHard(), limit.before != limit.hard {
+            let metadata: Logger.Metadata = ["soft": .stringConvertible(limit.before), "hard": .stringConvertible(limit.hard)]
+            if limit.after == limit.hard {
+                configuration.logger.info("descriptor limit raised to the hard limit", metadata: metadata)
+            } else {
+                configuration.logger.warning("the descriptor limit could not be raised to the hard limit", metadata: metadata)
+            }
+        }
         var names: [String] = []
         firstSpec = try configuration.loadSpec(environment: configuration.environment) { names = $0 }
         environmentNames = Mutex(names)

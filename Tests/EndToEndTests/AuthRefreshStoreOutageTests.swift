@@ -61,7 +61,9 @@ struct AuthRefreshStoreOutageTests {
                 let storeBack = ContinuousClock.now
                 try await eventually("a request is served") { (try? await RawHTTP.request(port: port, "GET", "/posts/1").status) == 200 }
                 let recovery = ContinuousClock.now - storeBack
-                #expect(recovery < .seconds(2), "served \(recovery) after the store recovered")
+                // At once (the store's resync wakes the manager); 5 s leaves a loaded run slack and is
+                // still far below the backoff an outage counted as the endpoint's failures would grow.
+                #expect(recovery < .seconds(5), "served \(recovery) after the store recovered")
                 #expect(tokens.reuses == 0)
             }
         } catch {

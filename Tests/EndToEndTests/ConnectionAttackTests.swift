@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import VeneerTestSupport
 #if canImport(Glibc)
@@ -56,7 +57,7 @@ struct ConnectionAttackTests {
         }
     }
 
-    @Test("500 connections sending a head one byte a second get 408 at header_timeout; a normal request is answered within 100 ms")
+    @Test("500 connections sending a head one byte a second get 408 at header_timeout (2 s, not the default 10 s); a normal request meanwhile is answered in well under it")
     func slowHeads() async throws {
         let yaml = "environments: {development: {origin: {mock: {}}, limits: {header_timeout: 2s}}}"
         try await withProcess(yaml: yaml) { _, port in
@@ -65,11 +66,13 @@ struct ConnectionAttackTests {
             defer { connections.forEach { $0.close() } }
             for _ in 0..<500 { connections.append(try await RawConnection.connect(port: port)) }
             let slow = connections
-            let started = ContinuousClock.now
+            // header_timeout runs from a head's first byte: when each connection's went out.
+            let firstBytes = Instants()
             let trickle = Task {
                 var index = 0
                 while !Task.isCancelled {
                     for connection in slow where !connection.isClosed {
+                        if index == 0 { firstBytes.append(.now) }
                         try? await connection.send([head[index % head.count]])
                     }
                     index += 1
@@ -88,18 +91,19 @@ struct ConnectionAttackTests {
                 #expect(try await RawHTTP.request(port: port, "GET", "/posts").status == 200)
                 times.append(ContinuousClock.now - sent)
             }
+            // Alone this takes milliseconds; the bound is wide for a loaded run (a request that
+            // waited behind the slow heads would take their header_timeout, 2 s).
             let median = times.sorted()[times.count / 2]
-            #expect(median < .milliseconds(100), "answers took \(times.map { "\(Int($0.seconds * 1000)) ms" })")
-            // None closed before header_timeout: checked only while it has not passed (a busy
-            // machine can take longer than header_timeout over the five requests above).
-            let open = slow.allSatisfy { !$0.isClosed }
-            if ContinuousClock.now - started < .milliseconds(1900) {
-                #expect(open, "closed before header_timeout")
-            }
+            #expect(median < .milliseconds(1000), "answers took \(times.map { "\(Int($0.seconds * 1000)) ms" })")
 
             try await eventually("every slow connection is closed") { slow.allSatisfy(\.isClosed) }
-            let elapsed = ContinuousClock.now - started
-            #expect(elapsed >= .seconds(2) && elapsed < .seconds(4), "closed after \(elapsed)")
+            // Each closed at its own header_timeout after its first byte: never before, and
+            // well before the default 10 s (seconds of slack for 500 time-outs on a loaded run).
+            let sent = firstBytes.list
+            #expect(sent.count == slow.count)
+            let after = zip(slow, sent).compactMap { connection, first in connection.closedAt.map { $0 - first } }
+            #expect(after.count == slow.count && after.allSatisfy { $0 >= .seconds(2) && $0 < .seconds(8) },
+                    "closed between \(after.min() ?? .zero) and \(after.max() ?? .zero) after the first byte")
             let answers = slow.map { RawConnection.parse($0.received).first }
             #expect(answers.allSatisfy { $0?.status == 408 && $0?.errorCode == "request_timeout" },
                     "\(answers.filter { $0?.status != 408 }.count) of 500 without a 408")
@@ -128,8 +132,25 @@ struct ConnectionAttackTests {
             held.removeFirst(200)
             let freed = ContinuousClock.now
             #expect(try await RawHTTP.request(port: port, "GET", "/posts").status == 200)
-            #expect(ContinuousClock.now - freed < .seconds(3), "served again \(ContinuousClock.now - freed) after descriptors freed")
+            // Accepts pause at most 500 ms between tries (AcceptStateMachine); the rest is slack.
+            #expect(ContinuousClock.now - freed < .seconds(5), "served again \(ContinuousClock.now - freed) after descriptors freed")
         }
+    }
+
+    @Test("a soft descriptor limit under the hard one is raised to it at start (a descriptor per connection)")
+    func descriptorLimitRaised() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // prlimit lowers the soft limit and then runs veneer in its own place (the same process).
+        let process = try VeneerProcess(["--nofile=256:", VeneerProcess.binary, "run", "--listen", "127.0.0.1:0"], directory: directory,
+                                        executable: "/usr/bin/prlimit")
+        defer { process.terminate() }
+        _ = try await process.waitUntilReady()
+        let limits = try String(contentsOfFile: "/proc/\(process.process.pid)/limits", encoding: .utf8)
+        let line = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+        let numbers = line.split(separator: " ").compactMap { Int($0) }
+        #expect(numbers.count == 2 && numbers[0] == numbers[1] && numbers[0] > 256, "\(line)")
+        #expect(process.stderr.contains("descriptor limit raised to the hard limit"))
     }
 
     @Test("beyond `connections` a new connection is closed at once; a freed slot serves again")
@@ -176,4 +197,11 @@ struct ConnectionAttackTests {
             #expect(ContinuousClock.now - sent < .seconds(5))
         }
     }
+}
+
+/// Instants a background task records and a test reads.
+final class Instants: Sendable {
+    private let instants = Mutex<[ContinuousClock.Instant]>([])
+    func append(_ instant: ContinuousClock.Instant) { instants.withLock { $0.append(instant) } }
+    var list: [ContinuousClock.Instant] { instants.withLock { $0 } }
 }

@@ -164,9 +164,12 @@ struct UploadProcessTests {
 
     @Test("an upload that pauses longer than body_timeout: 408, and its upstream connection is closed")
     func pause() async throws {
-        try await withUploadProcess(limits: "body_timeout: 1s") { upstream, process, port, directory in
+        // body_timeout leaves a loaded run time to open the upload's upstream connection and
+        // stream to it before the pause ends (at 1 s the upstream had once seen nothing).
+        try await withUploadProcess(limits: "body_timeout: 3s") { upstream, process, port, directory in
             let pausing = try await Uploader.send(port: port, "PUT", "/uploads/3", size: 4 << 20, stopAfter: 1 << 20)
             defer { pausing.leave() }
+            _ = try await eventually("the upload began at the upstream (\(upstream.bytesRead) bytes)") { upstream.heads == 1 && upstream.bytesRead > 0 }
             _ = try await eventually("the answer came (\(pausing.progress.answer.prefix(200)))", timeout: .seconds(20)) {
                 pausing.progress.status != nil
             }

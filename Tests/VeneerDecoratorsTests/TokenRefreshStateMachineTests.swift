@@ -154,6 +154,31 @@ struct TokenRefreshStateMachineTests {
         #expect(send(&machine, now: 101) == "rt-new")
     }
 
+    @Test("outcome unknown, then a new token file: the next refresh sends the new token although the store still holds the old one marked in flight, and its grant serves")
+    func newTokenAfterOutcomeUnknown() throws {
+        // As AuthRefreshFamilyTests' refreshWaitEnds drives the binary (whose flaky end this rules out).
+        var machine = Machine(initial: .init(initial: "rt-0"),
+                              settings: .init(refreshBeforeExpiry: .seconds(30), refreshWait: .seconds(2), environment: "development"))
+        #expect(machine.tokenWanted(now: at(0)) == .startAndWait)
+        guard case .markInFlight(let marker) = machine.storeRead(nil, now: at(0)) else {
+            Issue.record("no marker")
+            return
+        }
+        #expect(machine.markedInFlight(now: at(0)) == .send(refreshToken: "rt-0"))
+        #expect(machine.answered(.unknown(noAnswer), now: at(2), jitter: 0) == .finish(.failure(Machine.outcomeUnknown)))
+        #expect(machine.tokenWanted(now: at(3)) == .fail(Machine.outcomeUnknown))
+        #expect(machine.initialTokenChanged(.init(initial: "rt-new")) == .taken)
+        #expect(machine.problem == nil)
+        #expect(machine.timerFired(now: at(4)) == .startRefresh)
+        #expect(machine.tokenWanted(now: at(4)) == .wait, "a caller meanwhile waits for that refresh")
+        // The store still holds rt-0 marked in flight: the mark of a family the new token replaces.
+        #expect(send(&machine, record: marker, now: 4) == "rt-new")
+        let token = try #require(grant(&machine, "at-new", rotated: "rt-new-2", now: 5))
+        #expect(machine.tokenWanted(now: at(6)) == .use(token))
+        #expect(machine.credentials?.refreshToken == "rt-new-2")
+        #expect(machine.retired == [marker.origin], "the old family is retired, not overwritten by itself later")
+    }
+
     @Test("an unwritable store: nothing is sent, the endpoint's backoff does not grow, and its recovery resumes at once")
     func storeUnwritable() {
         var machine = machine()

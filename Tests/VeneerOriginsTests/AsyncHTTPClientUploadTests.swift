@@ -48,7 +48,9 @@ struct AsyncHTTPClientUploadTests {
         let stream = BodyStream(eventLoop: loop, expectedLength: length, source: producer)
         producer.stream = stream
         // response_body stays at its default (16 MB): the body passes whatever its size.
-        var request = OutboundRequest(method: .put, endpoint: Endpoint(url: upstream.url)!, target: target, timeout: .seconds(60))
+        // The deadline is not what these tests look at: generous, as tens of MB made byte by byte
+        // (debug build) and hashed took longer than 60 s on a loaded parallel run.
+        var request = OutboundRequest(method: .put, endpoint: Endpoint(url: upstream.url)!, target: target, timeout: .seconds(300))
         request.bodyStream = stream
         request.buffers = BufferBudget(limit: 1 << 20)
         return request

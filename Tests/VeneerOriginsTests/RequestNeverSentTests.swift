@@ -91,8 +91,10 @@ struct RequestNeverSentTests {
     func deadlineInQueue() async throws {
         let silent = try await ScriptedUpstream.start { _ in .silence }
         try await withTransports { pooled, _ in
-            // The one connection of the pool is taken by a request that never gets an answer.
-            async let first = failure(pooled, post(silent.url, timeout: .seconds(2)))
+            // The one connection of the pool is taken by a request that never gets an answer (for
+            // 10 s: with 2 s, a loaded run queued the second only after the first had timed out
+            // and freed the connection, and the second was sent).
+            async let first = failure(pooled, post(silent.url, timeout: .seconds(10)))
             try await eventually("the first request holds the one connection") { !silent.received.isEmpty }
             let queued = await failure(pooled, post(silent.url, timeout: .milliseconds(200)))
             #expect(queued?.code == .upstreamTimeout && queued?.requestNeverSent == true)

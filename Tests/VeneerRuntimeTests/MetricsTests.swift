@@ -157,7 +157,8 @@ struct MetricsTests {
                 #expect(sample(text, "veneer_upstream_request_duration_seconds_count") == 2)
             }
         }
-        try await withTestUpstream({ _ in UpstreamReply(body: #"{"id":1}"#, delay: .milliseconds(200)) }) { upstream in
+        // Answers slow enough that the three requests overlap on a loaded run: two wait for the one connection.
+        try await withTestUpstream({ _ in UpstreamReply(body: #"{"id":1}"#, delay: .seconds(1)) }) { upstream in
             let yaml = "environments: {development: {origin: {upstream: {url: \"\(upstream.url)\", connections: 1}}}}"
             try await withVeneer(yaml: yaml) { (veneer: RunningVeneer) async throws in
                 try await withThrowingTaskGroup(of: Int.self) { group in

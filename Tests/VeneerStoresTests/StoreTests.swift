@@ -166,7 +166,9 @@ struct PostgresStoreTests {
                 try server.freeze(false)
                 try await eventually("the store recovers") { store.problem == nil }
                 #expect(store.problem == nil)
-                #expect(try await store.get("blocks", "a", now: Date())?.bytes == [1])
+                // A thawed server on a loaded run can still take longer than the 2 s timeout for the
+                // first write (seen at load 20): served again, eventually.
+                try await eventually("the entry is read again") { (try? await store.get("blocks", "a", now: Date()))?.bytes == [1] }
             }
         } catch {
             Issue.record(error)

@@ -12,6 +12,7 @@ public final class RawConnection: Sendable {
     struct State {
         var received: [UInt8] = []
         var closed = false
+        var closedAt: ContinuousClock.Instant?
         var error: String?
     }
 
@@ -27,7 +28,7 @@ public final class RawConnection: Sendable {
     public static func connect(port: Int) async throws -> RawConnection {
         let box = StateBox()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connectTimeout(.seconds(5))
+            .connectTimeout(RawHTTP.connectTimeout)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Recorder(box: box)) }
             }
@@ -39,6 +40,9 @@ public final class RawConnection: Sendable {
     public var received: [UInt8] { box.state.withLock { $0.received } }
     /// Whether the server closed the connection.
     public var isClosed: Bool { box.state.withLock { $0.closed } }
+    /// When this side saw the server close it (nil while open): a time of the server's own,
+    /// free of how often a test looks.
+    public var closedAt: ContinuousClock.Instant? { box.state.withLock { $0.closedAt } }
     /// The error the connection ended with (a reset), if any.
     public var error: String? { box.state.withLock { $0.error } }
 
@@ -125,7 +129,10 @@ public final class RawConnection: Sendable {
         }
 
         func channelInactive(context: ChannelHandlerContext) {
-            box.state.withLock { $0.closed = true }
+            box.state.withLock { state in
+                state.closed = true
+                state.closedAt = state.closedAt ?? .now
+            }
         }
 
         func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -60,10 +60,15 @@ public enum RawHTTP {
         return try parse(data)
     }
 
+    /// How long a test client's connect may take: generous, as a connect that succeeds ends the
+    /// wait (on loopback at once, with room in the backlog), and a loaded run left the event loops
+    /// of the test process behind by more than the 5 s it was (`ConnectionAttackTests`' 500 connections).
+    static let connectTimeout = TimeAmount.seconds(30)
+
     /// Sends raw bytes and returns everything the server sent before closing.
     public static func exchange(port: Int, _ bytes: [UInt8], host: String = "127.0.0.1", timeout: Duration = eventuallyTimeout) async throws -> [UInt8] {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connectTimeout(.seconds(5))
+            .connectTimeout(RawHTTP.connectTimeout)
             .connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)

@@ -26,6 +26,9 @@ public final class TestTokenServer: Sendable {
         public var failures: Int?
         /// Wait before answering (after rotating).
         public var delay: Duration = .zero
+        /// Answers (after rotating and `delay`) wait until ``TestTokenServer/release()``: the
+        /// test, not a timer, decides that an answer comes after the client gave up.
+        public var hold = false
         /// For this long after a rotation, the refresh token it replaced is accepted again
         /// (answered with a new access token and the current refresh token) instead of
         /// revoking the family; nil: never (strict rotation).
@@ -52,6 +55,8 @@ public final class TestTokenServer: Sendable {
         var requests: [[String: String]] = []
         var arrivals: [ContinuousClock.Instant] = []
         var authorizations: [String?] = []
+        /// What the answers held by ``Settings/hold`` wait for.
+        var held: Latch?
     }
 
     private let box: StateBox
@@ -124,6 +129,16 @@ public final class TestTokenServer: Sendable {
 
     /// Changes how it behaves from now on.
     public func update(_ change: (inout Settings) -> Void) { box.state.withLock { change(&$0.settings) } }
+
+    /// Lets the answers held by ``Settings/hold`` go, and holds no more.
+    public func release() {
+        let held = box.state.withLock { state in
+            state.settings.hold = false
+            defer { state.held = nil }
+            return state.held
+        }
+        held?.open()
+    }
 
     /// Starts a new family from `token` (an operator issuing a new refresh token).
     public func issueNewFamily(_ token: String) {
@@ -226,12 +241,22 @@ public final class TestTokenServer: Sendable {
             if let refreshToken { body.append(("refresh_token", .string(refreshToken))) }
             return (.json(JSONValue.object(body).text), settings.delay)
         }
+        // Held (after the delay) until the test releases it.
+        let held: Latch? = box.state.withLock { state in
+            guard state.settings.hold else { return nil }
+            if state.held == nil { state.held = Latch() }
+            return state.held
+        }
         var delayed = reply
         delayed.delay = delay
+        if let held { delayed.gate = { await held.wait() } }
         delayed.onAnswer = { box.state.withLock { $0.pending -= 1 } }
         return delayed
     }
 
-    /// Stops the server.
-    public func stop() async { await stopListening() }
+    /// Stops the server (answers still held go first: a graceful stop waits for them).
+    public func stop() async {
+        release()
+        await stopListening()
+    }
 }

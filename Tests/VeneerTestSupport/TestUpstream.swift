@@ -40,7 +40,10 @@ public struct UpstreamReply: Sendable {
     public var body: String
     /// Wait this long before answering.
     public var delay: Duration
-    /// Called just before the answer is written (after `delay`).
+    /// Awaited after `delay`, before the answer: a test that decides when an answer comes
+    /// (rather than a timer a loaded machine may miss) returns from it then.
+    public var gate: (@Sendable () async -> Void)?
+    /// Called just before the answer is written (after `delay` and `gate`).
     public var onAnswer: (@Sendable () -> Void)?
 
     /// Creates a reply.
@@ -96,6 +99,7 @@ public final class TestUpstream: Sendable {
                 reply = UpstreamReply(status: 500, body: "{}")
             }
             if reply.delay > .zero { try await Task.sleep(for: reply.delay) }
+            await reply.gate?()
             reply.onAnswer?()
             var fields = HTTPFields()
             for (name, value) in reply.headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }

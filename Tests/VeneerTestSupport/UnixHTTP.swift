@@ -12,7 +12,7 @@ public enum UnixHTTP {
         for (name, value) in headers { text += "\(name): \(value)\r\n" }
         text += "\r\n"
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connectTimeout(.seconds(5))
+            .connectTimeout(RawHTTP.connectTimeout)
             .connect(unixDomainSocketPath: path) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
