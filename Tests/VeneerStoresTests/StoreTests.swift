@@ -209,15 +209,24 @@ struct PostgresStoreTests {
         await #expect(throws: StoreError.self) { _ = try await store.get("blocks", "a", now: Date()) }
         #expect(ContinuousClock.now - started >= PostgresStore.firstConnectionWait, "nobody connected behind its back")
         let group = ServiceGroup(configuration: .init(services: [store], logger: quietLogger()))
+        // A failed operation (a loaded machine) must still shut the group down: thrown out of the
+        // task group's body, the group would wait for a service nobody stops (a hung run, and a
+        // PostgreSQL left behind).
+        var failure: (any Error)?
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            try await store.put("blocks", "a", StoredValue(bytes: [1]), durable: true)
-            #expect(try await store.get("blocks", "a", now: Date())?.bytes == [1])
+            do {
+                try await store.put("blocks", "a", StoredValue(bytes: [1]), durable: true)
+                #expect(try await store.get("blocks", "a", now: Date())?.bytes == [1])
+            } catch {
+                failure = error
+            }
             await group.triggerGracefulShutdown()
             try await tasks.next()  // returns: the pool, the LISTEN loop and the probe have all ended
         }
         await store.close()
         await server.destroy()
+        if let failure { throw failure }
     }
 
     @Test("URLs: user, password, database and sslmode; a password file wins over the URL")
