@@ -289,7 +289,8 @@ struct OTLPExporterTests {
         for part in [spans[0..<1], spans[1..<4], spans[4..<5]] {
             OTLPTraceEncoder.append(part, bound: part.reduce(0) { $0 + OTLPTraceEncoder.bound(of: $1) }, to: &batch)
         }
-        let appended = Array(envelope.close(batch).readableBytesView)
+        envelope.close(&batch)
+        let appended = Array(batch.readableBytesView)
         #expect(appended == Array(OTLPTraceEncoder.encode(spans, service: "veneer-test").readableBytesView))
         #expect(Self.spanIDs(appended) == [1, 2, 3, 4, 5])
     }

@@ -23,7 +23,8 @@ enum OTLPTraceEncoder {
         var none: ByteBuffer?
         var batch = envelope.batch(reusing: &none, capacity: bound)
         append(spans, bound: bound, to: &batch)
-        return envelope.close(batch)
+        envelope.close(&batch)
+        return batch
     }
 
     /// Appends each of `spans` as a `ScopeSpans.spans` field (its tag, a padded length, the
@@ -87,9 +88,9 @@ enum OTLPTraceEncoder {
             return buffer
         }
 
-        /// `batch`, made by ``batch(capacity:)`` with spans appended since, as the request body.
-        func close(_ batch: ByteBuffer) -> ByteBuffer {
-            var batch = batch
+        /// Makes `batch`, made by ``batch(reusing:capacity:)`` with spans appended since, the
+        /// request body: its head written in place (a batch held twice here was copied whole).
+        func close(_ batch: inout ByteBuffer) {
             let spans = batch.writerIndex - headSize
             let scopeSpans = scope.count + spans
             let resourceSpans = resource.count + 6 + scopeSpans
@@ -106,7 +107,6 @@ enum OTLPTraceEncoder {
             at += batch.setBytes(resource, at: at)
             head(2 << 3 | 2, scopeSpans)                                                     // ResourceSpans.scope_spans
             at += batch.setBytes(scope, at: at)
-            return batch
         }
 
         private static func written(bound: Int, _ body: (inout Writer) -> Void) -> [UInt8] {
