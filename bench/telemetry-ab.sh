@@ -7,17 +7,22 @@
 # nginx is both the origin (a small JSON post with Cache-Control) and the collector (it takes
 # every POST /v1/traces with 204, so that nothing is dropped for a slow collector). Rounds
 # alternate the processes; the figure is the Veneer process's CPU time (utime + stime, /proc)
-# per request served by wrk.
+# per request served by wrk. With --compare BINARY, a second build runs every mode too, its
+# rows marked `b` (the same-run A/B of two builds' telemetry). With --rate N, each wrk
+# connection waits N ms between requests (wrk's delay()): every process serves about the
+# same request rate below saturation, so the CPU per request compares like for like.
 #
 #   bench/telemetry-ab.sh [--rounds 3] [--duration 8] [--connections 32] [--before BINARY]
+#                         [--compare BINARY] [--rate MS] [--kinds "hit pass"]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 binary="${VENEER_BIN:-$root/.build/release/veneer}"
-rounds=3 duration=8 connections=32 before_binary=""
+rounds=3 duration=8 connections=32 before_binary="" compare_binary="" rate="" kinds="hit pass"
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;; --duration) duration=$2; shift 2 ;; --connections) connections=$2; shift 2 ;;
     --before) before_binary=$2; shift 2 ;;
+    --compare) compare_binary=$2; shift 2 ;; --rate) rate=$2; shift 2 ;; --kinds) kinds=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -37,14 +42,22 @@ NGINX
 nginx -p "$work" -c "$work/nginx.conf"
 port=19210
 declare -A ports
-modes="off 0 0.1 1"; [ -n "$before_binary" ] && modes="before $modes"
+modes="off 0 0.1 1"
+[ -n "$compare_binary" ] && modes="off 0 0.1 1 b:off b:0 b:0.1 b:1"
+[ -n "$before_binary" ] && modes="before $modes"
+wrk_script=""
+if [ -n "$rate" ]; then
+  printf 'function delay()\n  return %s\nend\n' "$rate" > "$work/rate.lua"
+  wrk_script="-s $work/rate.lua"
+fi
 for mode in $modes; do
-  for kind in hit pass; do
+  for kind in $kinds; do
     chain="[]"; [ "$kind" = hit ] && chain="[cache]"
-    telemetry=""; [ "$mode" != off ] && [ "$mode" != before ] && telemetry="    telemetry: { endpoint: \"http://127.0.0.1:19201/v1/traces\", sample: $mode, queue: 65536 }"
-    dir="$work/$mode-$kind"; mkdir -p "$dir"
+    sample=${mode#b:}
+    telemetry=""; [ "$sample" != off ] && [ "$mode" != before ] && telemetry="    telemetry: { endpoint: \"http://127.0.0.1:19201/v1/traces\", sample: $sample, queue: 65536 }"
+    dir="$work/${mode/:/-}-$kind"; mkdir -p "$dir"
     printf 'state_dir: %s/state\nenvironments:\n  development:\n    origin: { upstream: { url: "http://127.0.0.1:19201" } }\n    chain: %s\n%s\n' "$dir" "$chain" "$telemetry" > "$dir/veneer.yaml"
-    run="$binary"; [ "$mode" = before ] && run="$before_binary"
+    run="$binary"; [ "$mode" = before ] && run="$before_binary"; [ "$mode" != "$sample" ] && run="$compare_binary"
     "$run" run --config "$dir/veneer.yaml" --listen 127.0.0.1:$port --threads 1 2>"$dir/stderr.log" &
     pids+=($!); ports[$mode-$kind]="$port:$!"; port=$((port + 1))
   done
@@ -53,28 +66,45 @@ sleep 2
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 declare -A total_cpu total_requests
 for round in $(seq 1 "$rounds"); do
-  for kind in hit pass; do
+  for kind in $kinds; do
     for mode in $modes; do
       IFS=: read -r p pid <<<"${ports[$mode-$kind]}"
       wrk -t1 -c"$connections" -d1s "http://127.0.0.1:$p/posts/1" >/dev/null   # warm (and fill the cache)
       before=$(cpu "$pid")
-      requests=$(wrk -t1 -c"$connections" -d"${duration}s" "http://127.0.0.1:$p/posts/1" | awk '/requests in/{print $1}')
+      requests=$(wrk -t1 -c"$connections" -d"${duration}s" $wrk_script "http://127.0.0.1:$p/posts/1" | awk '/requests in/{print $1}')
       after=$(cpu "$pid")
       total_cpu[$mode-$kind]=$(( ${total_cpu[$mode-$kind]:-0} + after - before ))
+      echo "$round $kind $mode $requests $((after - before))" >> "$work/rounds"
       total_requests[$mode-$kind]=$(( ${total_requests[$mode-$kind]:-0} + requests ))
     done
   done
 done
 ticks=$(getconf CLK_TCK)
 printf '%-6s %-10s %12s %14s\n' kind telemetry requests "CPU µs/request"
-for kind in hit pass; do
+for kind in $kinds; do
   for mode in $modes; do
     printf '%-6s %-10s %12d %14.2f\n' "$kind" "$mode" "${total_requests[$mode-$kind]}" \
       "$(echo "${total_cpu[$mode-$kind]} * 1000000 / $ticks / ${total_requests[$mode-$kind]}" | bc -l)"
   done
 done
-for mode in 0 0.1 1; do
-  for kind in hit pass; do
+# Each round's CPU per request against the same binary's `off` in that round (measured
+# minutes apart at most), and the median of those ratios over the rounds: steadier than the
+# totals above on a machine whose load changes while the rounds run.
+python3 - "$work/rounds" <<'PY'
+import sys, statistics, collections
+rows = [line.split() for line in open(sys.argv[1])]
+cost = {(r, k, m): int(c) / int(q) for r, k, m, q, c in rows if int(q) > 0}
+ratios = collections.defaultdict(list)
+for (r, k, m), value in cost.items():
+    off = cost.get((r, k, "b:off" if m.startswith("b:") else "off"))
+    if off and m not in ("off", "b:off", "before"):
+        ratios[(k, m)].append(value / off - 1)
+for (k, m), values in sorted(ratios.items()):
+    print(f"{k:6s} {m:10s} median {100 * statistics.median(values):+6.1f}% against off, rounds: " + " ".join(f"{100 * v:+.0f}%" for v in values))
+PY
+for mode in $modes; do
+  [ "${mode#b:}" = off ] || [ "$mode" = before ] && continue
+  for kind in $kinds; do
     IFS=: read -r p pid <<<"${ports[$mode-$kind]}"
     echo "$mode-$kind: $(curl -s "http://127.0.0.1:$p/-/metrics" | grep -E '^veneer_telemetry_spans_(exported|dropped)_total' | tr '\n' ' ')"
   done

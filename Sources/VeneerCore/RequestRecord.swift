@@ -59,6 +59,9 @@ public final class RequestRecord: Sendable {
         public let traceparent: String
         /// When it began (nanoseconds since 1970).
         public let start: Int64
+        /// Whether its trace is sampled: only then is it ended (``endOutgoing(_:name:attributes:error:)``);
+        /// an unsampled one only passes the context on, and whoever sent it builds nothing more.
+        public let recorded: Bool
     }
 
     /// Where a decorator's entry stands among the others, taken as the request passes it on
@@ -186,7 +189,8 @@ public final class RequestRecord: Sendable {
         guard let trace else { return nil }
         var ids = TraceIDGenerator()
         let spanID = TraceContext.newSpanID(&ids)
-        return OutgoingSpan(spanID: spanID, traceparent: trace.traceparent(spanID: spanID), start: timed ? SpanNote.now() : 0)
+        return OutgoingSpan(spanID: spanID, traceparent: trace.traceparent(spanID: spanID), start: timed ? SpanNote.now() : 0,
+                            recorded: timed)
     }
 
     /// Ends `outgoing`, a client span named `name`: noted (for export) when the trace is sampled.

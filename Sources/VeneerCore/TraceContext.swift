@@ -68,7 +68,12 @@ public struct TraceContext: Sendable, Equatable {
     /// all-zero trace or span id, or any other deviation makes it invalid (nil: ignored, never
     /// an error).
     public static func parseParent(_ value: some StringProtocol) -> Parent? {
-        let bytes = Array(value.utf8)
+        // On the string's own bytes (an array of them was an allocation per traced request).
+        if let parsed = value.utf8.withContiguousStorageIfAvailable({ parseParent(bytes: $0) }) { return parsed }
+        return Array(value.utf8).withUnsafeBufferPointer { parseParent(bytes: $0) }
+    }
+
+    private static func parseParent(bytes: UnsafeBufferPointer<UInt8>) -> Parent? {
         guard bytes.count >= 55 else { return nil }
         guard let version = hexByte(bytes, 0), version != 0xFF else { return nil }
         if version == 0 {
@@ -158,12 +163,12 @@ public struct TraceContext: Sendable, Equatable {
         }
     }
 
-    private static func hexByte(_ bytes: [UInt8], _ at: Int) -> UInt8? {
+    private static func hexByte(_ bytes: UnsafeBufferPointer<UInt8>, _ at: Int) -> UInt8? {
         guard let high = nibble(bytes[at]), let low = nibble(bytes[at + 1]) else { return nil }
         return high << 4 | low
     }
 
-    private static func hex64(_ bytes: [UInt8], _ at: Int) -> UInt64? {
+    private static func hex64(_ bytes: UnsafeBufferPointer<UInt8>, _ at: Int) -> UInt64? {
         var value: UInt64 = 0
         for index in at..<(at + 16) {
             guard let digit = nibble(bytes[index]) else { return nil }

@@ -47,6 +47,8 @@ struct AnswerObserver {
     /// Whether anything is reported at all (no record is made per request otherwise).
     private let observes: Bool
     private let client: ClientAddress?
+    /// The sampler of `sinks.telemetry`, read once (not through the existential per request).
+    private let sampler: TraceSampler?
     private let peer: PeerIdentity?
     /// The counter of this connection's caller's unit, once it has had an answer.
     private var unitCounter: Counter?
@@ -62,6 +64,7 @@ struct AnswerObserver {
         self.peer = peer
         self.sinks = sinks
         observes = sinks.accessLog != nil || sinks.metrics != nil || sinks.feed != nil || sinks.telemetry != nil
+        sampler = sinks.telemetry?.sampler
         self.client = client
         self.logger = logger
     }
@@ -78,7 +81,7 @@ struct AnswerObserver {
         var tracing: RequestRecord.Tracing = sinks.accessLog?.writesTrace == true ? .log : []
         // While the status page is open, its rows say what each decorator did, trace or not.
         if let feed = sinks.feed, feed.watches > 0 { tracing.insert(.watched) }
-        let record = RequestRecord(tracing: tracing, trace: sinks.telemetry.map { ServerSpan.context(work.head.fields, sampler: $0.sampler) })
+        let record = RequestRecord(tracing: tracing, trace: sampler.map { ServerSpan.context(work.head.fields, sampler: $0) })
         // Known here too: a request cut at shutdown is logged by the id the chain knows it by.
         let requestID = ProxyEdge.requestID(work.head.fields)
         answering = Exchange(work: work, record: record, requestID: requestID)
@@ -140,7 +143,7 @@ struct AnswerObserver {
         guard observes else { return }
         let refused = interrupted.map { interrupted in
             Exchange(work: ProxyRequestHandler.Work(head: interrupted.head, body: .complete(ByteBuffer()), received: now),
-                     record: RequestRecord(trace: sinks.telemetry.map { ServerSpan.context(interrupted.head.fields, sampler: $0.sampler) }),
+                     record: RequestRecord(trace: sampler.map { ServerSpan.context(interrupted.head.fields, sampler: $0) }),
                      requestID: nil, bodyBytesRead: interrupted.bodyBytes)
         }
         if let refused, let route = route(refused.work.head.target) { refused.record.noteRoute(route) }

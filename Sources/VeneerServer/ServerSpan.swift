@@ -8,11 +8,12 @@ import VeneerHTTP1
 /// conventions' attributes; Veneer's own refusals carry their reason (`veneer.refusal`, the
 /// error code of their body) and are errors.
 enum ServerSpan {
-    /// The trace context of a request that came with `fields`.
+    /// The trace context of a request that came with `fields` (its `tracestate` looked for
+    /// only with a `traceparent`: without one it is dropped anyway).
     static func context(_ fields: HTTPFields, sampler: TraceSampler) -> TraceContext {
         var ids = TraceIDGenerator()
         let parent: String? = fields[.traceparent]
-        let state: String? = fields[.tracestate]
+        let state: String? = parent == nil ? nil : fields[.tracestate]
         return TraceContext.start(traceparent: parent, tracestate: state, sampler: sampler, ids: &ids)
     }
 

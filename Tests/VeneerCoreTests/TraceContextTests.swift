@@ -39,6 +39,14 @@ struct TraceContextTests {
         #expect(TraceContext.parseParent(value) == nil)
     }
 
+    @Test("a traceparent parses alike from a String and a Substring, on their own bytes")
+    func parsesAnyString() throws {
+        let value = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        let parsed = try #require(TraceContext.parseParent(value))
+        #expect(TraceContext.parseParent(("x" + value + "x").dropFirst().dropLast()) == parsed)
+        #expect(TraceContext.parseParent(value.dropLast()) == nil)
+    }
+
     @Test("a later version is read as version 00, what follows its 55 characters ignored")
     func laterVersion() throws {
         let parent = try #require(TraceContext.parseParent("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09-what-comes-next"))
@@ -114,6 +122,7 @@ struct RequestRecordSpanTests {
         record.noteCacheStatus("veneer; fwd=miss; stored")
         let first = try #require(record.beginOutgoing()), second = try #require(record.beginOutgoing())
         #expect(first.spanID != second.spanID)
+        #expect(first.recorded && second.recorded, "a sampled trace's outgoing requests are spans to end")
         #expect(first.traceparent == "00-00000000000000010000000000000002-" + TraceContext.hex(first.spanID) + "-01")
         record.endOutgoing(first, name: "GET", attributes: [("http.response.status_code", .int(401))], error: nil)
         record.endOutgoing(second, name: "GET", attributes: [("http.response.status_code", .int(200))], error: nil)
@@ -135,8 +144,10 @@ struct RequestRecordSpanTests {
         #expect(!record.traces)
         let outgoing = record.beginOutgoing()
         #expect(outgoing?.traceparent.hasSuffix("-00") == true)
+        #expect(outgoing?.recorded == false, "an unsampled one only passes the context on: its sender builds no span")
         if let outgoing { record.endOutgoing(outgoing, name: "GET", attributes: [], error: nil) }
         #expect(record.childSpans.isEmpty)
         #expect(RequestRecord().beginOutgoing() == nil)
     }
 }
+

@@ -154,6 +154,35 @@ struct OTLPExporterTests {
         }
     }
 
+    /// The span ids of the spans in an `ExportTraceServiceRequest`, in order.
+    static func spanIDs(_ body: [UInt8]) -> [UInt64] {
+        typealias Field = (field: Int, value: ArraySlice<UInt8>)
+        func inner(_ outer: [Field], _ number: Int) -> [Field] { outer.filter { $0.field == number }.flatMap { fields($0.value) } }
+        let spans: [Field] = inner(inner(fields(body[...]), 1), 2).filter { $0.field == 2 }
+        let ids: [Field] = spans.flatMap { fields($0.value) }.filter { $0.field == 2 }
+        return ids.map { id -> UInt64 in id.value.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
+    }
+
+    @Test("spans are encoded as requests queue them, each batch in the memory of the last one sent: every span arrives once, in order, none of an earlier batch again")
+    func encodedAsQueued() async throws {
+        try await withTestUpstream({ _ in UpstreamReply(status: 200, body: "") }) { collector in
+            let rig = Rig(port: collector.port)
+            // A first round fills three batches; the second, of fewer and larger requests, is
+            // written into the buffer of the last one sent, and is shorter than what it held.
+            for number in 0..<400 { rig.exporter.export((3 * number..<3 * number + 3).map(Self.span)) }
+            await rig.exporter.drain()
+            for number in 0..<20 { rig.exporter.export((1200 + 5 * number..<1205 + 5 * number).map(Self.span)) }
+            await rig.exporter.drain()
+            let requests = collector.requests
+            #expect(requests.map { Self.spanCount($0.body) } == [510, 510, 180, 100])
+            let received: [UInt64] = requests.flatMap { Self.spanIDs($0.body) }
+            let sent: [UInt64] = (1...1300).map { UInt64($0) }
+            #expect(received == sent)
+            #expect(rig.exported == 1300)
+            await rig.transports.shutdown()
+        }
+    }
+
     @Test("the queue holds `queue` spans: a request's spans that do not fit are dropped whole and counted as queue_full")
     func queueBound() async throws {
         try await withTestUpstream({ _ in UpstreamReply(status: 200, body: "") }) { collector in
@@ -249,6 +278,21 @@ struct OTLPExporterTests {
             await running.value
             await rig.transports.shutdown()
         }
+    }
+
+    @Test("a batch appended request by request is the message encoded at once: the envelope's head written around the spans")
+    func appendedIsEncoded() {
+        let spans = (0..<5).map(Self.span)
+        let envelope = OTLPTraceEncoder.Envelope(service: "veneer-test")
+        var none: ByteBuffer?
+        var batch = envelope.batch(reusing: &none, capacity: 16)
+        for part in [spans[0..<1], spans[1..<4], spans[4..<5]] {
+            OTLPTraceEncoder.append(part, bound: part.reduce(0) { $0 + OTLPTraceEncoder.bound(of: $1) }, to: &batch)
+        }
+        envelope.close(&batch)
+        let appended = Array(batch.readableBytesView)
+        #expect(appended == Array(OTLPTraceEncoder.encode(spans, service: "veneer-test").readableBytesView))
+        #expect(Self.spanIDs(appended) == [1, 2, 3, 4, 5])
     }
 
     @Test("the encoder's size bound holds for every field at its largest: lengths of 3 bytes, a negative integer's 10, a status and a tracestate")

@@ -56,10 +56,10 @@ public struct UpstreamOrigin: CallbackAnswering {
         defer { Self.note(clock.monotonic() - start, in: request.record, durations) }
         do {
             let response = try await transport.send(outbound(request, traceparent: span?.traceparent))
-            if let span { Self.end(span, request, host: options.endpoint.host, status: Int(response.status.code), error: nil) }
+            if let span, span.recorded { Self.end(span, request, host: options.endpoint.host, status: Int(response.status.code), error: nil) }
             return response
         } catch {
-            if let span { Self.end(span, request, host: options.endpoint.host, status: nil, error: error) }
+            if let span, span.recorded { Self.end(span, request, host: options.endpoint.host, status: nil, error: error) }
             throw error
         }
     }
@@ -92,9 +92,11 @@ public struct UpstreamOrigin: CallbackAnswering {
     /// into the request's record.
     public func startAnswer(_ request: ProxyRequest, then done: @escaping @Sendable (Result<ProxyResponse, any Error>) -> Void) -> Bool {
         let start = clock.monotonic()
-        guard let span = request.record.beginOutgoing() else {
-            // No span to end: the callback holds no copy of the request.
-            return transport.start(outbound(request)) { [clock, durations, record = request.record] result in
+        let outgoing = request.record.beginOutgoing()
+        guard let span = outgoing, span.recorded else {
+            // No span to end (no telemetry, or an unsampled trace: its context only passed on):
+            // the callback holds no copy of the request.
+            return transport.start(outbound(request, traceparent: outgoing?.traceparent)) { [clock, durations, record = request.record] result in
                 Self.note(clock.monotonic() - start, in: record, durations)
                 done(result)
             }
