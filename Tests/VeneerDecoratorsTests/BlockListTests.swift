@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import NIOCore
 import Prometheus
+import Synchronization
 import Testing
 import VeneerConfig
 import VeneerCore
@@ -278,5 +279,89 @@ struct BlockListTests {
         let plain = try await blockList("{learn: {status: 403, account_header: X-Account-Id}}", inner: inner, store: MemoryStore())
         _ = try await plain.handle(request(headers: [HTTPField.Name("X-Account-Id")!: "acct-13"]))
         #expect(try await listed(plain.book) == ["acct-13"])
+    }
+    @Test("a block learned just before a read of the store, whose write the read missed, is not lost when the read's answer comes (it was, for up to a second: a loaded run let the account through)")
+    func learnedDuringARead() async throws {
+        let store = GatedStore()
+        let clock = ManualClock()
+        let inner = RecordingHandler { _ in .json(.forbidden, ByteBuffer(string: #"{"error":"account_blocked"}"#)) }
+        let decorator = try await blockList("{learn: {status: 403}}", inner: inner, clock: clock, store: store)
+        store.puts.hold()
+        let learning = Task { try await decorator.handle(request()) }
+        await store.puts.waiting.wait()
+        // The read begins after the block was learned here, and finds the store without it.
+        clock.advance(by: .milliseconds(5))
+        await decorator.book.refresh()
+        #expect(decorator.book.block(of: "veneer") != nil, "the block learned here holds while its write is under way")
+        store.puts.release()
+        #expect(try await learning.value.status == .forbidden)
+        await decorator.book.refresh()
+        #expect(decorator.book.block(of: "veneer") != nil)
+        await #expect(throws: ProxyError.self) { _ = try await decorator.handle(request()) }
+        #expect(inner.count == 1)
+    }
+
+    @Test("a block lifted here while the store is being read is not brought back by that read's answer")
+    func liftedDuringARead() async throws {
+        let store = GatedStore()
+        let inner = RecordingHandler { _ in .json(.forbidden, ByteBuffer(string: #"{"error":"account_blocked"}"#)) }
+        let decorator = try await blockList("{learn: {status: 403}}", inner: inner, store: store)
+        _ = try await decorator.handle(request())
+        #expect(decorator.book.block(of: "veneer") != nil)
+        store.lists.hold()
+        let reading = Task { await decorator.book.refresh() }
+        await store.lists.waiting.wait()  // it has read the store, with the block
+        #expect(await decorator.book.unblock("veneer"))
+        store.lists.release()
+        await reading.value
+        #expect(decorator.book.block(of: "veneer") == nil, "the read began before the lift: its answer does not undo it")
+        await decorator.book.refresh()
+        #expect(decorator.book.block(of: "veneer") == nil)
+    }
+}
+
+/// A memory store whose writes (`puts`) wait before they are made, and whose reads of a
+/// namespace (`lists`) wait after reading, while the test holds them.
+final class GatedStore: KeyValueStore {
+    /// One kind of operation held: `waiting` opens when one waits, `release()` lets all go.
+    final class Gate: Sendable {
+        private let held = Mutex(false)
+        private let released = Mutex(Latch())
+        let waiting = Latch()
+        func hold() { held.withLock { $0 = true } }
+        func release() {
+            held.withLock { $0 = false }
+            released.withLock { $0 }.open()
+        }
+        func pass() async {
+            guard held.withLock({ $0 }) else { return }
+            waiting.open()
+            await released.withLock { $0 }.wait()
+        }
+    }
+
+    let inner = MemoryStore()
+    let puts = Gate()
+    let lists = Gate()
+    var description: String { "gated memory" }
+
+    func get(_ namespace: String, _ key: String, now: Date) async throws -> StoredValue? { try await inner.get(namespace, key, now: now) }
+    func put(_ namespace: String, _ key: String, _ value: StoredValue, durable: Bool) async throws {
+        await puts.pass()
+        try await inner.put(namespace, key, value, durable: durable)
+    }
+    func delete(_ namespace: String, _ key: String) async throws -> Bool { try await inner.delete(namespace, key) }
+    func delete(_ namespace: String, prefix: String) async throws -> Int { try await inner.delete(namespace, prefix: prefix) }
+    func list(_ namespace: String, now: Date) async throws -> [(key: String, value: StoredValue)] {
+        let read = try await inner.list(namespace, now: now)
+        await lists.pass()
+        return read
+    }
+    func purge(expiredBefore date: Date) async throws -> Int { try await inner.purge(expiredBefore: date) }
+    func trim(_ namespace: String, maxEntries: Int, maxBytes: Int) async throws -> Int { try await inner.trim(namespace, maxEntries: maxEntries, maxBytes: maxBytes) }
+    func close() async {}
+    func changes(_ namespace: String) -> AsyncStream<StoreChange>? { nil }
+    func withLock<T: Sendable>(_ name: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await inner.withLock(name, body)
     }
 }

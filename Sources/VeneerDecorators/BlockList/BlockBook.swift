@@ -62,9 +62,33 @@ public final class BlockBook: CarriedService {
     let store: any KeyValueStore
     let clock: any VeneerClock
     let logger: Logger
-    private let blocks = Mutex<[String: Block]>([:])
+    private let book = Mutex(Book())
     /// Whether the last read of the store failed (logged once per outage, not every second).
     private let readFailing = Mutex(false)
+
+    /// What is in memory, and the changes made here that a read of the store may not show yet.
+    ///
+    /// A read of the store (``refresh()``) replaces the blocks with what it found, except for the
+    /// accounts learned or lifted here whose write the read may have missed: the write had not
+    /// ended when the read began (the store read before it committed, then the read's answer
+    /// came after it), or it failed (then the change holds here until restart). Reads are
+    /// numbered as they begin; a write that ends while `reads` is n is shown by read n + 1 on.
+    private struct Book {
+        var blocks: [String: Block] = [:]
+        /// Per account: its block here (nil: lifted here) and the first read that shows it
+        /// (nil: the write has not ended, or failed).
+        var local: [String: (block: Block?, shownFrom: Int?)] = [:]
+        /// How many reads of the store have begun.
+        var reads = 0
+        /// The read whose answer the blocks hold: an older one that ends later is not applied.
+        var applied = 0
+
+        /// The change to `account` was written to the store: reads begun from now on show it.
+        mutating func written(_ account: String, _ block: Block?) {
+            guard let change = local[account], change.block == block else { return }
+            local[account]?.shownFrom = reads + 1
+        }
+    }
 
     init(store: any KeyValueStore, clock: any VeneerClock, logger: Logger) {
         self.store = store
@@ -75,10 +99,10 @@ public final class BlockBook: CarriedService {
     /// The block of `account`, if it is blocked now.
     func block(of account: String) -> Block? {
         let now = clock.now()
-        return blocks.withLock { blocks in
-            guard let block = blocks[account] else { return nil }
+        return book.withLock { book in
+            guard let block = book.blocks[account] else { return nil }
             if let until = block.until, until <= now {
-                blocks[account] = nil
+                book.blocks[account] = nil
                 return nil
             }
             return block
@@ -91,9 +115,10 @@ public final class BlockBook: CarriedService {
         let now = clock.now()
         let block = Block(account: account, blockedAt: now, until: blockFor.map { now.addingTimeInterval($0.seconds) }, reason: reason,
                           isCredential: isCredential)
-        let isNew = blocks.withLock { blocks in
-            if let existing = blocks[account], existing.until.map({ $0 > now }) ?? true { return false }
-            blocks[account] = block
+        let isNew = book.withLock { book in
+            if let existing = book.blocks[account], existing.until.map({ $0 > now }) ?? true { return false }
+            book.blocks[account] = block
+            book.local[account] = (block, nil)
             return true
         }
         guard isNew else { return }
@@ -103,6 +128,7 @@ public final class BlockBook: CarriedService {
         ])
         do {
             try await store.put(Self.namespace, account, block.stored, durable: true)
+            book.withLock { $0.written(account, block) }
         } catch {
             logger.error("the block could not be saved; it holds until restart",
                          metadata: ["account": .string(block.shownAccount), "error": .string(ErrorText.describe(error))])
@@ -112,12 +138,21 @@ public final class BlockBook: CarriedService {
     /// Lifts a block, named by its account or, for a credential, by the fingerprint the
     /// listings show; false when the account was not blocked.
     public func unblock(_ named: String) async -> Bool {
-        let (account, shown) = blocks.withLock { blocks in
-            let block = blocks[named] ?? blocks.values.first { $0.isCredential && $0.shownAccount == named }
-            return (block?.account ?? named, block?.shownAccount ?? named)
+        let (account, shown, inMemory) = book.withLock { book in
+            let block = book.blocks[named] ?? book.blocks.values.first { $0.isCredential && $0.shownAccount == named }
+            let account = block?.account ?? named
+            let inMemory = book.blocks.removeValue(forKey: account) != nil
+            book.local[account] = (nil, nil)
+            return (account, block?.shownAccount ?? named, inMemory)
         }
-        let inMemory = blocks.withLock { $0.removeValue(forKey: account) } != nil
-        let inStore = (try? await store.delete(Self.namespace, account)) ?? false
+        var inStore = false
+        do {
+            inStore = try await store.delete(Self.namespace, account)
+            book.withLock { $0.written(account, nil) }
+        } catch {
+            logger.error("the block could not be removed from the store; it stays lifted here until restart",
+                         metadata: ["account": .string(shown), "error": .string(ErrorText.describe(error))])
+        }
         let lifted = inMemory || inStore
         if lifted { logger.notice("account unblocked", metadata: ["account": .string(shown)]) }
         return lifted
@@ -126,20 +161,30 @@ public final class BlockBook: CarriedService {
     /// The current blocks, by account.
     public var all: [Block] {
         let now = clock.now()
-        return blocks.withLock { $0.values.filter { $0.until.map { $0 > now } ?? true }.sorted { $0.account < $1.account } }
+        return book.withLock { $0.blocks.values.filter { $0.until.map { $0 > now } ?? true }.sorted { $0.account < $1.account } }
     }
 
     /// Reads the store into memory (blocks learned or lifted elsewhere).
     func refresh() async {
         do {
-            let started = clock.now()
-            let stored = try await store.list(Self.namespace, now: started)
+            let read = book.withLock { book in
+                book.reads += 1
+                return book.reads
+            }
+            let stored = try await store.list(Self.namespace, now: clock.now())
             let loaded = stored.compactMap { Block(account: $0.key, bytes: $0.value.bytes) }
-            blocks.withLock { blocks in
-                // Blocks learned here while the store was being read may not be in it yet: keep them.
-                let learnedMeanwhile = blocks.values.filter { $0.blockedAt >= started }
-                blocks = Dictionary(loaded.map { ($0.account, $0) }, uniquingKeysWith: { first, _ in first })
-                for block in learnedMeanwhile where blocks[block.account] == nil { blocks[block.account] = block }
+            book.withLock { book in
+                guard read > book.applied else { return }
+                book.applied = read
+                book.blocks = Dictionary(loaded.map { ($0.account, $0) }, uniquingKeysWith: { first, _ in first })
+                // What was learned or lifted here and may not be in what was read: kept as it is here.
+                for (account, change) in book.local {
+                    if let shownFrom = change.shownFrom, read >= shownFrom {
+                        book.local[account] = nil
+                    } else {
+                        book.blocks[account] = change.block
+                    }
+                }
             }
             if readFailing.withLock({ failing in defer { failing = false }; return failing }) {
                 logger.notice("reading blocks from the store works again")
