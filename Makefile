@@ -24,7 +24,7 @@ DEBUGDIR    ?= /usr/lib/debug
 DIST   := .build/dist
 DEBDIR := .build/deb
 
-.PHONY: test-bench all deps test-deps package-deps build release dist run test test-units test-layers test-example test-example-package test-package check bench install install-files uninstall deb clean fuzz fuzz-build fuzz-merge
+.PHONY: test-bench all deps test-deps package-deps build release symbol-order dist run test test-units test-layers test-example test-example-package test-package check bench install install-files uninstall deb clean fuzz fuzz-build fuzz-merge
 
 all: build
 
@@ -68,18 +68,44 @@ build: deps
 # The release binary: cross-module optimization (generic code of SwiftNIO and the HTTP types
 # specialized for Veneer's use), and runtime exclusivity checks off: the compiler still
 # enforces exclusivity statically and every test runs the checked debug build; the checks
-# cost about an eighth of the CPU of a proxied request (README, Benchmarks).
-RELEASE_FLAGS ?= -Xswiftc -cross-module-optimization -Xswiftc -enforce-exclusivity=unchecked
+# cost about an eighth of the CPU of a proxied request (README, Benchmarks). Each function in
+# a section of its own (Swift's -function-sections, and the C targets'), so that the linker
+# can drop what nothing calls and lay out the rest in the order of packaging/veneer.order.
+RELEASE_FLAGS ?= -Xswiftc -cross-module-optimization -Xswiftc -enforce-exclusivity=unchecked \
+	-Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections -Xcc -fdata-sections
 # The Swift runtime and Foundation linked in, and no RUNPATH ($$ORIGIN or the toolchain's):
 # the binary runs on a machine without Swift, needing only libc, libstdc++, libyaml and zlib.
 # `-z now` resolves the few dynamic symbols at start, so the whole GOT is read-only (full RELRO).
 # `--no-export-dynamic` undoes the toolchain's static-stdlib-args.lnk export of every symbol
 # of the package's modules (55,000, 2.2 MB of .dynsym, .gnu.hash and .dynstr that the dynamic
 # linker reads at start, resident in every process): nothing looks them up.
-RELEASE_LINK_FLAGS ?= --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now -Xlinker --no-export-dynamic
+# Linked by lld (the toolchain's own, next to swiftc) rather than gold, for what gold cannot do:
+# RELR relocations (`-z pack-relative-relocs`: the 141,000 relative relocations in 48 KB
+# instead of 3.3 MB of .rela.dyn read at every start), and the symbol ordering file: the
+# functions that start-up and serving run (packaging/veneer.order, `make symbol-order`) laid
+# side by side at the start of .text, so that an idle process holds a few MB of code pages
+# instead of pages spread over the 33 MB (README, "Installing"). A symbol of the file that no
+# longer exists is skipped (--no-warn-symbol-ordering): a stale file costs memory, never
+# correctness.
+SYMBOL_ORDER := packaging/veneer.order
+RELEASE_LINK_FLAGS ?= --static-swift-stdlib --disable-local-rpath -Xswiftc -use-ld=lld \
+	-Xlinker -z -Xlinker now -Xlinker --no-export-dynamic -Xlinker -z -Xlinker pack-relative-relocs \
+	-Xlinker --symbol-ordering-file=$(CURDIR)/$(SYMBOL_ORDER) -Xlinker --no-warn-symbol-ordering
 
+# SwiftPM does not know the ordering file: a binary older than it is linked again.
 release: deps
+	@if [ .build/release/veneer -ot $(SYMBOL_ORDER) ]; then rm -f .build/release/veneer; fi
 	$(SWIFT) build -c release --product veneer $(RELEASE_LINK_FLAGS) $(RELEASE_FLAGS)
+
+# Regenerates $(SYMBOL_ORDER) from the release binary run under valgrind's callgrind
+# (packaging/symbol-order.py: start, hits, misses, admin requests), then links again with it.
+symbol-order: release
+	@$(call apt-need,valgrind:valgrind objcopy:binutils)
+	objcopy --strip-debug .build/release/veneer .build/veneer-symbols
+	packaging/symbol-order.py .build/veneer-symbols > $(SYMBOL_ORDER).new
+	mv $(SYMBOL_ORDER).new $(SYMBOL_ORDER)
+	rm -f .build/veneer-symbols
+	@$(MAKE) --no-print-directory release
 
 # The shipped binary in $(DIST): the release build stripped, its debug symbols in veneer.debug
 # (named in the binary by build id and by debuglink), and what the binary generates about

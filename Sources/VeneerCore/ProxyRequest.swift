@@ -70,27 +70,32 @@ public struct ProxyRequest: Sendable {
     public var isStreamed: Bool { stream != nil }
 }
 
-/// Request ids: the caller's, or 16 random-looking hex digits.
+/// Request ids: the caller's, or 13 random-looking characters (`0-9a-v`).
 public enum RequestID {
     /// A fresh id: a per-process random seed and a counter through the splitmix64 mixer,
     /// unique within the process and unpredictable enough for correlation (not a secret),
-    /// without a getrandom(2) call per request.
+    /// without a getrandom(2) call per request. The 64 bits are written in base 32, 13
+    /// characters: a string of at most 15 bytes is held inline, without an allocation per
+    /// request (16 hex digits needed one).
     public static func generate() -> String {
         var value = counter.wrappingAdd(0x9E37_79B9_7F4A_7C15, ordering: .relaxed).newValue
         value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
         value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
         value ^= value >> 31
-        let digits: StaticString = "0123456789abcdef"
-        return String(unsafeUninitializedCapacity: 16) { bytes in
-            digits.withUTF8Buffer { hex in
-                for index in (0..<16).reversed() {
-                    bytes[index] = hex[Int(value & 0xF)]
-                    value >>= 4
+        let digits: StaticString = "0123456789abcdefghijklmnopqrstuv"
+        return String(unsafeUninitializedCapacity: length) { bytes in
+            digits.withUTF8Buffer { alphabet in
+                for index in (0..<length).reversed() {
+                    bytes[index] = alphabet[Int(value & 0x1F)]
+                    value >>= 5
                 }
             }
-            return 16
+            return length
         }
     }
+
+    /// The length of a generated id: 13 base-32 digits hold 64 bits.
+    public static let length = 13
 
     private static let counter = Atomic<UInt64>(UInt64.random(in: .min ... .max))
 

@@ -58,7 +58,12 @@ struct AnswerObserver {
     /// The request a streamed answer is being written for.
     private var streaming: Exchange?
     /// The counter of this connection's last answer, with what it counts (see ``EdgeMetrics/counter(route:method:status:)``).
-    private var lastCounter: (route: String?, method: HTTPRequest.Method?, status: Int, counter: Counter)?
+    /// Kept as fields of their own rather than a tuple: comparing them in place copies nothing
+    /// (a tuple read whole retained and released its two strings and the counter per answer).
+    private var lastCounter: Counter?
+    private var lastRoute: String?
+    private var lastMethod: HTTPRequest.Method?
+    private var lastStatus = -1
 
     init(_ sinks: Sinks, client: ClientAddress?, peer: PeerIdentity? = nil, logger: Logger) {
         self.peer = peer
@@ -193,11 +198,11 @@ struct AnswerObserver {
         if let metrics = sinks.metrics {
             if exchange != nil, gauge { metrics.finished() }
             let method = exchange?.work.head.method, status = Int(response.status.code)
-            if let last = lastCounter, last.status == status, last.route == route, last.method == method {
-                last.counter.increment()
+            if lastStatus == status, lastRoute == route, lastMethod == method, let counter = lastCounter {
+                counter.increment()
             } else {
                 let counter = metrics.counter(route: route, method: method, status: status)
-                lastCounter = (route, method, status, counter)
+                (lastCounter, lastRoute, lastMethod, lastStatus) = (counter, route, method, status)
                 counter.increment()
             }
             if let peer {

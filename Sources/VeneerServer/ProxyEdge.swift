@@ -189,7 +189,7 @@ public struct ProxyEdge: Sendable {
     /// The chain's answer to `request` as it goes out: stamped, with CORS headers for a page
     /// of an allowed origin (admit refused every other Origin), and with `Server-Timing` when
     /// its generation traces.
-    func finish(_ request: ProxyRequest, _ response: ProxyResponse) -> ProxyResponse {
+    func finish(_ request: ProxyRequest, _ response: consuming ProxyResponse) -> ProxyResponse {
         var response = Self.stamped(response, request.requestID)
         if request.record.tracing.contains(.serverTiming), let timing = ServerTiming.value(request.record.entries) {
             // Appended: an upstream's own Server-Timing (of a miss) stays, and Veneer's entries follow it.
@@ -252,7 +252,7 @@ public struct ProxyEdge: Sendable {
     }
 
     /// `response` with the request id.
-    static func stamped(_ response: ProxyResponse, _ requestID: String) -> ProxyResponse {
+    static func stamped(_ response: consuming ProxyResponse, _ requestID: String) -> ProxyResponse {
         var response = response
         if response.headers.contains(.xRequestID) {
             // An upstream that echoes the id it was sent: nothing to change.

@@ -51,7 +51,10 @@ struct FaultProcessTests {
         #expect(after.status == 200 && !connection.isClosed, "the caller's connection stays open")
         #expect(!upstream.received.contains { $0.text.lowercased().contains("veneer-fault") }, "the header never leaves Veneer")
 
-        let lines = try String(contentsOfFile: directory + "/latency.log", encoding: .utf8).split(separator: "\n")
+        // latency_log's file is written by a thread of its own, in batches.
+        let logged = { ((try? String(contentsOfFile: directory + "/latency.log", encoding: .utf8)) ?? "").split(separator: "\n") }
+        try await eventually("the five requests are logged (\(logged().count) so far)") { logged().count >= 5 }
+        let lines = logged()
         #expect(lines.contains { $0.contains(#""method":"DELETE""#) && $0.contains(#""status":503"#) })
         #expect(lines.filter { $0.contains(#""status":502"#) && $0.contains(#""error":"upstream_unavailable""#) }.count == 2)
     }

@@ -212,9 +212,92 @@ struct LatencyLogTests {
         _ = try await log.handle(.getPost(2))
         try sink.reopen()
         _ = try await log.handle(.getPost(3))
+        // The lines are written by the sink's thread: closing writes what is queued.
+        await sink.close()
         let rotated = try String(contentsOfFile: path + ".1", encoding: .utf8)
         let current = try String(contentsOfFile: path, encoding: .utf8)
         #expect(rotated.split(separator: "\n").count == 2)
         #expect(current.split(separator: "\n").count == 1 && current.contains("/posts/3"))
+    }
+}
+
+/// The file sink's writer thread: what reaches the file, in what order, and what is dropped.
+@Suite("latency_log file writer")
+struct AppendingFileSinkTests {
+    func line(_ text: String) -> ByteBuffer { ByteBuffer(string: text + "\n") }
+
+    @Test("every line arrives whole and in order, each writer's in its own order, once closed")
+    func order() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/logs/latency.log"
+        let sink = try AppendingFileSink(path: path)
+        await withTaskGroup(of: Void.self) { group in
+            for writer in 0..<4 {
+                group.addTask { for n in 0..<5_000 { sink.write(line("{\"w\":\(writer),\"n\":\(n)}")) } }
+            }
+        }
+        await sink.close()
+        sink.write(line("after close"))
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 20_000)
+        for writer in 0..<4 {
+            let mine = lines.filter { $0.hasPrefix("{\"w\":\(writer),") }
+            #expect(mine == (0..<5_000).map { "{\"w\":\(writer),\"n\":\($0)}"[...] }, "writer \(writer)'s lines, whole and in order")
+        }
+        #expect(sink.droppedLines == 1, "a line after close() is dropped")
+    }
+
+    @Test("lines queued before a reopen go to the old file, later ones to the new")
+    func reopenKeepsOrder() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/latency.log"
+        let sink = try AppendingFileSink(path: path)
+        for n in 0..<1_000 { sink.write(line("old \(n)")) }
+        try FileManager.default.moveItem(atPath: path, toPath: path + ".1")
+        try sink.reopen()
+        for n in 0..<1_000 { sink.write(line("new \(n)")) }
+        await sink.close()
+        #expect(try String(contentsOfFile: path + ".1", encoding: .utf8) == (0..<1_000).map { "old \($0)\n" }.joined())
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == (0..<1_000).map { "new \($0)\n" }.joined())
+    }
+
+    @Test("a file that does not take its lines never blocks the writer of a line: past the queue's bound lines are dropped and counted")
+    func fullQueueDrops() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // A FIFO nobody reads stands for a disk that stopped: its 64 KB fill, then write(2) waits.
+        let path = directory + "/stalled"
+        #expect(mkfifo(path, 0o600) == 0)
+        let reader = open(path, O_RDONLY | O_NONBLOCK)
+        #expect(reader >= 0)
+        defer { close(reader) }
+        let registry = PrometheusCollectorRegistry()
+        let dropped = Counter(label: "veneer_latency_log_dropped_lines_total", factory: PrometheusMetricsFactory(registry: registry))
+        let sink = try AppendingFileSink(path: path, maxQueuedBytes: 16 << 10, dropped: dropped)
+        let payload = String(repeating: "x", count: 90)
+        let total = 4_000
+        let writing = Task.detached { for n in 0..<total { sink.write(line(String(format: "%05d ", n) + payload)) } }
+        // Before the writer thread, each line was written by its caller: this never ended.
+        try await eventually("the 4,000 lines are handed over (the caller never waits)") { await writing.result; return true }
+        #expect(sink.droppedLines > 0)
+        #expect(registry.emitToString().contains("veneer_latency_log_dropped_lines_total \(sink.droppedLines)"))
+        // The reader takes what the FIFO holds until the writer has written all it kept.
+        let closing = Task { await sink.close() }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        try await eventually("the writer ends once its queue is read") {
+            let count = read(reader, &buffer, buffer.count)
+            if count > 0 { received += buffer[0..<count] }
+            return count <= 0 && received.last == UInt8(ascii: "\n")
+                && received.count(where: { $0 == UInt8(ascii: "\n") }) + sink.droppedLines == total
+        }
+        await closing.value
+        let lines = String(decoding: received, as: UTF8.self).split(separator: "\n")
+        #expect(lines.allSatisfy { $0.count == 96 && $0.hasSuffix(payload) }, "each line whole")
+        let numbers = lines.compactMap { Int($0.prefix(5)) }
+        #expect(numbers == numbers.sorted() && Set(numbers).count == numbers.count, "in order, none twice")
+        #expect(numbers.count + sink.droppedLines == total, "each line written or counted as dropped")
     }
 }

@@ -84,7 +84,7 @@ struct AnswerObserverTests {
         let watch = rig.feed.watch()
         let started = rig.observer.started(try Self.work("GET /-/status HTTP/1.1\r\nHost: x\r\n\r\n"))
         let noted = try #require(started)
-        #expect(noted.record.tracing.contains(.log) && noted.record.tracing.contains(.watched) && noted.requestID.count == 16)
+        #expect(noted.record.tracing.contains(.log) && noted.record.tracing.contains(.watched) && noted.requestID.count == RequestID.length)
         noted.record.noteRoute("/-/")
         rig.observer.written(rig.observer.takeAnswering(), .json(.ok, ByteBuffer(string: "{}")), bytesOut: 80, now: Self.at(2))
         #expect(rig.feed.recent().isEmpty && rig.sample(#"veneer_http_requests_total{route="/-/",method="GET",status="200"}"#) == 1)

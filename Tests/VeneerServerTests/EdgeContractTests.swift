@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VeneerCore
 import VeneerTestSupport
 
 let mockYAML = """
@@ -77,9 +78,9 @@ struct EdgeContractTests {
         try await withVeneer(yaml: mockYAML) { (veneer: RunningVeneer) async throws in
             #expect(try await veneer.request("GET", "/posts", headers: [("X-Request-Id", "abc-123")]).header("X-Request-Id") == "abc-123")
             let generated = try await veneer.request("GET", "/posts").header("X-Request-Id")
-            #expect(generated?.count == 16)
+            #expect(generated?.count == RequestID.length)
             let replaced = try await veneer.request("GET", "/posts", headers: [("X-Request-Id", String(repeating: "a", count: 300))]).header("X-Request-Id")
-            #expect(replaced?.count == 16)
+            #expect(replaced?.count == RequestID.length)
         }
     }
 

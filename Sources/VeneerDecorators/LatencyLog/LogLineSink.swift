@@ -1,3 +1,5 @@
+import CoreMetrics
+import Dispatch
 import Foundation
 import NIOCore
 import Synchronization
@@ -32,45 +34,169 @@ public final class StandardOutputSink: LogLineSink {
 
 /// A file opened for appending (0640), reopened when the chain is rebuilt (SIGHUP), so that
 /// log rotation works as with nginx: move the file, send SIGHUP.
-public final class AppendingFileSink: LogLineSink {
+///
+/// The event loops only copy each line into a queue (a lock held for the copy, no system
+/// call but a wake-up when the queue was empty); a thread of its own writes the queue in
+/// batches, as the access log does, so that a slow disk never stalls a loop and a line costs
+/// no `write(2)` of its own. Lines keep their order, and each is written whole. The queue holds
+/// at most ``maxQueuedBytes``: a line that does not fit is dropped and counted
+/// (``droppedLines``, and `veneer_latency_log_dropped_lines_total`) rather than held or waited
+/// for. ``close()`` (Veneer stopping, or no chain writing here any more) writes what is queued
+/// first; a crash loses what was queued, at most ``gatherInterval`` of lines when the disk keeps up.
+public final class AppendingFileSink: LogLineSink, CarriedResource {
     /// The file.
     public let path: String
-    private let descriptor = Mutex<Int32>(-1)
+    /// How many bytes of lines may wait for the writer before new lines are dropped (4 MiB:
+    /// about 16,000 lines of 250 bytes).
+    public static let maxQueuedBytes = 4 << 20
+    /// How long the writer lets lines gather once one arrives (10 ms): a line waits this long at most
+    /// while the disk keeps up.
+    public static let gatherInterval: Duration = .milliseconds(10)
+    private let writer: BatchedLineWriter
+    private let dropCounter: Counter?
 
-    /// Opens `path` for appending, creating it (and its directory) when missing.
-    public init(path: String) throws {
+    /// Opens `path` for appending, creating it (and its directory) when missing, and starts
+    /// the writer thread; a line that finds `maxQueuedBytes` waiting is dropped and counted in `dropped`.
+    public init(path: String, maxQueuedBytes: Int = AppendingFileSink.maxQueuedBytes, dropped: Counter? = nil) throws {
         self.path = path
-        try reopen()
+        dropCounter = dropped
+        writer = BatchedLineWriter(descriptor: try Self.open(path), maxQueuedBytes: maxQueuedBytes,
+                                   gather: UInt32(Self.gatherInterval / .microseconds(1)))
+        Thread.detachNewThread { [writer] in writer.run() }
     }
 
-    /// Closes the file and opens `path` again.
+    /// Opens `path` again: lines queued before go to the file opened before (then closed),
+    /// lines queued after to the new one. A file that cannot be opened keeps the old one (and throws).
     public func reopen() throws {
+        writer.switchTo(try Self.open(path))
+    }
+
+    /// Queues the line; never waits for the disk.
+    public func write(_ line: ByteBuffer) {
+        if !writer.append(line) { dropCounter?.increment() }
+    }
+
+    /// Lines dropped because the writer fell behind by ``maxQueuedBytes`` (or came after ``close()``).
+    public var droppedLines: Int { writer.droppedLines }
+
+    /// Writes what is queued, stops the writer and closes the file; later lines are dropped.
+    public func close() async {
+        writer.stop()
+        await writer.stopped.wait()
+    }
+
+    deinit {
+        // The writer thread writes what is queued, closes the file and ends.
+        writer.stop()
+    }
+
+    private static func open(_ path: String) throws -> Int32 {
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty {
             try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         }
-        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640)
+        let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640)
         guard fd >= 0 else {
             throw LogFileError(path: path, reason: String(cString: strerror(errno)))
         }
-        let old = descriptor.withLock { current in
-            defer { current = fd }
-            return current
-        }
-        if old >= 0 { close(old) }
+        return fd
+    }
+}
+
+/// The queue of ``AppendingFileSink`` and its writer thread's loop (``run()``), apart from the
+/// sink so that the thread does not keep the sink alive: the sink's end stops it.
+final class BatchedLineWriter: Sendable {
+    private struct Queue {
+        var bytes = ByteBuffer()
+        /// Files opened by a reopen, each with the queue's length when it was asked for.
+        var switches: [(at: Int, descriptor: Int32)] = []
+        var stopping = false
+        var dropped = 0
+    }
+    private let queue = Mutex(Queue())
+    private let wake = DispatchSemaphore(value: 0)
+    private let maxQueuedBytes: Int
+    private let gather: UInt32
+    /// The file written to, owned by the writer thread from ``run()`` on.
+    private let first: Int32
+    /// Open once the writer has written everything and closed its file.
+    let stopped = Latch()
+
+    init(descriptor: Int32, maxQueuedBytes: Int, gather: UInt32) {
+        first = descriptor
+        self.maxQueuedBytes = maxQueuedBytes
+        self.gather = gather
     }
 
-    /// Appends the line.
-    public func write(_ line: ByteBuffer) {
-        descriptor.withLock { fd in
-            guard fd >= 0 else { return }
-            line.withUnsafeReadableBytes { bytes in FileDescriptorWriter.writeAll(fd, bytes) }
+    /// Queues `line` whole, or drops it (false) when it does not fit or the writer stopped.
+    func append(_ line: ByteBuffer) -> Bool {
+        let wasEmpty = queue.withLock { queue -> Bool? in
+            guard !queue.stopping, queue.bytes.readableBytes + line.readableBytes <= maxQueuedBytes else {
+                queue.dropped += 1
+                return nil
+            }
+            let wasEmpty = queue.bytes.readableBytes == 0
+            queue.bytes.writeImmutableBuffer(line)
+            return wasEmpty
+        }
+        if wasEmpty == true { wake.signal() }
+        return wasEmpty != nil
+    }
+
+    /// Lines queued from now on go to `descriptor`.
+    func switchTo(_ descriptor: Int32) {
+        let accepted = queue.withLock { queue in
+            guard !queue.stopping else { return false }
+            queue.switches.append((queue.bytes.readableBytes, descriptor))
+            return true
+        }
+        if accepted { wake.signal() } else { close(descriptor) }
+    }
+
+    var droppedLines: Int { queue.withLock { $0.dropped } }
+
+    /// Asks the writer to write what is queued and end.
+    func stop() {
+        queue.withLock { $0.stopping = true }
+        wake.signal()
+    }
+
+    /// The writer thread: one batch per wake-up, until stopped.
+    func run() {
+        var descriptor = first
+        var batch = ByteBuffer()
+        while true {
+            wake.wait()
+            if !queue.withLock({ $0.stopping }) { usleep(gather) }
+            // A line queued after this swap finds the queue empty and signals again.
+            let (switches, stopping) = queue.withLock { queue in
+                swap(&batch, &queue.bytes)
+                defer { queue.switches.removeAll() }
+                return (queue.switches, queue.stopping)
+            }
+            var written = 0
+            for (at, next) in switches {
+                Self.write(descriptor, batch, from: written, to: at)
+                close(descriptor)
+                descriptor = next
+                written = at
+            }
+            Self.write(descriptor, batch, from: written, to: batch.readableBytes)
+            // Keeps its capacity: the next swap hands it to the loops.
+            batch.clear()
+            if stopping {
+                close(descriptor)
+                stopped.open()
+                return
+            }
         }
     }
 
-    deinit {
-        let fd = descriptor.withLock { $0 }
-        if fd >= 0 { close(fd) }
+    private static func write(_ descriptor: Int32, _ batch: ByteBuffer, from: Int, to: Int) {
+        guard to > from else { return }
+        batch.withUnsafeReadableBytes { bytes in
+            FileDescriptorWriter.writeAll(descriptor, UnsafeRawBufferPointer(rebasing: bytes[from..<to]))
+        }
     }
 }
 
