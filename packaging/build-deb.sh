@@ -60,6 +60,16 @@ printf 'Source: veneer\n\nPackage: veneer\nArchitecture: any\n' > "$shlibs/debia
 install -d "$root/DEBIAN"
 depends="$(cd "$shlibs" && dpkg-shlibdeps -O "$root/usr/bin/veneer" | sed -n 's/^shlibs:Depends=//p')"
 [[ -n "$depends" ]] || die "dpkg-shlibdeps found no dependencies"
+# RELR relocations (make release links with -z pack-relative-relocs) need glibc 2.36: the
+# binary asks for the version GLIBC_ABI_DT_RELR, which has no symbol, so dpkg-shlibdeps does
+# not see it and would let the package install where the binary cannot start.
+if readelf -V "$root/usr/bin/veneer" | grep -q 'GLIBC_ABI_DT_RELR'; then
+    libc="$(sed -nE 's/(^|.*, )libc6 \(>= ([^)]+)\).*/\2/p' <<<"$depends")"
+    [[ -n "$libc" ]] || die "Depends ($depends) has no libc6 (>= VERSION) to raise to 2.36 for RELR"
+    if dpkg --compare-versions "$libc" lt 2.36; then
+        depends="$(sed -E "s/(^|, )libc6 \\(>= $libc\\)/\\1libc6 (>= 2.36)/" <<<"$depends")"
+    fi
+fi
 # postinst creates the group veneer-clients with groupadd (passwd is not essential).
 depends="$depends, passwd"
 

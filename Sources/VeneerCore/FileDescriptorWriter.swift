@@ -17,4 +17,29 @@ public enum FileDescriptorWriter {
             offset += written
         }
     }
+
+    /// Writes `bytes`, whole lines ending in `\n`, in pieces of at most `PIPE_BUF` bytes cut at
+    /// line ends (a longer line alone), so that lines sharing a pipe with other writers (a FIFO,
+    /// `/dev/stdout` of a container) never interleave: a write of up to `PIPE_BUF` bytes to a
+    /// pipe is atomic, a longer one is not.
+    public static func writeLines(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) {
+        var start = 0
+        while start < bytes.count {
+            let end = pieceEnd(bytes, from: start, limit: Int(PIPE_BUF))
+            writeAll(fd, UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
+            start = end
+        }
+    }
+
+    /// Where the piece of ``writeLines(_:_:)`` that starts at `start` ends: after the last line
+    /// end within `limit` bytes, or after the first line when that one is longer, or at the end.
+    public static func pieceEnd(_ bytes: UnsafeRawBufferPointer, from start: Int, limit: Int) -> Int {
+        guard bytes.count - start > limit else { return bytes.count }
+        var end = start + limit
+        while end > start, bytes[end - 1] != UInt8(ascii: "\n") { end -= 1 }
+        if end > start { return end }
+        end = start + limit
+        while end < bytes.count, bytes[end - 1] != UInt8(ascii: "\n") { end += 1 }
+        return end
+    }
 }

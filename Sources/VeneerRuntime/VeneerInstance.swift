@@ -246,7 +246,10 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         do {
             try await ServiceGroup(configuration: groupConfiguration).run()
         } catch {
+            // What the chains carry (latency_log's queued lines, stores) is released on this
+            // way out too.
             await accessLog?.close()
+            await chains.releaseAll()
             throw error
         }
         await accessLog?.close()

@@ -5,7 +5,7 @@ import Musl
 #endif
 
 /// The process's descriptor limit (`RLIMIT_NOFILE`), raised at start from its soft value to
-/// its hard one, as Go's runtime and nginx's `worker_rlimit_nofile` do: a descriptor per client
+/// its hard one, as Go's runtime does (nginx when told, `worker_rlimit_nofile`): a descriptor per client
 /// connection and per upstream connection, and the soft default of many systems (1024) is far
 /// below `limits.connections`. The hard limit is the administrator's (systemd's
 /// `LimitNOFILE=`, `ulimit -Hn`); it is never raised. What the accept guard does at the limit

@@ -280,7 +280,7 @@ struct AppendingFileSinkTests {
         let total = 4_000
         let writing = Task.detached { for n in 0..<total { sink.write(line(String(format: "%05d ", n) + payload)) } }
         // Before the writer thread, each line was written by its caller: this never ended.
-        try await eventually("the 4,000 lines are handed over (the caller never waits)") { await writing.result; return true }
+        try await eventually("the 4,000 lines are handed over (the caller never waits)") { _ = await writing.result; return true }
         #expect(sink.droppedLines > 0)
         #expect(registry.emitToString().contains("veneer_latency_log_dropped_lines_total \(sink.droppedLines)"))
         // The reader takes what the FIFO holds until the writer has written all it kept.

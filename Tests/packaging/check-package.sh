@@ -162,6 +162,11 @@ control="$scratch/DEBIAN/control"
 depends="$(sed -n 's/^Depends: //p' "$control")"
 check "Depends ($depends) has libyaml-0-2" grep -qE '(^|, )libyaml-0-2( |,|$)' <<<"$depends"
 check "Depends has libc6" grep -qE '(^|, )libc6 ' <<<"$depends"
+# A binary with RELR relocations starts only with glibc 2.36 or later (GLIBC_ABI_DT_RELR).
+if readelf -V "$root/usr/bin/veneer" 2>/dev/null | grep -q GLIBC_ABI_DT_RELR; then
+    libc="$(sed -nE 's/(^|.*, )libc6 \(>= ([^)]+)\).*/\2/p' <<<"$depends")"
+    check "Depends asks libc6 (>= 2.36) for RELR relocations (it asks $libc)" dpkg --compare-versions "${libc:-0}" ge 2.36
+fi
 check "Depends has passwd (postinst's groupadd)" grep -qE '(^|, )passwd( |,|$)' <<<"$depends"
 package_version="$(sed -n 's/^Version: //p' "$control")"
 check "Version $package_version is the binary's $upstream with a Debian revision" \

@@ -17,7 +17,8 @@ extension LatencyLogDecorator {
                 // One file object per path, shared by every latency_log writing there and
                 // reopened at each (re)build: that is what makes SIGHUP log rotation work.
                 let file = try context.carried.value(for: .shared("latency_log.file", path)) {
-                    try AppendingFileSink(path: path, dropped: Counter(label: "veneer_latency_log_dropped_lines_total", factory: context.metrics))
+                    try AppendingFileSink(path: path, dropped: Counter(label: "veneer_latency_log_dropped_lines_total", factory: context.metrics),
+                                          logger: context.logger)
                 }
                 try file.reopen()
                 sink = file

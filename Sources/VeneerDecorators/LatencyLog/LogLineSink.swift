@@ -1,6 +1,7 @@
 import CoreMetrics
 import Dispatch
 import Foundation
+import Logging
 import NIOCore
 import Synchronization
 import VeneerCore
@@ -54,12 +55,15 @@ public final class AppendingFileSink: LogLineSink, CarriedResource {
     public static let gatherInterval: Duration = .milliseconds(10)
     private let writer: BatchedLineWriter
     private let dropCounter: Counter?
+    private let logger: Logger?
 
     /// Opens `path` for appending, creating it (and its directory) when missing, and starts
-    /// the writer thread; a line that finds `maxQueuedBytes` waiting is dropped and counted in `dropped`.
-    public init(path: String, maxQueuedBytes: Int = AppendingFileSink.maxQueuedBytes, dropped: Counter? = nil) throws {
+    /// the writer thread; a line that finds `maxQueuedBytes` waiting is dropped and counted in `dropped`;
+    /// `logger` hears of a close that could not wait for the writer.
+    public init(path: String, maxQueuedBytes: Int = AppendingFileSink.maxQueuedBytes, dropped: Counter? = nil, logger: Logger? = nil) throws {
         self.path = path
         dropCounter = dropped
+        self.logger = logger
         writer = BatchedLineWriter(descriptor: try Self.open(path), maxQueuedBytes: maxQueuedBytes,
                                    gather: UInt32(Self.gatherInterval / .microseconds(1)))
         Thread.detachNewThread { [writer] in writer.run() }
@@ -79,10 +83,33 @@ public final class AppendingFileSink: LogLineSink, CarriedResource {
     /// Lines dropped because the writer fell behind by ``maxQueuedBytes`` (or came after ``close()``).
     public var droppedLines: Int { writer.droppedLines }
 
+    /// How long ``close()`` waits for the writer to write what is queued (a disk or a FIFO that
+    /// takes nothing must not hold up Veneer's stop).
+    public static let closeWait: Duration = .seconds(5)
+
     /// Writes what is queued, stops the writer and closes the file; later lines are dropped.
+    /// Waits at most ``closeWait``: a writer stuck in a write is left to finish on its own,
+    /// and the log says so.
     public func close() async {
         writer.stop()
-        await writer.stopped.wait()
+        let stopped = writer.stopped
+        let ended = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await stopped.wait()
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: Self.closeWait)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        if !ended {
+            logger?.warning("latency_log: the file's writer did not finish within \(Self.closeWait); its queued lines may be lost",
+                                            metadata: ["file": .string(path)])
+        }
     }
 
     deinit {
@@ -195,7 +222,8 @@ final class BatchedLineWriter: Sendable {
     private static func write(_ descriptor: Int32, _ batch: ByteBuffer, from: Int, to: Int) {
         guard to > from else { return }
         batch.withUnsafeReadableBytes { bytes in
-            FileDescriptorWriter.writeAll(descriptor, UnsafeRawBufferPointer(rebasing: bytes[from..<to]))
+            // In pieces cut at line ends: the file may be a pipe shared with other writers.
+            FileDescriptorWriter.writeLines(descriptor, UnsafeRawBufferPointer(rebasing: bytes[from..<to]))
         }
     }
 }
