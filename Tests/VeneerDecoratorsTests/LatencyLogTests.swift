@@ -300,4 +300,31 @@ struct AppendingFileSinkTests {
         #expect(numbers == numbers.sorted() && Set(numbers).count == numbers.count, "in order, none twice")
         #expect(numbers.count + sink.droppedLines == total, "each line written or counted as dropped")
     }
+    @Test("stopping does not wait for ever on a file that takes nothing: close gives up after closeWait (5 s), the writer left to finish on its own")
+    func closeIsBounded() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/stuck"
+        #expect(mkfifo(path, 0o600) == 0)
+        let reader = open(path, O_RDONLY | O_NONBLOCK)
+        #expect(reader >= 0)
+        defer { close(reader) }
+        let sink = try AppendingFileSink(path: path)
+        // 200 KB of lines: more than the FIFO's 64 KB, so the writer's write(2) waits.
+        for n in 0..<200 { sink.write(line(String(format: "%05d ", n) + String(repeating: "s", count: 1_000))) }
+        let started = ContinuousClock.now
+        let closing = Task { await sink.close() }
+        let closed = Latch()
+        Task { await closing.value; closed.open() }
+        try await eventually("close returns while the file still takes nothing", timeout: .seconds(60)) { closed.isOpen }
+        #expect(ContinuousClock.now - started >= AppendingFileSink.closeWait - .milliseconds(100), "it waited for the writer first")
+        // Reading the FIFO lets the writer thread finish and end.
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        var received = 0
+        try await eventually("the writer, left to finish, writes the rest") {
+            let count = read(reader, &buffer, buffer.count)
+            if count > 0 { received += count }
+            return received >= 200 * 1_007
+        }
+    }
 }
