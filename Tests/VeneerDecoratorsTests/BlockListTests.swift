@@ -318,6 +318,34 @@ struct BlockListTests {
         await decorator.book.refresh()
         #expect(decorator.book.block(of: "veneer") == nil)
     }
+
+    @Test("a block the store could not save holds here, and is saved once the store takes writes again; so is a lift")
+    func failedWritesAreRetried() async throws {
+        let store = GatedStore()
+        let inner = RecordingHandler { _ in .json(.forbidden, ByteBuffer(string: #"{"error":"account_blocked"}"#)) }
+        let decorator = try await blockList("{learn: {status: 403}}", inner: inner, store: store)
+        store.failing.withLock { $0 = true }
+        _ = try await decorator.handle(request())
+        await decorator.book.refresh()
+        #expect(decorator.book.block(of: "veneer") != nil, "the store does not have it, but a read does not undo it")
+        await decorator.book.retryFailedWrites()
+        #expect(try await store.list(BlockBook.namespace, now: Date()).isEmpty, "still down")
+        store.failing.withLock { $0 = false }
+        await decorator.book.retryFailedWrites()
+        #expect(try await store.list(BlockBook.namespace, now: Date()).map(\.key) == ["veneer"], "saved once the store is back")
+        await decorator.book.refresh()
+        #expect(decorator.book.block(of: "veneer") != nil)
+
+        store.failing.withLock { $0 = true }
+        #expect(await decorator.book.unblock("veneer"))
+        await decorator.book.refresh()
+        #expect(decorator.book.block(of: "veneer") == nil, "the lift holds here while the store keeps the block")
+        store.failing.withLock { $0 = false }
+        await decorator.book.retryFailedWrites()
+        #expect(try await store.list(BlockBook.namespace, now: Date()).isEmpty, "the lift reaches the store once it is back")
+        await decorator.book.refresh()
+        #expect(decorator.book.block(of: "veneer") == nil)
+    }
 }
 
 /// A memory store whose writes (`puts`) wait before they are made, and whose reads of a
@@ -343,14 +371,21 @@ final class GatedStore: KeyValueStore {
     let inner = MemoryStore()
     let puts = Gate()
     let lists = Gate()
+    /// While true, writes (puts and deletes) fail, as with a store that is down.
+    let failing = Mutex(false)
+    struct Down: Error {}
     var description: String { "gated memory" }
 
     func get(_ namespace: String, _ key: String, now: Date) async throws -> StoredValue? { try await inner.get(namespace, key, now: now) }
     func put(_ namespace: String, _ key: String, _ value: StoredValue, durable: Bool) async throws {
         await puts.pass()
+        if failing.withLock({ $0 }) { throw Down() }
         try await inner.put(namespace, key, value, durable: durable)
     }
-    func delete(_ namespace: String, _ key: String) async throws -> Bool { try await inner.delete(namespace, key) }
+    func delete(_ namespace: String, _ key: String) async throws -> Bool {
+        if failing.withLock({ $0 }) { throw Down() }
+        return try await inner.delete(namespace, key)
+    }
     func delete(_ namespace: String, prefix: String) async throws -> Int { try await inner.delete(namespace, prefix: prefix) }
     func list(_ namespace: String, now: Date) async throws -> [(key: String, value: StoredValue)] {
         let read = try await inner.list(namespace, now: now)

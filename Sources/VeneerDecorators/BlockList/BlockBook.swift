@@ -71,13 +71,22 @@ public final class BlockBook: CarriedService {
     /// A read of the store (``refresh()``) replaces the blocks with what it found, except for the
     /// accounts learned or lifted here whose write the read may have missed: the write had not
     /// ended when the read began (the store read before it committed, then the read's answer
-    /// came after it), or it failed (then the change holds here until restart). Reads are
-    /// numbered as they begin; a write that ends while `reads` is n is shown by read n + 1 on.
+    /// came after it), or it failed (then the change holds here and is written again every
+    /// second until the store takes it). Reads are numbered as they begin; a write that ends
+    /// while `reads` is n is shown by read n + 1 on.
     private struct Book {
+        /// Where a change made here stands in the store.
+        enum Write: Equatable {
+            /// Under way.
+            case pending
+            /// Failed: ``BlockBook/retryFailedWrites()`` writes it again.
+            case failed
+            /// Written: reads numbered from this one on show it.
+            case shown(from: Int)
+        }
         var blocks: [String: Block] = [:]
-        /// Per account: its block here (nil: lifted here) and the first read that shows it
-        /// (nil: the write has not ended, or failed).
-        var local: [String: (block: Block?, shownFrom: Int?)] = [:]
+        /// Per account: its block here (nil: lifted here), and its write.
+        var local: [String: (block: Block?, write: Write)] = [:]
         /// How many reads of the store have begun.
         var reads = 0
         /// The read whose answer the blocks hold: an older one that ends later is not applied.
@@ -86,7 +95,13 @@ public final class BlockBook: CarriedService {
         /// The change to `account` was written to the store: reads begun from now on show it.
         mutating func written(_ account: String, _ block: Block?) {
             guard let change = local[account], change.block == block else { return }
-            local[account]?.shownFrom = reads + 1
+            local[account]?.write = .shown(from: reads + 1)
+        }
+
+        /// The write of the change to `account` failed (unless a newer change replaced it).
+        mutating func failed(_ account: String, _ block: Block?) {
+            guard let change = local[account], change.block == block else { return }
+            local[account]?.write = .failed
         }
     }
 
@@ -118,7 +133,7 @@ public final class BlockBook: CarriedService {
         let isNew = book.withLock { book in
             if let existing = book.blocks[account], existing.until.map({ $0 > now }) ?? true { return false }
             book.blocks[account] = block
-            book.local[account] = (block, nil)
+            book.local[account] = (block, .pending)
             return true
         }
         guard isNew else { return }
@@ -130,7 +145,8 @@ public final class BlockBook: CarriedService {
             try await store.put(Self.namespace, account, block.stored, durable: true)
             book.withLock { $0.written(account, block) }
         } catch {
-            logger.error("the block could not be saved; it holds until restart",
+            book.withLock { $0.failed(account, block) }
+            logger.error("the block could not be saved; it holds here and is saved again every second",
                          metadata: ["account": .string(block.shownAccount), "error": .string(ErrorText.describe(error))])
         }
     }
@@ -142,7 +158,7 @@ public final class BlockBook: CarriedService {
             let block = book.blocks[named] ?? book.blocks.values.first { $0.isCredential && $0.shownAccount == named }
             let account = block?.account ?? named
             let inMemory = book.blocks.removeValue(forKey: account) != nil
-            book.local[account] = (nil, nil)
+            book.local[account] = (nil, .pending)
             return (account, block?.shownAccount ?? named, inMemory)
         }
         var inStore = false
@@ -150,7 +166,8 @@ public final class BlockBook: CarriedService {
             inStore = try await store.delete(Self.namespace, account)
             book.withLock { $0.written(account, nil) }
         } catch {
-            logger.error("the block could not be removed from the store; it stays lifted here until restart",
+            book.withLock { $0.failed(account, nil) }
+            logger.error("the block could not be removed from the store; it stays lifted here and is removed again every second",
                          metadata: ["account": .string(shown), "error": .string(ErrorText.describe(error))])
         }
         let lifted = inMemory || inStore
@@ -179,7 +196,7 @@ public final class BlockBook: CarriedService {
                 book.blocks = Dictionary(loaded.map { ($0.account, $0) }, uniquingKeysWith: { first, _ in first })
                 // What was learned or lifted here and may not be in what was read: kept as it is here.
                 for (account, change) in book.local {
-                    if let shownFrom = change.shownFrom, read >= shownFrom {
+                    if case .shown(let from) = change.write, read >= from {
                         book.local[account] = nil
                     } else {
                         book.blocks[account] = change.block
@@ -203,7 +220,44 @@ public final class BlockBook: CarriedService {
             } catch {
                 return
             }
+            await retryFailedWrites()
             await refresh()
+        }
+    }
+
+    /// Writes again the changes whose write failed (the store was down); a block whose time
+    /// is over needs no write and is forgotten.
+    func retryFailedWrites() async {
+        let now = clock.now()
+        let failed = book.withLock { book -> [(String, Block?)] in
+            var failed: [(String, Block?)] = []
+            for (account, change) in book.local where change.write == .failed {
+                if let until = change.block?.until, until <= now {
+                    book.local[account] = nil
+                    continue
+                }
+                book.local[account]?.write = .pending
+                failed.append((account, change.block))
+            }
+            return failed
+        }
+        for (account, block) in failed {
+            do {
+                if let block {
+                    try await store.put(Self.namespace, account, block.stored, durable: true)
+                } else {
+                    try await store.delete(Self.namespace, account)
+                }
+                book.withLock { $0.written(account, block) }
+                if let block {
+                    logger.notice("a block kept here is now saved", metadata: ["account": .string(block.shownAccount)])
+                } else {
+                    // The account of a lift may be a credential: not logged.
+                    logger.notice("a lift kept here is now in the store")
+                }
+            } catch {
+                book.withLock { $0.failed(account, block) }
+            }
         }
     }
 
