@@ -39,7 +39,7 @@ public struct DaemonLogHandler: LogHandler {
     /// A handler writing to standard error.
     public init(label: String, format: LogFormat, journal: Bool) {
         self.init(label: label, format: format, journal: journal) { line in
-            line.withUnsafeBytes { FileDescriptorWriter.writeAll(2, $0) }
+            _ = line.withUnsafeBytes { FileDescriptorWriter.writeAll(2, $0) }
         }
     }
 

@@ -177,7 +177,7 @@ public final class AccessLog: Sendable {
 
     private static func writeAll(_ fd: Int32, _ buffer: ByteBuffer) {
         guard fd >= 0 else { return }
-        buffer.withUnsafeReadableBytes { FileDescriptorWriter.writeAll(fd, $0) }
+        _ = buffer.withUnsafeReadableBytes { FileDescriptorWriter.writeAll(fd, $0) }
     }
 
     private static func open(_ path: String) throws(AccessLogError) -> Int32 {

@@ -51,9 +51,10 @@ struct FileDescriptorWriterTests {
             }
             return String(decoding: out, as: UTF8.self)
         }
-        let other = Thread { for _ in 0..<500 { theirs.utf8CString.withUnsafeBytes { FileDescriptorWriter.writeAll(writer, UnsafeRawBufferPointer(rebasing: $0.dropLast())) } } }
+        let other = Thread { for _ in 0..<500 { _ = theirs.utf8CString.withUnsafeBytes { FileDescriptorWriter.writeAll(writer, UnsafeRawBufferPointer(rebasing: $0.dropLast())) } } }
         other.start()
-        Array(mine.utf8).withUnsafeBytes { FileDescriptorWriter.writeLines(writer, $0) }
+        let written = Array(mine.utf8).withUnsafeBytes { FileDescriptorWriter.writeLines(writer, $0) }
+        #expect(written == mine.utf8.count)
         while !other.isFinished { try await Task.sleep(for: .milliseconds(5)) }
         close(writer)
         let text = await read.value

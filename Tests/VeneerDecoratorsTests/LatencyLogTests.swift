@@ -327,4 +327,14 @@ struct AppendingFileSinkTests {
             return received >= 200 * 1_007
         }
     }
+    @Test("lines a failed write loses (a full disk: /dev/full) are counted as dropped, in the metric too")
+    func failedWritesCounted() async throws {
+        let registry = PrometheusCollectorRegistry()
+        let dropped = Counter(label: "veneer_latency_log_dropped_lines_total", factory: PrometheusMetricsFactory(registry: registry))
+        let sink = try AppendingFileSink(path: "/dev/full", dropped: dropped)
+        for n in 0..<10 { sink.write(line("line \(n)")) }
+        await sink.close()
+        #expect(sink.droppedLines == 10)
+        #expect(registry.emitToString().contains("veneer_latency_log_dropped_lines_total 10"))
+    }
 }

@@ -28,7 +28,7 @@ public final class StandardOutputSink: LogLineSink {
     /// Writes the line to file descriptor 1.
     public func write(_ line: ByteBuffer) {
         lock.withLock { _ in
-            line.withUnsafeReadableBytes { bytes in FileDescriptorWriter.writeAll(1, bytes) }
+            _ = line.withUnsafeReadableBytes { bytes in FileDescriptorWriter.writeAll(1, bytes) }
         }
     }
 }
@@ -65,7 +65,7 @@ public final class AppendingFileSink: LogLineSink, CarriedResource {
         dropCounter = dropped
         self.logger = logger
         writer = BatchedLineWriter(descriptor: try Self.open(path), maxQueuedBytes: maxQueuedBytes,
-                                   gather: UInt32(Self.gatherInterval / .microseconds(1)))
+                                   gather: UInt32(Self.gatherInterval / .microseconds(1)), lost: dropped)
         Thread.detachNewThread { [writer] in writer.run() }
     }
 
@@ -80,7 +80,8 @@ public final class AppendingFileSink: LogLineSink, CarriedResource {
         if !writer.append(line) { dropCounter?.increment() }
     }
 
-    /// Lines dropped because the writer fell behind by ``maxQueuedBytes`` (or came after ``close()``).
+    /// Lines dropped because the writer fell behind by ``maxQueuedBytes`` (or came after
+    /// ``close()``), or lost by a write that failed (a full disk, an I/O error).
     public var droppedLines: Int { writer.droppedLines }
 
     /// How long ``close()`` waits for the writer to write what is queued (a disk or a FIFO that
@@ -148,11 +149,14 @@ final class BatchedLineWriter: Sendable {
     private let first: Int32
     /// Open once the writer has written everything and closed its file.
     let stopped = Latch()
+    /// Counts the lines a failed write lost (a full disk, an I/O error, a FIFO's reader gone).
+    private let lost: Counter?
 
-    init(descriptor: Int32, maxQueuedBytes: Int, gather: UInt32) {
+    init(descriptor: Int32, maxQueuedBytes: Int, gather: UInt32, lost: Counter? = nil) {
         first = descriptor
         self.maxQueuedBytes = maxQueuedBytes
         self.gather = gather
+        self.lost = lost
     }
 
     /// Queues `line` whole, or drops it (false) when it does not fit or the writer stopped.
@@ -202,13 +206,18 @@ final class BatchedLineWriter: Sendable {
                 return (queue.switches, queue.stopping)
             }
             var written = 0
+            var failed = 0
             for (at, next) in switches {
-                Self.write(descriptor, batch, from: written, to: at)
+                failed += Self.write(descriptor, batch, from: written, to: at)
                 close(descriptor)
                 descriptor = next
                 written = at
             }
-            Self.write(descriptor, batch, from: written, to: batch.readableBytes)
+            failed += Self.write(descriptor, batch, from: written, to: batch.readableBytes)
+            if failed > 0 {
+                queue.withLock { $0.dropped += failed }
+                lost?.increment(by: Int64(failed))
+            }
             // Keeps its capacity: the next swap hands it to the loops.
             batch.clear()
             if stopping {
@@ -219,11 +228,18 @@ final class BatchedLineWriter: Sendable {
         }
     }
 
-    private static func write(_ descriptor: Int32, _ batch: ByteBuffer, from: Int, to: Int) {
-        guard to > from else { return }
-        batch.withUnsafeReadableBytes { bytes in
+    /// Writes the lines from `from` to `to`; returns how many a failed write lost (a line
+    /// written in part counts as lost).
+    private static func write(_ descriptor: Int32, _ batch: ByteBuffer, from: Int, to: Int) -> Int {
+        guard to > from else { return 0 }
+        return batch.withUnsafeReadableBytes { bytes in
+            let lines = UnsafeRawBufferPointer(rebasing: bytes[from..<to])
             // In pieces cut at line ends: the file may be a pipe shared with other writers.
-            FileDescriptorWriter.writeLines(descriptor, UnsafeRawBufferPointer(rebasing: bytes[from..<to]))
+            let written = FileDescriptorWriter.writeLines(descriptor, lines)
+            guard written < lines.count else { return 0 }
+            var lost = lines[written...].count(where: { $0 == UInt8(ascii: "\n") })
+            if written > 0, lines[written - 1] != UInt8(ascii: "\n") { lost += 0 }  // the torn line's end is in what is counted
+            return lost
         }
     }
 }
