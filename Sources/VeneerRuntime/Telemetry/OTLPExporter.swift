@@ -56,8 +56,9 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
         var filling: Batch?
         /// How many spans `full` and `filling` hold.
         var count = 0
-        /// The size of the largest batch sent: a new one is allocated at that size (not grown
-        /// by copies as spans come).
+        /// The size a new batch is allocated at (not grown by copies as spans come): that of
+        /// the batches sent lately, following a larger one at once and a smaller one by a
+        /// quarter per batch (one burst of large spans does not fix it for good), 16 KB at least.
         var lastSize = 16 << 10
         /// The buffer of the last batch sent, kept for the next one (a batch is tens of
         /// kilobytes: allocated for each and freed by another thread, malloc gave its pages
@@ -152,7 +153,7 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
                 }
                 queue.count -= batch.spans
                 if queue.count < Self.batch { queue.signalled = false }
-                queue.lastSize = max(queue.lastSize, batch.bytes.readableBytes)
+                queue.lastSize = max(16 << 10, batch.bytes.readableBytes, queue.lastSize - queue.lastSize / 4)
                 // Its head written here, where the batch is held once (held twice, the first
                 // write copied it whole: callgrind).
                 envelope.close(&batch.bytes)
@@ -160,7 +161,10 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
             }
             guard let next else { return }
             await send(next.bytes, count: next.spans)
-            queue.withLock { $0.spare = next.bytes }
+            queue.withLock { queue in
+                // Kept unless far larger than batches are now (its capacity is what is kept).
+                queue.spare = next.bytes.capacity <= 2 * queue.lastSize ? next.bytes : nil
+            }
             if Task.isCancelled { return }
         }
     }
