@@ -351,20 +351,21 @@ struct BlockListTests {
 /// A memory store whose writes (`puts`) wait before they are made, and whose reads of a
 /// namespace (`lists`) wait after reading, while the test holds them.
 final class GatedStore: KeyValueStore {
-    /// One kind of operation held: `waiting` opens when one waits, `release()` lets all go.
+    /// One kind of operation held: `waiting` opens when one waits, `release()` lets all go
+    /// (once: a gate is held and released one time).
     final class Gate: Sendable {
         private let held = Mutex(false)
-        private let released = Mutex(Latch())
+        private let released = Latch()
         let waiting = Latch()
         func hold() { held.withLock { $0 = true } }
         func release() {
             held.withLock { $0 = false }
-            released.withLock { $0 }.open()
+            released.open()
         }
         func pass() async {
             guard held.withLock({ $0 }) else { return }
             waiting.open()
-            await released.withLock { $0 }.wait()
+            await released.wait()
         }
     }
 

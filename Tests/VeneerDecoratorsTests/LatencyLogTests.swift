@@ -226,6 +226,16 @@ struct LatencyLogTests {
 struct AppendingFileSinkTests {
     func line(_ text: String) -> ByteBuffer { ByteBuffer(string: text + "\n") }
 
+    /// A FIFO nobody reads yet, standing for a disk that stopped: its 64 KB fill, then a
+    /// write(2) waits. Its path, and the reader's end (non-blocking), for the test to read or close.
+    func stalledFIFO(in directory: String) throws -> (path: String, reader: Int32) {
+        let path = directory + "/stalled"
+        try #require(mkfifo(path, 0o600) == 0)
+        let reader = open(path, O_RDONLY | O_NONBLOCK)
+        try #require(reader >= 0)
+        return (path, reader)
+    }
+
     @Test("every line arrives whole and in order, each writer's in its own order, once closed")
     func order() async throws {
         let directory = try temporaryDirectory()
@@ -267,11 +277,7 @@ struct AppendingFileSinkTests {
     func fullQueueDrops() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        // A FIFO nobody reads stands for a disk that stopped: its 64 KB fill, then write(2) waits.
-        let path = directory + "/stalled"
-        #expect(mkfifo(path, 0o600) == 0)
-        let reader = open(path, O_RDONLY | O_NONBLOCK)
-        #expect(reader >= 0)
+        let (path, reader) = try stalledFIFO(in: directory)
         defer { close(reader) }
         let registry = PrometheusCollectorRegistry()
         let dropped = Counter(label: "veneer_latency_log_dropped_lines_total", factory: PrometheusMetricsFactory(registry: registry))
@@ -300,14 +306,12 @@ struct AppendingFileSinkTests {
         #expect(numbers == numbers.sorted() && Set(numbers).count == numbers.count, "in order, none twice")
         #expect(numbers.count + sink.droppedLines == total, "each line written or counted as dropped")
     }
+
     @Test("stopping does not wait for ever on a file that takes nothing: close gives up after closeWait (5 s), the writer left to finish on its own")
     func closeIsBounded() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let path = directory + "/stuck"
-        #expect(mkfifo(path, 0o600) == 0)
-        let reader = open(path, O_RDONLY | O_NONBLOCK)
-        #expect(reader >= 0)
+        let (path, reader) = try stalledFIFO(in: directory)
         defer { close(reader) }
         let sink = try AppendingFileSink(path: path)
         // 200 KB of lines: more than the FIFO's 64 KB, so the writer's write(2) waits.
