@@ -127,7 +127,8 @@ def prepare_page_cache(path, mode):
     again. How the pages came into the page cache matters: the kernel caches a file in folios of
     up to several hundred KB (large folios, ext4 since Linux 6.16) and maps the whole folio around
     a page touched, so the same binary idles larger when cached by a sequential read than by the
-    faults of a process started with none of it cached ("cold")."""
+    faults of a process started with none of it cached ("cold"). Pages that another running
+    process maps stay cached: run nothing else from the same file meanwhile."""
     descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)
