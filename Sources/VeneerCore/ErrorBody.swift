@@ -25,6 +25,19 @@ extension ProxyError {
 public enum JSONText {
     /// Writes `text` as a JSON string literal (with quotes), escaping what RFC 8259 requires.
     public static func writeQuoted(_ text: String, into buffer: inout ByteBuffer) {
+        // The usual text needs no escape: written whole, quotes included, in one pass (walking
+        // the view's indices cost a latency_log line some 4,000 instructions, callgrind).
+        let whole: Bool? = text.utf8.withContiguousStorageIfAvailable { bytes in
+            for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return false }
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: bytes.count + 2) { out in
+                out[0] = UInt8(ascii: "\"")
+                if let start = bytes.baseAddress, bytes.count > 0 { (out.baseAddress! + 1).copyMemory(from: start, byteCount: bytes.count) }
+                out[bytes.count + 1] = UInt8(ascii: "\"")
+                return bytes.count + 2
+            }
+            return true
+        }
+        if whole == true { return }
         buffer.writeInteger(UInt8(ascii: "\""))
         var start = text.utf8.startIndex
         var index = start

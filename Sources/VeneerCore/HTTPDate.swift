@@ -192,8 +192,32 @@ public enum Timestamp {
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: iso8601Length) { iso8601(date, into: $0) }
     }
 
+    /// ``iso8601(_:)`` at `cursor`: 24 bytes.
+    package static func appendISO8601(_ date: Date, to cursor: inout ByteCursor) {
+        cursor.append(upTo: iso8601Length) { iso8601(date, into: $0) }
+    }
+
+    /// ``milliseconds(_:)`` at `cursor`: at most ``millisecondsLength`` bytes.
+    package static func appendMilliseconds(_ duration: Duration, to cursor: inout ByteCursor) {
+        let parts = duration.components
+        let micros = parts.seconds * 1_000_000 + parts.attoseconds / 1_000_000_000_000
+        guard micros >= 0 else {
+            cursor.append(milliseconds(duration))
+            return
+        }
+        cursor.appendDecimal(Int(micros / 1000))
+        let fraction = Int(micros % 1000)
+        cursor.append(byte: UInt8(ascii: "."))
+        cursor.append(byte: UInt8(ascii: "0") + UInt8(fraction / 100))
+        cursor.append(byte: UInt8(ascii: "0") + UInt8(fraction / 10 % 10))
+        cursor.append(byte: UInt8(ascii: "0") + UInt8(fraction % 10))
+    }
+
+    /// At most how many bytes ``appendMilliseconds(_:to:)`` writes.
+    package static let millisecondsLength = 48
+
     /// Always 24 bytes: the years are clamped to 0001...9999.
-    private static let iso8601Length = 24
+    package static let iso8601Length = 24
 
     /// Writes ``iso8601(_:)``'s bytes at the start of `out`; how many.
     private static func iso8601(_ date: Date, into out: UnsafeMutableRawBufferPointer) -> Int {
@@ -236,20 +260,10 @@ public enum Timestamp {
 
     /// ``milliseconds(_:)`` written into `buffer`, without making a string.
     public static func writeMilliseconds(_ duration: Duration, into buffer: inout ByteBuffer) {
-        let parts = duration.components
-        let micros = parts.seconds * 1_000_000 + parts.attoseconds / 1_000_000_000_000
-        guard micros >= 0 else {
-            buffer.writeString(milliseconds(duration))
-            return
-        }
-        buffer.writeString(String(micros / 1000))
-        let fraction = Int(micros % 1000)
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 4) { out in
-            out[0] = UInt8(ascii: ".")
-            out[1] = UInt8(ascii: "0") + UInt8(fraction / 100)
-            out[2] = UInt8(ascii: "0") + UInt8(fraction / 10 % 10)
-            out[3] = UInt8(ascii: "0") + UInt8(fraction % 10)
-            return 4
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: millisecondsLength) { out in
+            var cursor = ByteCursor(out.baseAddress!)
+            appendMilliseconds(duration, to: &cursor)
+            return cursor.offset
         }
     }
 }

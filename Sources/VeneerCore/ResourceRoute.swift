@@ -119,16 +119,37 @@ public struct ResourceRoute: Hashable, Sendable, CustomStringConvertible {
     /// The canonical path: `/posts` or `/posts/13`.
     public var path: String {
         switch target {
-        case .list: return "/" + resource.name
-        case .item(let id): return "/" + resource.name + "/" + id
+        case .list: return Self.joined(resource.name, nil)
+        case .item(let id): return Self.joined(resource.name, id)
         }
     }
 
     /// The route template, for logs and metrics: `/posts` or `/posts/{id}`.
     public var template: String {
         switch target {
-        case .list: return "/" + resource.name
-        case .item: return "/" + resource.name + "/{id}"
+        case .list: return Self.joined(resource.name, nil)
+        case .item: return Self.joined(resource.name, "{id}")
+        }
+    }
+
+    /// `/name` or `/name/last`, in one pass: every request asks for its template (and a
+    /// forwarded one for its path), and concatenating the pieces cost some 500 instructions
+    /// (callgrind). Up to 15 bytes the text is held inline, without an allocation.
+    private static func joined(_ name: String, _ last: String?) -> String {
+        let length = 1 + name.utf8.count + (last.map { 1 + $0.utf8.count } ?? 0)
+        return String(unsafeUninitializedCapacity: length) { bytes in
+            var offset = 0
+            func put(_ byte: UInt8) {
+                bytes[offset] = byte
+                offset += 1
+            }
+            put(UInt8(ascii: "/"))
+            for byte in name.utf8 { put(byte) }
+            if let last {
+                put(UInt8(ascii: "/"))
+                for byte in last.utf8 { put(byte) }
+            }
+            return offset
         }
     }
 

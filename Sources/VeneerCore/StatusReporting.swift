@@ -62,6 +62,13 @@ public final class StatusTally: Sendable {
         }
     }
 
+    /// Adds `amount` to the counter at `index` in ``names`` (an index it does not have is ignored).
+    @inline(__always)
+    public func add(at index: Int, _ amount: Int = 1) {
+        guard slots.indices.contains(index) else { return }
+        slots[index].value.wrappingAdd(amount, ordering: .relaxed)
+    }
+
     /// The counter called `name` (0 for a name it does not have).
     public subscript(name: String) -> Int {
         guard let index = names.firstIndex(of: name) else { return 0 }

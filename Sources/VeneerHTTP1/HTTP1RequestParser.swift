@@ -183,6 +183,11 @@ public struct HTTP1RequestParser {
         case .stopped:
             return nil
         case .head:
+            // Nothing more has come (asked again after each request): nothing to scan.
+            guard input.readableBytes > 0 else {
+                scanned = 0
+                return nil
+            }
             guard let head = try readHead() else { return nil }
             do {
                 return try begin(head)
@@ -369,7 +374,13 @@ public struct HTTP1RequestParser {
         let method = try Self.method(UnsafeRawBufferPointer(rebasing: bytes[0..<methodEnd]))
 
         var fields = HTTPFields()
-        fields.reserveCapacity(16)
+        // Room for as many fields as the head has lines, when that is more than the one Host
+        // line (which goes to the authority): a head of a Host alone makes no list at all, and
+        // then the request id appended later is the only field (reserving 16 made a list of
+        // 16 fields for every request, then copied it to append that id).
+        var lines = 0
+        for index in (lineEnd + 2)..<max(lineEnd + 2, end - 2) where bytes[index] == UInt8(ascii: "\n") { lines += 1 }
+        if lines > 1 { fields.reserveCapacity(min(lines, maxFields)) }
         var framing = HTTP1Framing()
         // Host goes to the authority, as HTTPRequest keeps it.
         try HTTP1Syntax.readFields(bytes, from: lineEnd + 2, to: end - 2, maxFields: maxFields, keepFraming: true, dropHost: true, exactValues: true,

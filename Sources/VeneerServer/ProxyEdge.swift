@@ -21,7 +21,10 @@ import VeneerHTTP1
 /// Whether the connection goes on after an answer is not the edge's to say: a request whose
 /// body was not read whole (``IncomingBody/tooLarge``) is its connection's last, whatever
 /// answers it (``ServerConnectionStateMachine/requestParsed(_:keepAlive:bodyBytes:now:)``).
-public struct ProxyEdge: Sendable {
+///
+/// A class of immutable parts, one per listener: every connection asks it per request, and a
+/// value of a dozen references was copied out of the connection's handler for each (callgrind).
+public final class ProxyEdge: Sendable {
     let chain: any ChainSource
     let admin: any AdminResponder
     let logger: Logger

@@ -85,12 +85,21 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         }
     }
 
-    /// A request read whole (or refused for its body size), as the machine queues it.
-    struct Work {
+    /// A request read whole (or refused for its body size), as the machine queues it. A class
+    /// of immutable parts: the machine's queue, its actions and the observer's exchange each
+    /// hold it, and a reference passes with one retain where the value's copies and
+    /// destructions took some 2,000 instructions per request (callgrind).
+    final class Work: Sendable {
         let head: HTTP1RequestParser.Head
         let body: IncomingBody
         /// When it was read whole (or refused for its size).
         let received: NIODeadline
+
+        init(head: HTTP1RequestParser.Head, body: IncomingBody, received: NIODeadline) {
+            self.head = head
+            self.body = body
+            self.received = received
+        }
     }
 
     /// Sent by ``ProxyConnection`` when graceful shutdown's wait is over (`drain_timeout`):

@@ -39,13 +39,25 @@ enum RequestTarget: Equatable {
         var nameEnd = 1
         while nameEnd < pathEnd, bytes[nameEnd] != slash { nameEnd += 1 }
         let name = UnsafeBufferPointer(rebasing: bytes[1..<nameEnd])
-        guard let resource = resources.first(where: { $0.name.utf8.elementsEqual(name) }) else { return .notFound }
+        guard let resource = resources.first(where: { Self.isNamed($0.name, name) }) else { return .notFound }
         guard nameEnd < pathEnd else { return .route(.list(resource), query: query) }
         let idBytes = UnsafeBufferPointer(rebasing: bytes[(nameEnd + 1)..<pathEnd])
         guard !idBytes.isEmpty, !idBytes.contains(slash) else { return .notFound }
         let idText = Substring(String(decoding: idBytes, as: UTF8.self))
         guard let id = resource.canonicalID(idText) else { return .badID(resource, String(idText)) }
         return .route(.item(resource, id), query: query)
+    }
+
+    /// Whether `bytes` are `name`'s: compared as bytes (the views' generic comparison cost
+    /// each request some 700 instructions).
+    @inline(__always)
+    static func isNamed(_ name: String, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard name.utf8.count == bytes.count else { return false }
+        let equal = name.utf8.withContiguousStorageIfAvailable { text in
+            for index in 0..<text.count where text[index] != bytes[index] { return false }
+            return true
+        }
+        return equal ?? name.utf8.elementsEqual(bytes)
     }
 
     /// RFC 3986 query characters: unreserved, sub-delims, ':', '@', '/', '?', and '%'

@@ -132,6 +132,26 @@ struct LatencyLogTests {
         #expect(fields.map { $0["status"] as? Int } == [200, 201, 200] && fields[0]["cache"] as? String == "veneer; hit")
     }
 
+    @Test("a line's text, byte for byte: its strings escaped as JSON, its duration to the microsecond, slow and error when so")
+    func exactText() async throws {
+        let clock = ManualClock()
+        let sink = CollectingSink()
+        let inner = RecordingHandler { request in
+            clock.advance(by: .microseconds(1_234_567))
+            guard request.method == .get else { throw ProxyError.upstreamTimeout("slow") }
+            return ProxyResponse(status: .ok, headers: [.cacheStatus: "veneer; hit; ttl=3600"])
+        }
+        let log = decorator(inner, options: LatencyLogOptions(label: "edge \"one\"", slow: .milliseconds(500)), clock: clock, sink: sink)
+        _ = try await log.handle(ProxyRequest(method: .get, route: .item(.posts, "13"), requestID: "a\"b\\c\n\u{1}é"))
+        _ = try? await log.handle(ProxyRequest(method: .delete, route: .list(.posts), requestID: "req-2"))
+        #expect(sink.lines == [
+            #"{"time":"2027-01-15T08:00:01.234Z","request_id":"a\"b\\c\n\u0001é","method":"GET","route":"/posts/{id}","path":"/posts/13","status":200,"#
+                + #""duration_ms":1234.567,"label":"edge \"one\"","cache":"veneer; hit; ttl=3600","slow":true}"#,
+            #"{"time":"2027-01-15T08:00:02.469Z","request_id":"req-2","method":"DELETE","route":"/posts","path":"/posts","status":504,"#
+                + #""duration_ms":1234.567,"label":"edge \"one\"","error":"upstream_timeout","slow":true}"#,
+        ])
+    }
+
     @Test("requests over the slow threshold are flagged")
     func slow() async throws {
         let clock = ManualClock()

@@ -23,6 +23,51 @@ struct ResponseWriterTests {
         ProxyHeaders(fields(pairs))
     }
 
+    @Test("the head written in one pass is the head written piece by piece, whatever the answer's fields, status, method and framing")
+    func onePassMatchesPieceByPiece() {
+        let shapes: [(ProxyHeaders, [(String, String)])] = [
+            (ProxyHeaders(), []),
+            (headers([("ETag", "\"a\""), ("Date", "x"), ("Content-Length", "12"), ("Keep-Alive", "1")]), []),
+            (ProxyHeaders(shared: fields([("ETag", "\"a\""), ("X-Stored", "1"), ("Content-Length", "9")])), [("Age", "3"), ("Cache-Status", "veneer; hit; ttl=3600")]),
+            (ProxyHeaders(shared: fields([("X-Stored", "1")])), [("Date", "y"), ("Content-Length", "77"), ("Upgrade", "h2c"), ("X-Request-Id", "abc")]),
+            (ProxyHeaders(shared: fields([("Date", "z"), ("Connection", "X-Stored"), ("X-Stored", "1")])), [("Age", "1")]),
+            (ProxyHeaders(shared: fields([("X-Stored", "1")])), [("Connection", "close, X-Appended"), ("X-Appended", "2")]),
+        ]
+        let statuses: [HTTPResponse.Status] = [.ok, .notModified, .noContent, .partialContent, .init(code: 599, reasonPhrase: "Odd\u{7F}\tone"),
+                                               .init(code: 299, reasonPhrase: "")]
+        let framings: [(streamed: Bool, length: Int?, chunked: Bool)] = [(false, nil, false), (true, 1234, false), (true, nil, true), (true, nil, false)]
+        var compared = 0
+        for (stored, appended) in shapes {
+            for status in statuses {
+                for method in [HTTPRequest.Method.get, .head] {
+                    for close in [false, true] {
+                        for framing in framings {
+                            var headers = stored
+                            for (name, value) in appended { headers.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
+                            let body = method == .head && status == .ok ? ByteBuffer() : ByteBuffer(string: "{\"id\":1}")
+                            let response = ProxyResponse(status: status, headers: headers, body: body)
+                            let close = close || (framing.streamed && framing.length == nil && !framing.chunked)
+                            var onePass = ByteBuffer(), pieces = ByteBuffer()
+                            HTTP1ResponseWriter.write(response, method: method, close: close, streamed: framing.streamed, length: framing.length,
+                                                      chunked: framing.chunked, date: "Mon, 23 Nov 2026 06:00:00 GMT", into: &onePass)
+                            HTTP1ResponseWriter.writePieceByPiece(response, method: method, close: close, streamed: framing.streamed,
+                                                                  length: framing.length, chunked: framing.chunked,
+                                                                  date: "Mon, 23 Nov 2026 06:00:00 GMT", into: &pieces)
+                            #expect(String(buffer: onePass) == String(buffer: pieces), "\(status) \(method) close=\(close) \(framing) \(appended)")
+                            compared += 1
+                        }
+                    }
+                }
+            }
+        }
+        #expect(compared == 6 * 6 * 2 * 2 * 4)
+        // Appended to a buffer that holds something already, as a connection's reused one may.
+        var buffer = ByteBuffer(string: "before")
+        HTTP1ResponseWriter.write(ProxyResponse(status: .ok, headers: headers([("X-A", "1")]), body: ByteBuffer(string: "{}")), method: .get, close: false,
+                                  date: "d", into: &buffer)
+        #expect(String(buffer: buffer) == "beforeHTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 2\r\nDate: d\r\n\r\n{}")
+    }
+
     @Test("hop-by-hop fields and those Connection names never reach the client; Content-Length comes from the body")
     func hopByHop() {
         let response = ProxyResponse(status: .ok, headers: headers([

@@ -29,6 +29,12 @@ struct StatusPageTests {
         tally.add("other")
         #expect(tally["hit"] == 3 && tally["miss"] == 1 && tally["other"] == 0)
         #expect(tally.figures == [StatusFigure("hit", 3), StatusFigure("miss", 1)])
+        // By index in its names, as the cache counts (an index it does not have is ignored).
+        tally.add(at: 1)
+        tally.add(at: 0, 2)
+        tally.add(at: 2)
+        tally.add(at: -1)
+        #expect(tally.figures == [StatusFigure("hit", 5), StatusFigure("miss", 2)])
     }
 
     @Test("every page gets a fresh nonce of 16 random bytes")

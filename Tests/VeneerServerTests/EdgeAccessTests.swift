@@ -21,6 +21,17 @@ struct EdgeAccessTests {
         #expect(access.accepts(authority: authority, port: 8080, admin: admin) == accepted, "\(authority)")
     }
 
+    @Test("the usual Host is matched as written: the name, a colon and the port's digits, no leading zero, nothing else", arguments: [
+        ("127.0.0.1:8080", 8080, true), ("127.0.0.1:65535", 65535, true), ("127.0.0.1:1", 1, true), ("127.0.0.1:08080", 8080, false),
+        ("127.0.0.1:", 8080, false), ("127.0.0.1", 8080, false), ("127.0.0.1:123456", 23456, false), ("127.0.0.2:8080", 8080, false),
+        ("127.0.0.1x8080", 8080, false), ("127.0.0.1:80a0", 8080, false), ("127.0.0.1:8081", 8080, false), ("127.0.0.1:8080 ", 8080, false),
+        ("LOCALHOST:8080", 8080, false), ("", 8080, false), ("127.0.0.1:0", 0, false),
+    ])
+    func exactHost(_ authority: String, _ port: Int, _ matched: Bool) {
+        #expect(EdgeAccess.isExactly(authority, host: authority.hasPrefix("LOCALHOST") ? "localhost" : "127.0.0.1", port: port) == matched,
+                "\(authority)")
+    }
+
     @Test("a wildcard listen is no name of its own; a named listen address is")
     func ownNames() {
         let wildcard = EdgeAccess(listenHost: "0.0.0.0")

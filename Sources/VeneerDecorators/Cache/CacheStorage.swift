@@ -566,7 +566,15 @@ final class Flight: Sendable {
 
 /// Hit, miss, stale and eviction counters, and size gauges, for `/-/metrics`.
 struct CacheMetrics: Sendable {
-    let results: [String: Counter]
+    /// A lookup's result, as `veneer_cache_requests_total{result}` and the status page name it:
+    /// an index into the counters (a hit looked a string up in a dictionary).
+    enum Result: Int, CaseIterable {
+        case hit, miss, stale, revalidated, bypass, collapsed
+
+    }
+
+    /// The counters of ``results``, index for index with ``Result``.
+    let results: [Counter]
     let evictions: [String: Counter]
     let entries: Gauge
     let bytes: Gauge
@@ -584,9 +592,8 @@ struct CacheMetrics: Sendable {
     ]
 
     init(label: String, factory: any MetricsFactory) {
-        var results: [String: Counter] = [:]
-        for result in Self.results {
-            results[result] = Counter(label: "veneer_cache_requests_total", dimensions: [("cache", label), ("result", result)], factory: factory)
+        let results = Self.results.map { result in
+            Counter(label: "veneer_cache_requests_total", dimensions: [("cache", label), ("result", result)], factory: factory)
         }
         var evictions: [String: Counter] = [:]
         for reason in ["lru", "invalidated", "expired", "min_free"] {
@@ -598,9 +605,9 @@ struct CacheMetrics: Sendable {
         bytes = Gauge(label: "veneer_cache_bytes", dimensions: [("cache", label)], factory: factory)
     }
 
-    func count(_ result: String) {
-        results[result]?.increment()
-        tally.add(result)
+    func count(_ result: Result) {
+        results[result.rawValue].increment()
+        tally.add(at: result.rawValue)
     }
     func evicted(_ count: Int, reason: String) { if count > 0 { evictions[reason]?.increment(by: count) } }
     func update(entries: Int, bytes: Int) {

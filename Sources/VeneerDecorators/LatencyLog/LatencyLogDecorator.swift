@@ -91,46 +91,61 @@ public struct LatencyLogDecorator: ImmediateAnswering, CallbackAnswering {
     }
 
     func record(_ request: ProxyRequest, status: Int, error: String?, cacheStatus: String?, elapsed: Duration) {
-        timers.timer(route: request.route.template, method: request.method.rawValue, status: status).record(elapsed)
-        var line = ByteBuffer()
-        line.reserveCapacity(256)
-        line.writeStaticString("{\"time\":\"")
-        Timestamp.writeISO8601(clock.now(), into: &line)
-        line.writeStaticString("\",\"request_id\":")
-        JSONText.writeQuoted(request.requestID, into: &line)
-        if let trace = request.record.trace, trace.sampled {
-            // The request's server span (`telemetry`): the line joins its trace by these.
-            line.writeStaticString(",\"trace_id\":\"")
-            line.writeString(trace.traceID.hex)
-            line.writeStaticString("\",\"span_id\":\"")
-            line.writeString(TraceContext.hex(trace.spanID))
-            line.writeStaticString("\"")
+        let route = request.route, method = request.method.rawValue
+        let template = route.template
+        timers.timer(route: template, method: method, status: status).record(elapsed)
+        let path = route.path, requestID = request.requestID, label = options.label
+        let trace = request.record.trace.flatMap { $0.sampled ? $0 : nil }
+        let traceID = trace.map { $0.traceID.hex }, spanID = trace.map { TraceContext.hex($0.spanID) }
+        // The line in one pass, its size reckoned first: written piece by piece, each piece
+        // checked the buffer's capacity, and a line cost a hit some 13,000 instructions (callgrind).
+        var length = 160 + Timestamp.iso8601Length + 20 + Timestamp.millisecondsLength
+        length += ByteCursor.jsonQuotedLength(requestID) + ByteCursor.jsonQuotedLength(label) + (cacheStatus.map(ByteCursor.jsonQuotedLength) ?? 0)
+        length += method.utf8.count + template.utf8.count + path.utf8.count + (traceID?.utf8.count ?? 0) + (spanID?.utf8.count ?? 0)
+            + (error?.utf8.count ?? 0)
+        let now = clock.now()
+        let slow = options.slow.map { elapsed > $0 } ?? false
+        var line = ByteBufferAllocator().buffer(capacity: length)
+        line.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { raw in
+            var out = ByteCursor(raw.baseAddress!)
+            out.append("{\"time\":\"")
+            Timestamp.appendISO8601(now, to: &out)
+            out.append("\",\"request_id\":")
+            out.appendJSONQuoted(requestID)
+            if let traceID, let spanID {
+                // The request's server span (`telemetry`): the line joins its trace by these.
+                out.append(",\"trace_id\":\"")
+                out.append(traceID)
+                out.append("\",\"span_id\":\"")
+                out.append(spanID)
+                out.append("\"")
+            }
+            out.append(",\"method\":\"")
+            out.append(method)
+            out.append("\",\"route\":\"")
+            out.append(template)
+            out.append("\",\"path\":\"")
+            out.append(path)
+            out.append("\",\"status\":")
+            out.appendDecimal(status)
+            out.append(",\"duration_ms\":")
+            Timestamp.appendMilliseconds(elapsed, to: &out)
+            out.append(",\"label\":")
+            out.appendJSONQuoted(label)
+            if let cacheStatus {
+                out.append(",\"cache\":")
+                out.appendJSONQuoted(cacheStatus)
+            }
+            if let error {
+                out.append(",\"error\":\"")
+                out.append(error)
+                out.append("\"")
+            }
+            if slow { out.append(",\"slow\":true") }
+            out.append("}\n")
+            assert(out.offset <= length, "the line outgrew its reckoning")
+            return out.offset
         }
-        line.writeStaticString(",\"method\":\"")
-        line.writeString(request.method.rawValue)
-        line.writeStaticString("\",\"route\":\"")
-        line.writeString(request.route.template)
-        line.writeStaticString("\",\"path\":\"")
-        line.writeString(request.route.path)
-        line.writeStaticString("\",\"status\":")
-        line.writeString(String(status))
-        line.writeStaticString(",\"duration_ms\":")
-        Timestamp.writeMilliseconds(elapsed, into: &line)
-        line.writeStaticString(",\"label\":")
-        JSONText.writeQuoted(options.label, into: &line)
-        if let cacheStatus {
-            line.writeStaticString(",\"cache\":")
-            JSONText.writeQuoted(cacheStatus, into: &line)
-        }
-        if let error {
-            line.writeStaticString(",\"error\":\"")
-            line.writeString(error)
-            line.writeStaticString("\"")
-        }
-        if let slow = options.slow, elapsed > slow {
-            line.writeStaticString(",\"slow\":true")
-        }
-        line.writeStaticString("}\n")
         sink.write(line)
     }
 }
@@ -146,7 +161,14 @@ final class TimerCache: Sendable {
         let status: Int
     }
 
-    private let timers = Mutex<[Key: CoreMetrics.Timer]>([:])
+    private struct Timers {
+        var byKey: [Key: CoreMetrics.Timer] = [:]
+        /// The one asked for last: requests are mostly alike, and comparing a key costs less
+        /// than hashing it (a hit's line looked it up in the dictionary every time).
+        var last: (key: Key, timer: CoreMetrics.Timer)?
+    }
+
+    private let timers = Mutex(Timers())
 
     init(label: String, factory: any MetricsFactory) {
         self.label = label
@@ -155,11 +177,17 @@ final class TimerCache: Sendable {
 
     func timer(route: String, method: String, status: Int) -> CoreMetrics.Timer {
         let key = Key(route: route, method: method, status: status)
-        if let timer = timers.withLock({ $0[key] }) { return timer }
+        let found: CoreMetrics.Timer? = timers.withLock { timers in
+            if let last = timers.last, last.key == key { return last.timer }
+            guard let timer = timers.byKey[key] else { return nil }
+            timers.last = (key, timer)
+            return timer
+        }
+        if let found { return found }
         let timer = CoreMetrics.Timer(label: "veneer_request_duration_seconds",
                           dimensions: [("label", label), ("method", method), ("route", route), ("status", String(status))],
                           factory: factory)
-        timers.withLock { $0[key] = timer }
+        timers.withLock { $0.byKey[key] = timer }
         return timer
     }
 }

@@ -1,0 +1,98 @@
+import Foundation
+
+/// Bytes written in place into room reserved for them beforehand (a `ByteBuffer`'s
+/// `writeWithUnsafeMutableBytes(minimumWritableBytes:_:)`): for the texts made on every
+/// request (a response's head, a `latency_log` line), whose pieces each checked the buffer's
+/// capacity when written one at a time. Nothing here checks: the caller reserves enough (each
+/// method says at most how many bytes it writes).
+package struct ByteCursor {
+    private let base: UnsafeMutableRawPointer
+    /// How many bytes were written.
+    package private(set) var offset = 0
+
+    /// Writes from `base` on.
+    package init(_ base: UnsafeMutableRawPointer) {
+        self.base = base
+    }
+
+    /// One byte.
+    @inline(__always)
+    package mutating func append(byte: UInt8) {
+        base.storeBytes(of: byte, toByteOffset: offset, as: UInt8.self)
+        offset += 1
+    }
+
+    /// The text's bytes.
+    @inline(__always)
+    package mutating func append(_ text: StaticString) {
+        (base + offset).copyMemory(from: text.utf8Start, byteCount: text.utf8CodeUnitCount)
+        offset += text.utf8CodeUnitCount
+    }
+
+    /// The bytes.
+    @inline(__always)
+    package mutating func append(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { append(raw: $0) }
+    }
+
+    /// The text's UTF-8 bytes, as they are.
+    @inline(__always)
+    package mutating func append(_ text: String) {
+        let copied: Void? = text.utf8.withContiguousStorageIfAvailable { append(raw: UnsafeRawBufferPointer($0)) }
+        if copied == nil {
+            for byte in text.utf8 { append(byte: byte) }
+        }
+    }
+
+    /// The bytes.
+    @inline(__always)
+    package mutating func append(raw: UnsafeRawBufferPointer) {
+        guard let source = raw.baseAddress, raw.count > 0 else { return }
+        (base + offset).copyMemory(from: source, byteCount: raw.count)
+        offset += raw.count
+    }
+
+    /// `value` in decimal: at most 20 bytes.
+    package mutating func appendDecimal(_ value: Int) {
+        if value < 0 { append(byte: UInt8(ascii: "-")) }
+        let magnitude = value.magnitude
+        var scale: UInt = 1
+        while magnitude / scale >= 10 { scale *= 10 }
+        while scale > 0 {
+            append(byte: UInt8(truncatingIfNeeded: (magnitude / scale) % 10) + UInt8(ascii: "0"))
+            scale /= 10
+        }
+    }
+
+    /// `text` as a JSON string literal, quotes included, escaped as ``JSONText/writeQuoted(_:into:)``
+    /// escapes it: at most ``jsonQuotedLength(_:)`` bytes.
+    package mutating func appendJSONQuoted(_ text: String) {
+        append(byte: UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): append("\\\"")
+            case UInt8(ascii: "\\"): append("\\\\")
+            case 0x0A: append("\\n")
+            case 0x0D: append("\\r")
+            case 0x09: append("\\t")
+            case 0..<0x20:
+                let hex: StaticString = "0123456789abcdef"
+                append("\\u00")
+                append(byte: hex.utf8Start[Int(byte >> 4)])
+                append(byte: hex.utf8Start[Int(byte & 0xF)])
+            default: append(byte: byte)
+            }
+        }
+        append(byte: UInt8(ascii: "\""))
+    }
+
+    /// At most how many bytes ``appendJSONQuoted(_:)`` writes for `text`.
+    package static func jsonQuotedLength(_ text: String) -> Int {
+        text.utf8.count * 6 + 2
+    }
+
+    /// Runs `write` on room for `count` bytes at the cursor; it returns how many it wrote.
+    package mutating func append(upTo count: Int, _ write: (UnsafeMutableRawBufferPointer) -> Int) {
+        offset += write(UnsafeMutableRawBufferPointer(start: base + offset, count: count))
+    }
+}
