@@ -103,6 +103,7 @@ public struct OutboundRequest: Sendable {
     public var buffers: BufferBudget?
 
     /// Creates a request.
+    @inlinable
     public init(method: HTTPRequest.Method, endpoint: Endpoint, target: String, headers: HTTPFields = [:],
                 body: ByteBuffer? = nil, timeout: Duration, maxResponseBodySize: Int = 16 << 20) {
         self.method = method
@@ -112,6 +113,28 @@ public struct OutboundRequest: Sendable {
         self.body = body
         self.timeout = timeout
         self.maxResponseBodySize = maxResponseBodySize
+    }
+
+    /// Creates a request with every part given: one value built in place (the upstream origin
+    /// makes one per request, and setting parts after ``init(method:endpoint:target:headers:body:timeout:maxResponseBodySize:)``
+    /// copied the whole value twice).
+    @inlinable
+    package init(method: HTTPRequest.Method, endpoint: Endpoint, target: String, query: String?, headers: HTTPFields, forwardedFor: String?,
+                 body: ByteBuffer?, bodyStream: BodyStream?, timeout: Duration, maxResponseBodySize: Int, streamThreshold: Int?,
+                 bodyTimeout: Duration, buffers: BufferBudget?) {
+        self.method = method
+        self.endpoint = endpoint
+        self.target = target
+        self.query = query
+        self.headers = headers
+        self.forwardedFor = forwardedFor
+        self.body = body
+        self.bodyStream = bodyStream
+        self.timeout = timeout
+        self.maxResponseBodySize = maxResponseBodySize
+        self.streamThreshold = streamThreshold
+        self.bodyTimeout = bodyTimeout
+        self.buffers = buffers
     }
 
     /// ``target`` followed by `?` and ``query`` when there is one: what follows the endpoint's prefix.

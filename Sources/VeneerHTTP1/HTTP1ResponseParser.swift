@@ -24,6 +24,20 @@ public struct HTTP1ResponseParser {
         var keepAlive: Bool
     }
 
+    /// What the framing fields say of the body (all ``nextEvent(requestMethod:)`` needs of
+    /// them: a plain value, passed on without the retains of the whole ``HTTP1Framing``).
+    private struct BodyFraming {
+        var contentLength: Int?
+        var hasTransferEncoding: Bool
+        var chunkedIsLast: Bool
+
+        init(_ framing: borrowing HTTP1Framing) {
+            contentLength = framing.contentLength
+            hasTransferEncoding = framing.hasTransferEncoding
+            chunkedIsLast = framing.chunkedIsLast
+        }
+    }
+
     /// What ``nextEvent(requestMethod:)`` read.
     public enum Event: Sendable {
         /// A whole response.
@@ -144,6 +158,11 @@ public struct HTTP1ResponseParser {
                 } else if let length = framing.contentLength {
                     guard length <= maxBodySize else { throw tooLarge }
                     if length == 0 { return .response(finish(head, ByteBuffer())) }
+                    if input.readableBytes >= length {
+                        // The whole body came with the head (the usual small answer): taken at
+                        // once, the head never stored in a state to be copied out again.
+                        return .response(finish(head, input.readSlice(length: length)!))
+                    }
                     state = .body(head, remaining: length, ByteBuffer())
                 } else {
                     var head = head
@@ -248,12 +267,12 @@ public struct HTTP1ResponseParser {
         return Response(response: response, keepAlive: keepAlive)
     }
 
-    private mutating func readHead(requestMethod: HTTPRequest.Method) throws(HTTP1ParseError) -> (Head, HTTP1Framing, Int)? {
+    private mutating func readHead(requestMethod: HTTPRequest.Method) throws(HTTP1ParseError) -> (Head, BodyFraming, Int)? {
         let start = scanned
         let maxHeadSize = maxHeadSize
         // A HEAD answer's Content-Length says how long the GET answer would be: kept for the client.
         let keepLength = requestMethod == .head
-        let parsed: (Head, HTTP1Framing, Int, Int)? = try HTTP1Syntax.withBytes(input) { bytes throws(HTTP1ParseError) in
+        let parsed: (Head, BodyFraming, Int, Int)? = try HTTP1Syntax.withBytes(input) { bytes throws(HTTP1ParseError) in
             guard let end = HTTP1Syntax.headEnd(bytes, from: start) else { return nil }
             guard end <= maxHeadSize else { throw HTTP1ParseError("The upstream's headers are larger than \(maxHeadSize) bytes.") }
             let (head, framing, status) = try Self.parseHead(bytes, end: end, keepLength: keepLength)
@@ -271,7 +290,7 @@ public struct HTTP1ResponseParser {
 
     static let maxFields = 500
 
-    private static func parseHead(_ bytes: UnsafeRawBufferPointer, end: Int, keepLength: Bool) throws(HTTP1ParseError) -> (Head, HTTP1Framing, Int) {
+    private static func parseHead(_ bytes: UnsafeRawBufferPointer, end: Int, keepLength: Bool) throws(HTTP1ParseError) -> (Head, BodyFraming, Int) {
         guard let lineEnd = try HTTP1Syntax.lineEnd(bytes, from: 0, to: end) else { throw HTTP1ParseError("The status line is not terminated.") }
         // HTTP/1.x SP 3DIGIT [SP reason]
         guard lineEnd >= 12, HTTP1Syntax.equals(UnsafeRawBufferPointer(rebasing: bytes[0..<7]), "HTTP/1."),
@@ -287,9 +306,13 @@ public struct HTTP1ResponseParser {
         }
         guard code >= 100 else { throw HTTP1ParseError("The status code is not valid.") }
         var reason = ""
+        // `200 OK`, most answers: the status as it stands, not one made and checked anew.
+        var usual = false
         if lineEnd > 12 {
             guard bytes[12] == HTTP1Syntax.space else { throw HTTP1ParseError("The status line is not valid.") }
-            reason = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[13..<lineEnd]), as: UTF8.self)
+            let phrase = UnsafeRawBufferPointer(rebasing: bytes[13..<lineEnd])
+            usual = code == 200 && HTTP1Syntax.equals(phrase, "OK")
+            if !usual { reason = String(decoding: phrase, as: UTF8.self) }
         }
         let fieldsStart = lineEnd + 2
         var framing = HTTP1Framing()
@@ -321,7 +344,7 @@ public struct HTTP1ResponseParser {
             }
         }
         let keepAlive = minorVersion >= 1 ? !framing.connectionClose : framing.connectionKeepAlive && !framing.connectionClose
-        let status = HTTPResponse.Status(code: code, reasonPhrase: reason)
-        return (Head(status: status, headers: headers, keepAlive: keepAlive), framing, code)
+        let status = usual ? HTTPResponse.Status.ok : HTTPResponse.Status(code: code, reasonPhrase: reason)
+        return (Head(status: status, headers: headers, keepAlive: keepAlive), BodyFraming(framing), code)
     }
 }

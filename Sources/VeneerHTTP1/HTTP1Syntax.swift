@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import HTTPTypes
 import NIOCore
 import VeneerCore
@@ -52,6 +57,13 @@ struct RawLines {
         count += 1
         if isDate { hasDate = true }
     }
+
+    /// Copies whole kept lines (counted by the caller).
+    @inline(__always)
+    mutating func append(_ run: UnsafeRawBufferPointer) {
+        guard !run.isEmpty else { return }
+        run.withMemoryRebound(to: UInt8.self) { bytes.append(contentsOf: $0) }
+    }
 }
 
 /// What the framing fields of a message say, gathered while its fields are read.
@@ -90,14 +102,15 @@ enum HTTP1Syntax {
     /// The offset just past the `CRLF CRLF` that ends the header section, searching from
     /// `start` (where an earlier search left off); nil when it has not arrived yet.
     static func headEnd(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        guard let base = bytes.baseAddress else { return nil }
         var index = max(start, 3)
         let count = bytes.count
         while index < count {
-            // Jump by LF: the section ends at the LF of "\r\n\r\n".
-            if bytes[index] == lf {
-                if bytes[index - 1] == cr, bytes[index - 2] == lf, bytes[index - 3] == cr { return index + 1 }
-            }
-            index += 1
+            // Jump by LF (memchr reads many bytes at a time): the section ends at the LF of "\r\n\r\n".
+            guard let found = memchr(base + index, Int32(lf), count - index) else { return nil }
+            let at = base.distance(to: UnsafeRawPointer(found))
+            if bytes[at - 1] == cr, bytes[at - 2] == lf, bytes[at - 3] == cr { return at + 1 }
+            index = at + 1
         }
         return nil
     }
@@ -262,20 +275,21 @@ enum HTTP1Syntax {
     /// came (for ``SerializedFields``, which makes the fields when they are asked for).
     /// Returns false, with `lines` unusable, when a kept line would not print as its
     /// `HTTPField` would (a control character in the value): read them with ``readFields``.
+    /// `framing` and `lines` come fresh (nothing noted, no line kept).
     static func readFieldLines(
         _ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int, maxFields: Int, framing: inout HTTP1Framing, lines: inout RawLines
     ) throws(HTTP1ParseError) -> Bool {
+        if try scanPlainFieldLines(bytes, from: start, to: end, maxFields: maxFields, framing: &framing, lines: &lines) { return true }
+        // Not plain: the careful reader reads them all again, from nothing noted and no line kept.
+        let capacity = lines.bytes.capacity
+        framing = HTTP1Framing()
+        lines = RawLines()
+        lines.bytes.reserveCapacity(capacity)
         var usable = true
         try forEachFieldLine(bytes, from: start, to: end, maxFields: maxFields) { line, whole throws(HTTP1ParseError) in
             let nameBytes = UnsafeRawBufferPointer(rebasing: bytes[line.name])
             guard isToken(nameBytes) else { throw notAToken }
-            let framingName: HTTPField.Name? = switch nameBytes.count {
-            case 10 where equalsIgnoringCase(nameBytes, "connection"): .connection
-            case 14 where equalsIgnoringCase(nameBytes, "content-length"): .contentLength
-            case 17 where equalsIgnoringCase(nameBytes, "transfer-encoding"): .transferEncoding
-            default: nil
-            }
-            if let framingName {
+            if let framingName = responseFramingName(nameBytes) {
                 // Never kept: Veneer frames the answer itself.
                 _ = try note(framingName, UnsafeRawBufferPointer(rebasing: bytes[line.value]), framing: &framing)
             } else if !HopByHop.isRemoved(nameBytes) {
@@ -289,6 +303,93 @@ enum HTTP1Syntax {
         }
         lines.usable = usable
         return usable
+    }
+
+    /// ``readFieldLines(_:from:to:maxFields:framing:lines:)`` for the usual header section, one
+    /// pass over each line's bytes and the kept lines copied in runs: false as soon as a line is
+    /// not plain (a name that is not a token or has no colon, a control character but tab, a
+    /// bare CR or LF, more than `maxFields` lines), and the caller reads them all again with
+    /// the careful reader, so that what is accepted or refused, and why, is always its say.
+    /// A plain line is one that reader takes as it is (same name, value, and a clean line), so
+    /// the framing noted and the errors `note` throws are the same either way.
+    @inline(__always)
+    private static func scanPlainFieldLines(
+        _ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int, maxFields: Int, framing: inout HTTP1Framing, lines: inout RawLines
+    ) throws(HTTP1ParseError) -> Bool {
+        var lineStart = start
+        // The first kept line not yet copied to `lines`.
+        var run = start
+        var count = 0
+        while lineStart < end {
+            count += 1
+            guard count <= maxFields else { return false }
+            var index = lineStart
+            while index < end, isTokenByteByTable(bytes[index]) { index += 1 }
+            guard index > lineStart, index < end, bytes[index] == colon else { return false }
+            let name = UnsafeRawBufferPointer(rebasing: bytes[lineStart..<index])
+            index += 1
+            while index < end, bytes[index] == space || bytes[index] == tab { index += 1 }
+            let valueStart = index
+            // Visible bytes, obs-text, spaces and tabs up to the CR (DEL and other controls are not
+            // plain): eight at a time while none is below the space or DEL, then one at a time.
+            while index + 8 <= end, !hasControl(bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)) { index += 8 }
+            while index < end {
+                let byte = bytes[index]
+                guard byte >= space ? byte != 0x7F : byte == tab else { break }
+                index += 1
+            }
+            guard index + 1 < end, bytes[index] == cr, bytes[index + 1] == lf else { return false }
+            var valueEnd = index
+            while valueEnd > valueStart, bytes[valueEnd - 1] == space || bytes[valueEnd - 1] == tab { valueEnd -= 1 }
+            let next = index + 2
+            let framingName = responseFramingName(name)
+            if let framingName {
+                // Never kept: Veneer frames the answer itself.
+                _ = try note(framingName, UnsafeRawBufferPointer(rebasing: bytes[valueStart..<valueEnd]), framing: &framing)
+            }
+            if framingName != nil || HopByHop.isRemoved(name) {
+                lines.append(UnsafeRawBufferPointer(rebasing: bytes[run..<lineStart]))
+                run = next
+            } else {
+                lines.count += 1
+                lines.nameBits |= SerializedFields.nameMask(name)
+                if name.count == 4, equalsIgnoringCase(name, "date") { lines.hasDate = true }
+            }
+            lineStart = next
+        }
+        lines.append(UnsafeRawBufferPointer(rebasing: bytes[run..<end]))
+        lines.usable = true
+        return true
+    }
+
+    /// The framing field a response's field name is, in any case (`Connection`,
+    /// `Content-Length`, `Transfer-Encoding`): noted, never kept.
+    @inline(__always)
+    static func responseFramingName(_ name: UnsafeRawBufferPointer) -> HTTPField.Name? {
+        switch name.count {
+        case 10 where equalsIgnoringCase(name, "connection"): .connection
+        case 14 where equalsIgnoringCase(name, "content-length"): .contentLength
+        case 17 where equalsIgnoringCase(name, "transfer-encoding"): .transferEncoding
+        default: nil
+        }
+    }
+
+    /// ``isTokenByte(_:)`` by a 128-bit table (a test checks that the two agree): the name of
+    /// each field of each answer is checked byte by byte.
+    @inline(__always)
+    static func isTokenByteByTable(_ byte: UInt8) -> Bool {
+        let word: UInt64 = byte < 64 ? 0x03FF_6CFA_0000_0000 : byte < 128 ? 0x57FF_FFFF_C7FF_FFFE : 0
+        return (word >> UInt64(byte & 63)) & 1 != 0
+    }
+
+    /// Whether one of the eight bytes of `word` is below the space or is DEL (bit tricks that
+    /// find any byte below a bound, and any zero byte of `word ^ DEL…`; never a false "no").
+    @inline(__always)
+    static func hasControl(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        let below = (word &- ones &* 0x20) & ~word & highs
+        let del = word ^ (ones &* 0x7F)
+        return (below | ((del &- ones) & ~del & highs)) != 0
     }
 
     /// Records what a framing field says (`value` is its bytes); false for fields that never

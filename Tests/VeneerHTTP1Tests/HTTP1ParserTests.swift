@@ -342,6 +342,65 @@ struct HTTP1ParserTests {
         #expect(head.response.headers[.contentLength] == "31" && Self.keptLines(head.response)?.declaredLength == "31")
     }
 
+    @Test("a head read in one pass gives what the careful reader gives: lines after one that is not plain, framing noted once")
+    func plainAndCarefulAgree() throws {
+        // A hop-by-hop line that is not plain (a control character) after plain ones: the careful
+        // reader reads the head again from nothing, and the lines kept are not doubled.
+        let dropped = try #require(try Self.response(
+            "HTTP/1.1 200 OK\r\nServer: a\r\nContent-Length: 2\r\nKeep-Alive: t\u{1}x\r\nETag: e\r\nConnection: keep-alive\r\nVary: v\r\n\r\n{}"))
+        #expect(String(decoding: try #require(Self.keptLines(dropped.response)).bytes, as: UTF8.self) == "Server: a\r\nETag: e\r\nVary: v\r\n")
+        #expect(dropped.response.headers.map(\.name.rawName) == ["Server", "ETag", "Vary"] && dropped.keepAlive)
+        #expect(String(buffer: dropped.response.body) == "{}")
+        // A kept line that is not plain: fields, as the careful reader makes them.
+        let kept = try #require(try Self.response(
+            "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nServer: s\r\nX-Odd: a\u{1}b\r\nX-End: 2\r\n\r\nabc"))
+        #expect(Self.keptLines(kept.response) == nil && kept.keepAlive && String(buffer: kept.response.body) == "abc")
+        #expect(kept.response.headers.map { "\($0.name.rawName)=\($0.value)" } == ["Server=s", "X-Odd=a b", "X-End=2"])
+        let deleted = try #require(try Self.response("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nA: 1\r\nX-Del: a\u{7F}b\r\n\r\n"))
+        #expect(Self.keptLines(deleted.response) == nil && deleted.response.headers.map(\.name.rawName) == ["A", "X-Del"])
+        // Dropped lines first, in the middle and last; kept lines with obs-text, tabs and
+        // trailing whitespace are plain and come as they were sent.
+        let runs = try #require(try Self.response(
+            "HTTP/1.1 200 OK\r\nTE: x\r\nA: 1\r\nB:\tcafé\t \r\nTransfer-Encoding: chunked\r\nC: 3\r\nUpgrade: u\r\n\r\n2\r\nok\r\n0\r\n\r\n"))
+        #expect(String(decoding: try #require(Self.keptLines(runs.response)).bytes, as: UTF8.self) == "A: 1\r\nB:\tcafé\t \r\nC: 3\r\n")
+        #expect(runs.response.headers[HTTPField.Name("B")!] == "café" && String(buffer: runs.response.body) == "ok")
+        // The body that came with the head is taken at once; bytes beyond it stay unread.
+        var parser = HTTP1ResponseParser(maxBodySize: 100)
+        parser.append(ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}HTTP"))
+        let first = try #require(try parser.next(requestMethod: .get))
+        #expect(String(buffer: first.response.body) == "{}" && parser.hasUnreadBytes)
+        // Refusals are the careful reader's, whichever line is at fault.
+        for bad in ["A: 1\r\nBad Name: x", "A: 1\r\nX: a\u{0}b", "A: 1\r\n folded", "A: 1\r\n: empty", "Content-Length: 1\r\nA: 1\r\nContent-Length: 2"] {
+            #expect(throws: HTTP1ParseError.self, "\(bad.debugDescription)") { _ = try Self.response("HTTP/1.1 200 OK\r\n\(bad)\r\n\r\n") }
+        }
+    }
+
+    @Test("the one-pass reader's byte tests agree with the careful ones: token bytes by table, control bytes eight at a time")
+    func byteTests() {
+        for byte in UInt8.min...UInt8.max {
+            #expect(HTTP1Syntax.isTokenByteByTable(byte) == HTTP1Syntax.isTokenByte(byte), "\(byte)")
+        }
+        func control(_ word: UInt64) -> Bool {
+            (0..<8).contains { shift in
+                let byte = UInt8(truncatingIfNeeded: word >> (8 * UInt64(shift)))
+                return byte < 0x20 || byte == 0x7F
+            }
+        }
+        // Every byte value at every place among plain bytes, then words of random bytes.
+        let plain = UInt64(0x6162_6364_6566_6768)
+        for place in 0..<8 {
+            for byte in UInt8.min...UInt8.max {
+                let word = plain & ~(0xFF << (8 * UInt64(place))) | UInt64(byte) << (8 * UInt64(place))
+                #expect(HTTP1Syntax.hasControl(word) == control(word), "\(byte) at \(place)")
+            }
+        }
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20000 {
+            let word = generator.next() as UInt64
+            #expect(HTTP1Syntax.hasControl(word) == control(word), "\(word)")
+        }
+    }
+
     @Test("a response's fields are kept as lines and made into fields only when asked for, as the fields would have been")
     func responseFieldsFromLines() throws {
         let text = "HTTP/1.1 200 OK\r\nserver: nginx\r\nDate: d\r\nContent-Length: 2\r\nKEEP-ALIVE: timeout=5\r\nX-Custom-Thing:  a, b \r\n"

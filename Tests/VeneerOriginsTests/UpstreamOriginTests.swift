@@ -127,6 +127,44 @@ struct UpstreamOriginTests {
         }
     }
 
+    @Test("the request head goes as the fields say, whatever its size: many long fields, UTF-8 values, hop-by-hop and Host left out",
+          arguments: ways)
+    func requestHead(way: Way) async throws {
+        try await withTestUpstream({ _ in .json("{}") }) { (upstream: TestUpstream) async throws in
+            let (origin, provider) = origin(upstream.url + "/api/v2", way: way)
+            defer { Task { await provider.shutdown() } }
+            let id = "abcdefghijklmnopqrstuvwxyz0123"
+            // The edge strips hop-by-hop fields before any origin; the pooled transport's writer
+            // drops them (and Host) again, which is what is checked here on its ways.
+            let pooled = way.kind == .standard
+            var large: HTTPFields = pooled ? [HTTPField.Name("Host")!: "elsewhere.example", .connection: "keep-alive", .te: "trailers", .accept: "a"]
+                : [.accept: "a"]
+            for index in 0..<40 { large.append(HTTPField(name: HTTPField.Name("X-Field-\(index)")!, value: String(repeating: "v\(index % 10)", count: 150))) }
+            if pooled { large.append(HTTPField(name: HTTPField.Name("Keep-Alive")!, value: "timeout=5")) }
+            large.append(HTTPField(name: HTTPField.Name("X-Text")!, value: "café ✓"))
+            // Small, large, small again: a connection's buffer grows and is reused.
+            let requests = [
+                ProxyRequest(method: .get, route: .item(.posts, "7"), headers: [.accept: "b"], client: ClientAddress("10.0.0.1")),
+                ProxyRequest(method: .get, route: .item(.posts, id), query: "q=1", headers: large, client: ClientAddress("10.0.0.2")),
+                ProxyRequest(method: .get, route: .list(.posts), headers: [.userAgent: "u"]),
+            ]
+            for request in requests { _ = try await origin.handle(request) }
+            let received = upstream.requests
+            try #require(received.count == 3)
+            #expect(received.map(\.target) == ["/api/v2/posts/7", "/api/v2/posts/\(id)?q=1", "/api/v2/posts"])
+            #expect(received.allSatisfy { $0.host == "127.0.0.1:\(upstream.port)" })
+            #expect(received[0].header("accept") == "b" && received[0].header("x-forwarded-for") == "10.0.0.1")
+            let sent = received[1].headers.filter { !["host", "connection", "content-length", "user-agent"].contains($0.name.lowercased()) }
+            var expected = [("accept", "a")]
+            for index in 0..<40 { expected.append(("x-field-\(index)", String(repeating: "v\(index % 10)", count: 150))) }
+            expected += [("x-text", "café ✓"), ("x-forwarded-for", "10.0.0.2")]
+            #expect(sent.map { $0.name.lowercased() } == expected.map(\.0))
+            #expect(sent.map(\.value) == expected.map(\.1))
+            #expect(received[1].header("te") == nil && received[1].header("keep-alive") == nil)
+            #expect(received[2].header("user-agent") == "u" && received[2].header("x-forwarded-for") == nil)
+        }
+    }
+
     @Test("hop-by-hop headers of the upstream's response are not passed back", arguments: ways)
     func responseHopByHop(way: Way) async throws {
         try await withTestUpstream({ _ in

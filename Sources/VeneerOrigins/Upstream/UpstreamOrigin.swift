@@ -132,39 +132,52 @@ public struct UpstreamOrigin: CallbackAnswering {
                 forwardedFor = address
             }
         }
-        var outbound = OutboundRequest(
+        return OutboundRequest(
             method: request.method,
             endpoint: options.endpoint,
             target: Self.target(options.endpoint.basePath, request),
+            query: request.query.flatMap { $0.isEmpty ? nil : $0 },
             headers: headers,
+            forwardedFor: forwardedFor,
             body: request.stream == nil && (request.body.readableBytes > 0 || request.method == .post || request.method == .put || request.method == .patch)
                 ? request.body : nil,
+            bodyStream: request.stream,
             timeout: options.timeout,
-            maxResponseBodySize: maxResponseBodySize)
-        if let query = request.query, !query.isEmpty { outbound.query = query }
-        outbound.forwardedFor = forwardedFor
-        outbound.bodyStream = request.stream
-        outbound.streamThreshold = streamThreshold
-        outbound.bodyTimeout = bodyTimeout
-        outbound.buffers = buffers
-        return outbound
+            maxResponseBodySize: maxResponseBodySize,
+            streamThreshold: streamThreshold,
+            bodyTimeout: bodyTimeout,
+            buffers: buffers)
     }
 
-    /// Prefix and path, built in one string (the query goes apart: ``OutboundRequest/query``),
-    /// which a short path keeps without an allocation.
+    /// Prefix and path, built in one string (the query goes apart: ``OutboundRequest/query``):
+    /// written in one go, which a short path keeps inline without an allocation.
     static func target(_ basePath: String, _ request: ProxyRequest) -> String {
-        let name = request.route.resource.name
-        var id = ""
-        if case .item(let itemID) = request.route.target { id = itemID }
-        var target = ""
-        target.reserveCapacity(basePath.utf8.count + name.utf8.count + id.utf8.count + 2)
-        target += basePath
-        target += "/"
-        target += name
-        if !id.isEmpty {
-            target += "/"
-            target += id
+        let name = request.route.resource.name.utf8
+        var id = "".utf8
+        if case .item(let itemID) = request.route.target { id = itemID.utf8 }
+        let base = basePath.utf8
+        let count = base.count + 1 + name.count + (id.isEmpty ? 0 : 1 + id.count)
+        return String(unsafeUninitializedCapacity: count) { out in
+            var at = 0
+            func put(_ bytes: String.UTF8View) {
+                if bytes.withContiguousStorageIfAvailable({ source in
+                    _ = UnsafeMutableBufferPointer(rebasing: out[at..<(at + source.count)]).initialize(fromContentsOf: source)
+                }) == nil {
+                    for byte in bytes { out[at] = byte; at += 1 }
+                    return
+                }
+                at += bytes.count
+            }
+            put(base)
+            out[at] = UInt8(ascii: "/")
+            at += 1
+            put(name)
+            if !id.isEmpty {
+                out[at] = UInt8(ascii: "/")
+                at += 1
+                put(id)
+            }
+            return at
         }
-        return target
     }
 }

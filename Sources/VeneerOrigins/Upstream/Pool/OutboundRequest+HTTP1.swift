@@ -9,30 +9,34 @@ extension OutboundRequest {
     /// when there is a body, then the body. A streamed
     /// body (``OutboundRequest/bodyStream``) is not written here: the head says its
     /// `Content-Length` when known, else `Transfer-Encoding: chunked`, and ends.
+    ///
+    /// Each part is copied in one write of the buffer's room (the request line and `Host`
+    /// together, each field, the end of the head): a `writeString` per piece checked the
+    /// buffer's room and uniqueness a dozen times per request.
     func writeHTTP1(into buffer: inout ByteBuffer) {
-        buffer.writeString(method.rawValue)
-        buffer.writeInteger(UInt8(ascii: " "))
-        buffer.writeString(target)
-        if let query {
-            buffer.writeInteger(UInt8(ascii: "?"))
-            buffer.writeString(query)
+        let methodBytes = method.rawValue.utf8, targetBytes = target.utf8, authority = endpoint.authority.utf8
+        var length = methodBytes.count + 1 + targetBytes.count + " HTTP/1.1\r\nHost: ".utf8.count + authority.count + 2
+        if let query { length += 1 + query.utf8.count }
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { room in
+            var out = HeadBytes(room)
+            out.put(methodBytes)
+            out.put(UInt8(ascii: " "))
+            out.put(targetBytes)
+            if let query {
+                out.put(UInt8(ascii: "?"))
+                out.put(query.utf8)
+            }
+            out.put(" HTTP/1.1\r\nHost: ")
+            out.put(authority)
+            out.put("\r\n")
+            return out.count
         }
-        buffer.writeStaticString(" HTTP/1.1\r\nHost: ")
-        buffer.writeString(endpoint.authority)
-        buffer.writeStaticString("\r\n")
         for field in headers {
             let name = field.name.canonicalName
             if HopByHop.isRemoved(name) || name == "host" { continue }
-            buffer.writeString(field.name.rawName)
-            buffer.writeStaticString(": ")
-            buffer.writeString(field.value)
-            buffer.writeStaticString("\r\n")
+            Self.write(field.name.rawName.utf8, field.value.utf8, into: &buffer)
         }
-        if let forwardedFor {
-            buffer.writeStaticString("X-Forwarded-For: ")
-            buffer.writeString(forwardedFor)
-            buffer.writeStaticString("\r\n")
-        }
+        if let forwardedFor { Self.write("X-Forwarded-For".utf8, forwardedFor.utf8, into: &buffer) }
         if let bodyStream {
             if let length = bodyStream.expectedLength {
                 buffer.writeStaticString("Content-Length: ")
@@ -48,6 +52,55 @@ extension OutboundRequest {
             buffer.writeImmutableBuffer(body)
         } else {
             buffer.writeStaticString("\r\n")
+        }
+    }
+
+    /// `name: value` CRLF, in one write.
+    private static func write(_ name: String.UTF8View, _ value: String.UTF8View, into buffer: inout ByteBuffer) {
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: name.count + value.count + 4) { room in
+            var out = HeadBytes(room)
+            out.put(name)
+            out.put(": ")
+            out.put(value)
+            out.put("\r\n")
+            return out.count
+        }
+    }
+}
+
+/// Bytes copied one after another into room known to be large enough (the caller sized it).
+private struct HeadBytes {
+    let room: UnsafeMutableRawBufferPointer
+    var count = 0
+
+    init(_ room: UnsafeMutableRawBufferPointer) {
+        self.room = room
+    }
+
+    @inline(__always)
+    mutating func put(_ byte: UInt8) {
+        room[count] = byte
+        count += 1
+    }
+
+    @inline(__always)
+    mutating func put(_ text: StaticString) {
+        let length = text.utf8CodeUnitCount
+        UnsafeMutableRawBufferPointer(rebasing: room[count..<(count + length)]).copyMemory(from: UnsafeRawBufferPointer(start: text.utf8Start, count: length))
+        count += length
+    }
+
+    @inline(__always)
+    mutating func put(_ text: String.UTF8View) {
+        let length = text.count
+        let copied: Void? = text.withContiguousStorageIfAvailable { bytes in
+            UnsafeMutableRawBufferPointer(rebasing: room[count..<(count + length)]).copyMemory(from: UnsafeRawBufferPointer(bytes))
+        }
+        if copied == nil {
+            // A bridged or foreign string: byte by byte.
+            for byte in text { put(byte) }
+        } else {
+            count += length
         }
     }
 }

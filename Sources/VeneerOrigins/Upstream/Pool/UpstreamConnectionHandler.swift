@@ -29,8 +29,9 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     private var exchange: UpstreamExchange?
     /// The streamed body being read, if any.
     private var stream: BodyStream?
-    /// The longest pause of the streamed body while a part is wanted.
-    private var bodyTimeout = TimeAmount.seconds(30)
+    /// The longest pause of the streamed body while a part is wanted (made a `TimeAmount` only
+    /// when a timer is armed: most answers arm none).
+    private var bodyTimeout = Duration.seconds(30)
     private var pauseTimer: Scheduled<Void>?
     /// The request body being sent as it streams, if any, and whether it goes chunked.
     private var requestStream: BodyStream?
@@ -39,7 +40,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// the upstream may take nothing (`body_timeout`, as nginx's `proxy_send_timeout`).
     private var sendTimer: Scheduled<Void>?
     /// The wait for an answer's head once a streamed request body has been sent (`timeout`).
-    private var headTimeout = TimeAmount.seconds(10)
+    private var headTimeout = Duration.seconds(10)
 
     init(id: ID, eventLoop: any EventLoop) {
         self.id = id
@@ -77,8 +78,8 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             return
         }
         self.exchange = exchange
-        bodyTimeout = TimeAmount(exchange.request.bodyTimeout)
-        headTimeout = TimeAmount(exchange.request.timeout)
+        bodyTimeout = exchange.request.bodyTimeout
+        headTimeout = exchange.request.timeout
         var buffer = outputBuffer ?? context.channel.allocator.buffer(capacity: 512 + (exchange.request.body?.readableBytes ?? 0))
         outputBuffer = nil  // so that clearing finds the storage unshared
         buffer.clear()
@@ -144,7 +145,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
                 context.writeAndFlush(wrapOutboundOut(ByteBuffer(staticString: "0\r\n\r\n")), promise: nil)
             }
             if exchange?.state.requestBodyEnded() == true {
-                pool?.requestBodySent(on: id, deadline: .now() + headTimeout)
+                pool?.requestBodySent(on: id, deadline: .now() + TimeAmount(headTimeout))
             }
         case .failed:
             requestStream = nil
@@ -160,7 +161,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     private func armSendTimer(_ context: ChannelHandlerContext) {
         guard sendTimer == nil else { return }
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        sendTimer = context.eventLoop.scheduleTask(in: bodyTimeout) {
+        sendTimer = context.eventLoop.scheduleTask(in: TimeAmount(bodyTimeout)) {
             let handler = loopBound.value
             handler.sendTimer = nil
             handler.requestBodySendTimedOut()
@@ -202,7 +203,8 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             case .streamHead, .streamPart: parseOn = true
             default: parseOn = false
             }
-            perform(action)
+            // Handed on, not copied (the next action is a new value).
+            perform(consume action)
             guard parseOn else {
                 readOnIfWanted()
                 return
@@ -256,7 +258,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     private func armPauseTimer(_ context: ChannelHandlerContext) {
         guard pauseTimer == nil else { return }
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        pauseTimer = context.eventLoop.scheduleTask(in: bodyTimeout) {
+        pauseTimer = context.eventLoop.scheduleTask(in: TimeAmount(bodyTimeout)) {
             let handler = loopBound.value
             handler.pauseTimer = nil
             handler.perform(handler.state.bodyPauseTimedOut())

@@ -25,6 +25,9 @@ final class UpstreamLoopPool {
     private var state: StateMachine
     private var deadlineSweep: Scheduled<Void>?
     private var idleSweep: Scheduled<Void>?
+    /// The last request timeout made a `TimeAmount`: the requests of one origin share theirs,
+    /// and the conversion (a 128-bit division) cost more than the rest of a deadline.
+    private var lastTimeout = (Duration.zero, TimeAmount.zero)
     /// The backoff timers of failed connects, by the slot whose room they hold.
     private var backoffs: [StateMachine.ConnectionID: Scheduled<Void>] = [:]
 
@@ -45,10 +48,15 @@ final class UpstreamLoopPool {
         guard exchange.start(waiter) else { return }
         // Read in place: a copy of the request would retain and release each of its parts.
         let action = state.execute(exchange, host: exchange.request.endpoint.host, port: exchange.request.endpoint.port,
-                                   deadline: .now() + TimeAmount(exchange.request.timeout), retryable: exchange.isIdempotent)
+                                   deadline: .now() + amount(exchange.request.timeout), retryable: exchange.isIdempotent)
         // Neither run, nor a connection opened for it, nor failed: it waits in the queue.
         if case .none = action.connection, case .none = action.request { metrics.poolWaits.increment() }
         perform(action)
+    }
+
+    private func amount(_ timeout: Duration) -> TimeAmount {
+        if timeout != lastTimeout.0 { lastTimeout = (timeout, TimeAmount(timeout)) }
+        return lastTimeout.1
     }
 
     /// The caller's task was cancelled.
