@@ -75,16 +75,7 @@ enum ServerSpan {
             writer.nested(2) { span in
                 span.head(traceID: trace.traceID, spanID: trace.spanID, traceState: trace.traceState, parentSpanID: trace.parentSpanID)
                 if let method, let route {
-                    // `METHOD route`, written in its pieces.
-                    SpanWriter.withBytes(method) { method in
-                        SpanWriter.withBytes(route) { route in
-                            span.tag(5, 2)
-                            span.rawVarint(UInt64(method.count + 1 + route.count))
-                            span.raw(method)
-                            span.byte(UInt8(ascii: " "))
-                            span.raw(route)
-                        }
-                    }
+                    span.string(5, method, route)                                            // `METHOD route`
                 } else {
                     span.string(5, method ?? "HTTP")
                 }
