@@ -10,7 +10,10 @@
 # per request served by wrk. With --compare BINARY, a second build runs every mode too, its
 # rows marked `b` (the same-run A/B of two builds' telemetry). With --rate N, each wrk
 # connection waits N ms between requests (wrk's delay()): every process serves about the
-# same request rate below saturation, so the CPU per request compares like for like.
+# same request rate below saturation, so the CPU per request compares like for like. Each
+# round starts one mode further along the list (no process always first). Printed: CPU per
+# request over all rounds, then each round's ratio against the same build's `off` and their
+# median, then (--compare, --before) each round's ratio between the builds in the same mode.
 #
 #   bench/telemetry-ab.sh [--rounds 3] [--duration 8] [--connections 32] [--before BINARY]
 #                         [--compare BINARY] [--rate MS] [--kinds "hit pass"]
@@ -65,9 +68,14 @@ done
 sleep 2
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 declare -A total_cpu total_requests
+read -r -a mode_list <<<"$modes"
 for round in $(seq 1 "$rounds"); do
+  # Each round starts one mode further along, so that no process is always first after a
+  # warm-up of another (an order effect of several points was seen with a fixed order).
+  shift_by=$(( (round - 1) % ${#mode_list[@]} ))
+  order="${mode_list[*]:$shift_by} ${mode_list[*]:0:$shift_by}"
   for kind in $kinds; do
-    for mode in $modes; do
+    for mode in $order; do
       IFS=: read -r p pid <<<"${ports[$mode-$kind]}"
       wrk -t1 -c"$connections" -d1s "http://127.0.0.1:$p/posts/1" >/dev/null   # warm (and fill the cache)
       before=$(cpu "$pid")
@@ -101,6 +109,17 @@ for (r, k, m), value in cost.items():
         ratios[(k, m)].append(value / off - 1)
 for (k, m), values in sorted(ratios.items()):
     print(f"{k:6s} {m:10s} median {100 * statistics.median(values):+6.1f}% against off, rounds: " + " ".join(f"{100 * v:+.0f}%" for v in values))
+# The two builds mode for mode (--compare), and off against the build before telemetry (--before).
+pairs = collections.defaultdict(list)
+for (r, k, m), value in cost.items():
+    other = cost.get((r, k, "b:" + m)) if not m.startswith("b:") and m != "before" else None
+    if other:
+        pairs[(k, m, "the --compare build")].append(value / other - 1)
+    if m == "off" and (r, k, "before") in cost:
+        pairs[(k, m, "--before")].append(value / cost[(r, k, "before")] - 1)
+for (k, m, against), values in sorted(pairs.items()):
+    print(f"{k:6s} {m:10s} median {100 * statistics.median(values):+6.1f}% against {against} in the same mode, rounds: "
+          + " ".join(f"{100 * v:+.0f}%" for v in values))
 PY
 for mode in $modes; do
   [ "${mode#b:}" = off ] || [ "$mode" = before ] && continue

@@ -203,32 +203,69 @@ public final class RequestRecord: Sendable {
 
     /// The spans of a sampled trace below its server span: one per decorator entry, in chain
     /// order, then the cache's (with its decision and status), then Veneer's own requests.
-    /// Empty unless sampled.
+    /// Empty unless sampled. (What ``exportSpans(rootBound:to:_:)`` writes, as values.)
     public var childSpans: [SpanNote] {
-        var spans: [SpanNote] = []
-        appendChildSpans(to: &spans)
-        return spans
-    }
-
-    /// Appends ``childSpans`` to `spans` (the server span's array: no array of their own).
-    public func appendChildSpans(to spans: inout [SpanNote]) {
-        guard timed, let trace else { return }
-        state.withLock { state in
+        guard timed, let trace else { return [] }
+        return state.withLock { state in
+            var spans: [SpanNote] = []
             var ids = TraceIDGenerator()
-            func child(_ name: String, _ times: (start: Int64, end: Int64), _ attributes: [(key: String, value: SpanNote.Value)]) -> SpanNote {
-                SpanNote(name: name, kind: .internal, traceID: trace.traceID, spanID: TraceContext.newSpanID(&ids), parentSpanID: trace.spanID,
-                         start: times.start, end: max(times.end, times.start), attributes: attributes)
-            }
-            spans.reserveCapacity(spans.count + state.entries.count + 1 + state.spans.count)
-            for (index, entry) in state.entries.enumerated() where !entry.isEmpty && index < state.entryTimes.count {
-                spans.append(child(entry.name, state.entryTimes[index], entry.detail.isEmpty ? [] : [("veneer.decision", .string(entry.detail))]))
-            }
-            if let status = state.cacheStatus, let times = state.cacheTimes {
-                let summary = Self.cacheSummary(status)
-                spans.append(child("cache", times, summary.isEmpty ? [("veneer.cache_status", .string(status))]
-                                                                     : [("veneer.decision", .string(summary)), ("veneer.cache_status", .string(status))]))
+            Self.forEachStep(state, cacheSummary: state.cacheStatus.map(Self.cacheSummary)) { name, times, decision, cacheStatus in
+                var attributes: [(key: String, value: SpanNote.Value)] = []
+                if let decision { attributes.append(("veneer.decision", .string(decision))) }
+                if let cacheStatus { attributes.append(("veneer.cache_status", .string(cacheStatus))) }
+                spans.append(SpanNote(name: name, kind: .internal, traceID: trace.traceID, spanID: TraceContext.newSpanID(&ids),
+                                      parentSpanID: trace.spanID, start: times.start, end: max(times.end, times.start), attributes: attributes))
             }
             spans.append(contentsOf: state.spans)
+            return spans
+        }
+    }
+
+    /// Gives `sink` the spans of a sampled trace, written straight into its batch: the one
+    /// `root` writes (the server span, or a background trace's root; at most `rootBound`
+    /// bytes), then ``childSpans``, the same bytes without the values (no attribute array or
+    /// ``SpanNote`` is made for a step; callgrind). Nothing unless sampled.
+    package func exportSpans(rootBound: Int, to sink: any SpanSink, _ root: (inout SpanWriter) -> Void) {
+        guard timed, let trace else { return }
+        state.withLock { state in
+            let summary = state.cacheStatus.map(Self.cacheSummary)
+            var count = 1 + state.spans.count
+            var bound = rootBound
+            for span in state.spans { bound += SpanWriter.bound(of: span) }
+            Self.forEachStep(state, cacheSummary: summary) { name, _, decision, cacheStatus in
+                count += 1
+                // As SpanWriter.bound(of:) counts a SpanNote of these attributes.
+                bound += SpanWriter.fixedBound + 6 + name.utf8.count
+                if let decision { bound += 29 + 15 + decision.utf8.count }
+                if let cacheStatus { bound += 29 + 19 + cacheStatus.utf8.count }
+            }
+            sink.export(count: count, bound: bound) { writer in
+                root(&writer)
+                var ids = TraceIDGenerator()
+                Self.forEachStep(state, cacheSummary: summary) { name, times, decision, cacheStatus in
+                    writer.nested(2) { span in                                               // ScopeSpans.spans
+                        span.head(traceID: trace.traceID, spanID: TraceContext.newSpanID(&ids), traceState: nil, parentSpanID: trace.spanID)
+                        span.string(5, name)
+                        span.times(kind: .internal, start: times.start, end: max(times.end, times.start))
+                        if let decision { span.attribute("veneer.decision", decision) }
+                        if let cacheStatus { span.attribute("veneer.cache_status", cacheStatus) }
+                    }
+                }
+                for span in state.spans { writer.span(span) }
+            }
+        }
+    }
+
+    /// The internal spans of `state`, in order: each decorator entry that says something (its
+    /// detail the decision), then the cache's (its summary, `cacheSummary`, the decision unless
+    /// empty, and its status).
+    private static func forEachStep(_ state: State, cacheSummary: String?,
+                                    _ body: (_ name: String, _ times: (start: Int64, end: Int64), _ decision: String?, _ cacheStatus: String?) -> Void) {
+        for (index, entry) in state.entries.enumerated() where !entry.isEmpty && index < state.entryTimes.count {
+            body(entry.name, state.entryTimes[index], entry.detail.isEmpty ? nil : entry.detail, nil)
+        }
+        if let status = state.cacheStatus, let times = state.cacheTimes {
+            body("cache", times, cacheSummary.flatMap { $0.isEmpty ? nil : $0 }, status)
         }
     }
 

@@ -76,8 +76,21 @@ public struct SpanNote: Sendable {
 public protocol SpanSink: Sendable {
     /// Which traces are recorded.
     var sampler: TraceSampler { get }
-    /// Takes the spans of one request.
-    func export(_ spans: [SpanNote])
+    /// Takes the spans of one request: `count` spans of at most `bound` bytes in all, which
+    /// `write` writes (Veneer's own modules: ``SpanWriter`` is theirs) where the sink keeps them.
+    func export(count: Int, bound: Int, _ write: (inout SpanWriter) -> Void)
+}
+
+extension SpanSink {
+    /// Takes `spans`, the spans of one request.
+    public func export(_ spans: [SpanNote]) {
+        guard !spans.isEmpty else { return }
+        var bound = 0
+        for span in spans { bound += SpanWriter.bound(of: span) }
+        export(count: spans.count, bound: bound) { writer in
+            for span in spans { writer.span(span) }
+        }
+    }
 }
 
 /// Work of Veneer's own that no request started (a token refresh ahead of expiry): a trace of
@@ -102,9 +115,8 @@ public struct BackgroundTrace: Sendable {
     /// Ends the work (`error`: why it failed): its spans are exported if the trace is sampled.
     public func end(error: String? = nil) {
         guard let trace = record.trace, trace.sampled else { return }
-        var spans = [SpanNote(name: name, kind: .internal, traceID: trace.traceID, spanID: trace.spanID, parentSpanID: nil, start: start,
-                              end: SpanNote.now(), error: error)]
-        record.appendChildSpans(to: &spans)
-        sink.export(spans)
+        let root = SpanNote(name: name, kind: .internal, traceID: trace.traceID, spanID: trace.spanID, parentSpanID: nil, start: start,
+                            end: SpanNote.now(), error: error)
+        record.exportSpans(rootBound: SpanWriter.bound(of: root), to: sink) { $0.span(root) }
     }
 }

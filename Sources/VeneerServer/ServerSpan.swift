@@ -17,67 +17,129 @@ enum ServerSpan {
         return TraceContext.start(traceparent: parent, tracestate: state, sampler: sampler, ids: &ids)
     }
 
+    /// What a server span says, the request's own strings (no attribute array is made):
+    /// written straight into the sink's batch by ``write(into:)``, the bytes a ``SpanNote`` of
+    /// the same attributes would be.
+    struct Fields {
+        var trace: TraceContext
+        var start: Int64
+        var end: Int64
+        /// Nil for what could not be read as a request (the span is then named `HTTP`).
+        var method: String?
+        var route: String?
+        var path: Substring = ""
+        var host: String?
+        var port: Int?
+        var minorVersion = 1
+        var userAgent: String?
+        var status: Int
+        var client: String?
+        var requestID: String?
+        var cacheStatus: String?
+        var refusal: String?
+        var error: String?
+
+        /// The longest attribute key written (`http.response.status_code`) at most.
+        private static let keyBound = 32
+
+        /// At most how many bytes ``write(into:)`` writes (``SpanWriter/bound(of:)``'s
+        /// arithmetic, each of the 13 attributes counted with the longest key).
+        var bound: Int {
+            func size(_ text: String?) -> Int { text?.utf8.count ?? 0 }
+            // The name (`HTTP`, or the method and route with a space), then the values.
+            var total = SpanWriter.fixedBound + 6 + 4 + 2 * size(method) + 1 + 2 * size(route) + path.utf8.count
+            total += 13 * (29 + Self.keyBound) + 4 + 3                                       // url.scheme, network.protocol.version
+            total += size(host) + size(userAgent) + size(client) + size(requestID) + size(cacheStatus) + size(refusal)
+            if let state = trace.traceState { total += 6 + state.utf8.count }
+            if let error { total += 14 + error.utf8.count }
+            return total
+        }
+
+        /// Adds what the request says (the HTTP semantic conventions' attributes), `received`
+        /// when its head was read and `now` when its answer was written.
+        mutating func add(_ head: HTTP1RequestParser.Head, received: NIODeadline, record: RequestRecord, now: NIODeadline) {
+            start = end - (now - received).nanoseconds
+            method = head.method.rawValue
+            route = record.route
+            let path = RequestRedaction.pathWithoutQuery(head.target)
+            // Counted in bytes first: `prefix` walks characters.
+            self.path = path.utf8.count <= AccessLogEntry.maxPath ? path : path.prefix(AccessLogEntry.maxPath)
+            if let authority = head.authority { (host, port) = ServerSpan.hostAndPort(authority) }
+            minorVersion = head.minorVersion
+            if let agent = head.fields[.userAgent] { userAgent = AccessLogEntry.trimmed(agent, to: AccessLogEntry.maxUserAgent) }
+            cacheStatus = record.cacheStatus
+        }
+
+        /// The span as a `ScopeSpans.spans` field.
+        func write(into writer: inout SpanWriter) {
+            writer.nested(2) { span in
+                span.head(traceID: trace.traceID, spanID: trace.spanID, traceState: trace.traceState, parentSpanID: trace.parentSpanID)
+                if let method, let route {
+                    span.string(5, method, route)                                            // `METHOD route`
+                } else {
+                    span.string(5, method ?? "HTTP")
+                }
+                span.times(kind: .server, start: start, end: end)
+                if let method {
+                    span.attribute("http.request.method", method)
+                    if let route { span.attribute("http.route", route) }
+                    span.attribute("url.path", path)
+                    span.attribute("url.scheme", "http")
+                    if let host {
+                        span.attribute("server.address", host)
+                        if let port { span.attribute("server.port", int: Int64(port)) }
+                    }
+                    span.attribute("network.protocol.version", minorVersion == 0 ? "1.0" : "1.1")
+                    if let userAgent { span.attribute("user_agent.original", userAgent) }
+                }
+                span.attribute("http.response.status_code", int: Int64(status))
+                if let client { span.attribute("client.address", client) }
+                if let requestID { span.attribute("veneer.request_id", requestID) }
+                if let cacheStatus { span.attribute("veneer.cache_status", cacheStatus) }
+                if let refusal { span.attribute("veneer.refusal", refusal) }
+                if let error { span.status(error) }
+            }
+        }
+    }
+
     /// Sends the spans of an answered request to `sink` when its trace is sampled: `request`
     /// is nil for what could not be read as a request (a root span of its own, sampled as new).
     static func export(_ request: (head: HTTP1RequestParser.Head, received: NIODeadline, record: RequestRecord)?, _ response: ProxyResponse,
                        client: ClientAddress?, now: NIODeadline, to sink: any SpanSink) {
-        let trace: TraceContext
-        if let context = request?.record.trace {
-            trace = context
+        // The request unwrapped once (each look into the optional tuple copied it whole: callgrind).
+        if case let (head, received, record)? = request, let trace = record.trace {
+            guard trace.sampled else { return }
+            var fields = fields(response, client: client, trace: trace, ownAnswer: record.originTime == nil)
+            fields.add(head, received: received, record: record, now: now)
+            record.exportSpans(rootBound: fields.bound, to: sink) { fields.write(into: &$0) }
         } else {
             var ids = TraceIDGenerator()
-            trace = TraceContext.start(traceparent: nil, tracestate: nil, sampler: sink.sampler, ids: &ids)
+            let trace = TraceContext.start(traceparent: nil, tracestate: nil, sampler: sink.sampler, ids: &ids)
+            guard trace.sampled else { return }
+            let fields = fields(response, client: client, trace: trace, ownAnswer: request?.record.originTime == nil)
+            if let record = request?.record {
+                record.exportSpans(rootBound: fields.bound, to: sink) { fields.write(into: &$0) }
+            } else {
+                sink.export(count: 1, bound: fields.bound) { fields.write(into: &$0) }
+            }
         }
-        guard trace.sampled else { return }
+    }
+
+    /// The server span's fields of `response` (those of the request: ``Fields/add(_:received:record:now:)``);
+    /// `ownAnswer`: Veneer answered, no origin was asked.
+    static func fields(_ response: ProxyResponse, client: ClientAddress?, trace: TraceContext, ownAnswer: Bool) -> Fields {
         let end = SpanNote.now()
         let status = Int(response.status.code)
-        var attributes: [(key: String, value: SpanNote.Value)] = []
-        attributes.reserveCapacity(12)
-        var name = "HTTP"
-        var start = end
-        if let request {
-            let head = request.head
-            start = end - (now - request.received).nanoseconds
-            attributes.append(("http.request.method", .string(head.method.rawValue)))
-            if let route = request.record.route {
-                attributes.append(("http.route", .string(route)))
-                name = head.method.rawValue + " " + route
-            } else {
-                name = head.method.rawValue
-            }
-            let path = RequestRedaction.pathWithoutQuery(head.target)
-            // Counted in bytes first: `prefix` walks characters.
-            attributes.append(("url.path", .string(path.utf8.count <= AccessLogEntry.maxPath ? String(path) : String(path.prefix(AccessLogEntry.maxPath)))))
-            attributes.append(("url.scheme", .string("http")))
-            if let authority = head.authority {
-                let (host, port) = hostAndPort(authority)
-                attributes.append(("server.address", .string(host)))
-                if let port { attributes.append(("server.port", .int(Int64(port)))) }
-            }
-            attributes.append(("network.protocol.version", .string(head.minorVersion == 0 ? "1.0" : "1.1")))
-            if let agent = head.fields[.userAgent] {
-                attributes.append(("user_agent.original", .string(AccessLogEntry.trimmed(agent, to: AccessLogEntry.maxUserAgent))))
-            }
-        }
-        attributes.append(("http.response.status_code", .int(Int64(status))))
-        if let client { attributes.append(("client.address", .string(client.description))) }
-        if let requestID = response.headers[.xRequestID] { attributes.append(("veneer.request_id", .string(requestID))) }
-        if let cacheStatus = request?.record.cacheStatus { attributes.append(("veneer.cache_status", .string(cacheStatus))) }
-        var error: String?
-        // Veneer's own answer (no origin asked): its error code is the reason.
-        if status >= 400, request?.record.originTime == nil, let code = errorCode(response.body) {
-            attributes.append(("veneer.refusal", .string(code)))
-            error = code
+        var fields = Fields(trace: trace, start: end, end: end, status: status, client: client?.description,
+                            requestID: response.headers[.xRequestID])
+        if status >= 400, ownAnswer, let code = errorCode(response.body) {
+            // Veneer's own answer: its error code is the reason.
+            fields.refusal = code
+            fields.error = code
         } else if status >= 500 {
-            error = "HTTP \(status)"
+            fields.error = "HTTP \(status)"
         }
-        var spans: [SpanNote] = []
-        // The server span, then its children into the same array (one allocation; a hit's cache span fits).
-        spans.reserveCapacity(4)
-        spans.append(SpanNote(name: name, kind: .server, traceID: trace.traceID, spanID: trace.spanID, parentSpanID: trace.parentSpanID,
-                              start: start, end: end, attributes: attributes, error: error, traceState: trace.traceState))
-        request?.record.appendChildSpans(to: &spans)
-        sink.export(spans)
+        return fields
     }
 
     /// `host:port`, `[v6]:port` or a bare host, as the semantic conventions split them (no

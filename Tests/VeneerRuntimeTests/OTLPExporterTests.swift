@@ -287,7 +287,7 @@ struct OTLPExporterTests {
         var none: ByteBuffer?
         var batch = envelope.batch(reusing: &none, capacity: 16)
         for part in [spans[0..<1], spans[1..<4], spans[4..<5]] {
-            OTLPTraceEncoder.append(part, bound: part.reduce(0) { $0 + OTLPTraceEncoder.bound(of: $1) }, to: &batch)
+            OTLPTraceEncoder.append(part, bound: part.reduce(0) { $0 + SpanWriter.bound(of: $1) }, to: &batch)
         }
         envelope.close(&batch)
         let appended = Array(batch.readableBytesView)
@@ -308,7 +308,7 @@ struct OTLPExporterTests {
             .filter { $0.field == 2 }
         #expect(spans.count == 3)
         // Each span's bytes with its tag (1) and padded length (5) within its bound.
-        #expect(spans.map { $0.value.count + 6 } .elementsEqual([span, small, span].map(OTLPTraceEncoder.bound)) { $0 <= $1 })
+        #expect(spans.map { $0.value.count + 6 } .elementsEqual([span, small, span].map(SpanWriter.bound)) { $0 <= $1 })
         #expect(spans.first.map { Self.fields($0.value).contains { $0.field == 5 && $0.value.count == 70_000 } } == true)
     }
 }

@@ -8,21 +8,21 @@ import VeneerConfig
 import VeneerCore
 
 /// The environment's span exporter (`telemetry:`): takes the spans of each sampled request
-/// without waiting (``export(_:)``), and posts them in batches to the collector (OTLP/HTTP,
-/// protobuf), one request at a time, from a service of its own.
+/// without waiting (``export(count:bound:_:)``), and posts them in batches to the collector
+/// (OTLP/HTTP, protobuf), one request at a time, from a service of its own.
 ///
 /// Memory is bounded by `queue` spans and one batch in flight: spans that do not fit, and
 /// those of an export that failed or took longer than `timeout`, are dropped and counted
 /// (`veneer_telemetry_spans_dropped_total` by reason: `queue_full`, `export_failed`,
-/// `timeout`), never waited for. An event loop never blocks
-/// here: ``export(_:)`` takes a lock to encode a request's spans into the batch being filled.
+/// `timeout`), never waited for. An event loop never blocks here: it takes a lock to encode
+/// a request's spans into the batch being filled.
 ///
 /// Spans are encoded as they are queued, on the thread that gives them (a connection's event
-/// loop), and the queue holds batches of bytes: the ``SpanNote``s are freed where they were
-/// made, and what crosses to the exporter's task is one buffer per batch. (Queued as values
-/// and encoded on the exporter's side, every string and array of a span was allocated by one
-/// thread and freed by another: malloc's per-thread caches then miss on both sides, a cost
-/// perf shows spread over every allocation of the process.)
+/// loop), written straight from the request's record into the batch being filled (``SpanWriter``),
+/// and the queue holds batches of bytes: what crosses to the exporter's task is one buffer per
+/// batch. (Queued as values and encoded on the exporter's side, every string and array of a
+/// span was allocated by one thread and freed by another: malloc's per-thread caches then miss
+/// on both sides, a cost perf shows spread over every allocation of the process.)
 final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
     /// Spans per request to the collector.
     static let batch = 512
@@ -94,15 +94,14 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
         exported = Counter(label: "veneer_telemetry_spans_exported_total", factory: factory)
     }
 
-    /// Queues the spans of one request, encoded, or drops and counts them if they do not fit.
-    func export(_ spans: [SpanNote]) {
-        guard !spans.isEmpty else { return }
+    /// Queues the spans of one request, `count` of at most `bound` bytes that `write` writes
+    /// into the batch being filled, or drops and counts them if they do not fit.
+    func export(count: Int, bound: Int, _ write: (inout SpanWriter) -> Void) {
+        guard count > 0 else { return }
         let capacity = spec.queue
-        var bound = 0
-        for span in spans { bound += OTLPTraceEncoder.bound(of: span) }
         let (accepted, signal) = queue.withLock { queue -> (Bool, Bool) in
-            guard queue.count + spans.count <= capacity else { return (false, false) }
-            if let filling = queue.filling, filling.spans + spans.count > Self.batch {
+            guard queue.count + count <= capacity else { return (false, false) }
+            if let filling = queue.filling, filling.spans + count > Self.batch {
                 // A request's spans stay together: this one starts the next batch.
                 queue.full.append(filling)
                 queue.filling = nil
@@ -112,14 +111,14 @@ final class OTLPExporter: SpanSink, Service, CustomStringConvertible {
                 queue.spare = nil
                 queue.filling = Batch(bytes: envelope.batch(reusing: &spare, capacity: max(queue.lastSize, bound)), spans: 0)
             }
-            OTLPTraceEncoder.append(spans, bound: bound, to: &queue.filling!.bytes)
-            queue.filling!.spans += spans.count
-            queue.count += spans.count
+            OTLPTraceEncoder.append(bound: bound, to: &queue.filling!.bytes, write)
+            queue.filling!.spans += count
+            queue.count += count
             guard queue.count >= Self.batch, !queue.signalled else { return (true, false) }
             queue.signalled = true
             return (true, true)
         }
-        if !accepted { droppedFull.increment(by: Int64(spans.count)) }
+        if !accepted { droppedFull.increment(by: Int64(count)) }
         if signal { wake.yield() }
     }
 
