@@ -22,11 +22,14 @@ package struct ByteCursor {
         offset += 1
     }
 
-    /// The text's bytes.
+    /// The text's bytes. (Through `withUTF8Buffer`: a one-character static string has no
+    /// pointer, and its `utf8Start` traps.)
     @inline(__always)
     package mutating func append(_ text: StaticString) {
-        (base + offset).copyMemory(from: text.utf8Start, byteCount: text.utf8CodeUnitCount)
-        offset += text.utf8CodeUnitCount
+        text.withUTF8Buffer { bytes in
+            if let start = bytes.baseAddress { (base + offset).copyMemory(from: start, byteCount: bytes.count) }
+            offset += bytes.count
+        }
     }
 
     /// The bytes.

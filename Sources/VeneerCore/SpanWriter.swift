@@ -99,17 +99,17 @@ public struct SpanWriter {
     /// module, a `some StringProtocol` went through its protocol witnesses, a third of what a
     /// sampled hit cost; callgrind.)
     package mutating func attribute(_ key: StaticString, _ text: String) {
-        Self.withBytes(text) { stringAttribute(9, Self.bytes(key), $0) }
+        key.withUTF8Buffer { key in Self.withBytes(text) { stringAttribute(9, key, $0) } }
     }
 
     /// A span's string attribute of a substring.
     package mutating func attribute(_ key: StaticString, _ text: Substring) {
-        Self.withBytes(text) { stringAttribute(9, Self.bytes(key), $0) }
+        key.withUTF8Buffer { key in Self.withBytes(text) { stringAttribute(9, key, $0) } }
     }
 
     /// A span's integer attribute.
     package mutating func attribute(_ key: StaticString, int value: Int64) {
-        scalarAttribute(9, Self.bytes(key), field: 3, UInt64(bitPattern: value))
+        key.withUTF8Buffer { scalarAttribute(9, $0, field: 3, UInt64(bitPattern: value)) }
     }
 
     /// A string attribute (`AnyValue.string_value`) of `key` and `text`'s bytes, as field `field`.
@@ -156,12 +156,6 @@ public struct SpanWriter {
         if let result = text.utf8.withContiguousStorageIfAvailable(body) { return result }
         var copy = String(text)
         return copy.withUTF8(body)
-    }
-
-    /// A static string's bytes.
-    @inline(__always)
-    package static func bytes(_ text: StaticString) -> UnsafeBufferPointer<UInt8> {
-        UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
     }
 
     /// One byte.

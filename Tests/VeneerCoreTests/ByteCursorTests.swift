@@ -42,6 +42,19 @@ struct ByteCursorTests {
         #expect(text == "<0,7,10,99,100,123456789,\(Int.max),-1,\(Int.min),static;b;é text;")
     }
 
+    @Test("static texts of one character and of none are written as the longer ones")
+    func oneCharacterStaticText() {
+        let quote: StaticString = "\""
+        let empty: StaticString = ""
+        let letter: StaticString = "é"
+        #expect(written(8) { cursor in
+            cursor.append(quote)
+            cursor.append(empty)
+            cursor.append(letter)
+            cursor.append(quote)
+        } == "<\"é\"")
+    }
+
     @Test("an ISO 8601 time and milliseconds with three decimals, as Timestamp writes them as text")
     func times() {
         let date = Date(timeIntervalSince1970: 1_800_000_001.2345)

@@ -85,9 +85,11 @@ private struct HeadBytes {
 
     @inline(__always)
     mutating func put(_ text: StaticString) {
-        let length = text.utf8CodeUnitCount
-        UnsafeMutableRawBufferPointer(rebasing: room[count..<(count + length)]).copyMemory(from: UnsafeRawBufferPointer(start: text.utf8Start, count: length))
-        count += length
+        // withUTF8Buffer: a one-character static string has no pointer (its utf8Start traps).
+        text.withUTF8Buffer { bytes in
+            UnsafeMutableRawBufferPointer(rebasing: room[count..<(count + bytes.count)]).copyMemory(from: UnsafeRawBufferPointer(bytes))
+            count += bytes.count
+        }
     }
 
     @inline(__always)
