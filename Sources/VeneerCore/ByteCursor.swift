@@ -3,21 +3,33 @@ import Foundation
 /// Bytes written in place into room reserved for them beforehand (a `ByteBuffer`'s
 /// `writeWithUnsafeMutableBytes(minimumWritableBytes:_:)`): for the texts made on every
 /// request (a response's head, a `latency_log` line), whose pieces each checked the buffer's
-/// capacity when written one at a time. Nothing here checks: the caller reserves enough (each
-/// method says at most how many bytes it writes).
+/// capacity when written one at a time. A release build checks nothing: the caller reserves
+/// enough (each method says at most how many bytes it writes); a debug build (every test)
+/// stops at the first byte a write would put past the room.
 package struct ByteCursor {
     private let base: UnsafeMutableRawPointer
+    /// The room's size, checked by every write in a debug build.
+    private let capacity: Int
     /// How many bytes were written.
     package private(set) var offset = 0
 
-    /// Writes from `base` on.
-    package init(_ base: UnsafeMutableRawPointer) {
-        self.base = base
+    /// Writes into `room` from its start; a debug build checks that at most `reserved` bytes
+    /// (the caller's reckoning; the whole room when nil) are written.
+    package init(_ room: UnsafeMutableRawBufferPointer, reserved: Int? = nil) {
+        self.base = room.baseAddress!
+        self.capacity = min(room.count, reserved ?? room.count)
+    }
+
+    /// Asserts that `count` more bytes fit in the room.
+    @inline(__always)
+    private func assertRoom(for count: Int) {
+        assert(offset + count <= capacity, "ByteCursor: \(count) bytes at \(offset) outgrow a room of \(capacity)")
     }
 
     /// One byte.
     @inline(__always)
     package mutating func append(byte: UInt8) {
+        assertRoom(for: 1)
         base.storeBytes(of: byte, toByteOffset: offset, as: UInt8.self)
         offset += 1
     }
@@ -27,6 +39,7 @@ package struct ByteCursor {
     @inline(__always)
     package mutating func append(_ text: StaticString) {
         text.withUTF8Buffer { bytes in
+            assertRoom(for: bytes.count)
             if let start = bytes.baseAddress { (base + offset).copyMemory(from: start, byteCount: bytes.count) }
             offset += bytes.count
         }
@@ -51,6 +64,7 @@ package struct ByteCursor {
     @inline(__always)
     package mutating func append(raw: UnsafeRawBufferPointer) {
         guard let source = raw.baseAddress, raw.count > 0 else { return }
+        assertRoom(for: raw.count)
         (base + offset).copyMemory(from: source, byteCount: raw.count)
         offset += raw.count
     }
@@ -96,6 +110,7 @@ package struct ByteCursor {
 
     /// Runs `write` on room for `count` bytes at the cursor; it returns how many it wrote.
     package mutating func append(upTo count: Int, _ write: (UnsafeMutableRawBufferPointer) -> Int) {
+        assertRoom(for: count)
         offset += write(UnsafeMutableRawBufferPointer(start: base + offset, count: count))
     }
 }

@@ -261,7 +261,7 @@ public enum Timestamp {
     /// ``milliseconds(_:)`` written into `buffer`, without making a string.
     public static func writeMilliseconds(_ duration: Duration, into buffer: inout ByteBuffer) {
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: millisecondsLength) { out in
-            var cursor = ByteCursor(out.baseAddress!)
+            var cursor = ByteCursor(out, reserved: millisecondsLength)
             appendMilliseconds(duration, to: &cursor)
             return cursor.offset
         }

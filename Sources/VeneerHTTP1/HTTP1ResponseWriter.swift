@@ -149,7 +149,7 @@ public enum HTTP1ResponseWriter {
         if close { size += 19 }
         size += 2
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
-            var head = ByteCursor(raw.baseAddress!)
+            var head = ByteCursor(raw, reserved: size)
             head.append("HTTP/1.1 ")
             head.append(byte: UInt8(truncatingIfNeeded: clamped / 100) + UInt8(ascii: "0"))
             head.append(byte: UInt8(truncatingIfNeeded: (clamped / 10) % 10) + UInt8(ascii: "0"))
@@ -187,7 +187,6 @@ public enum HTTP1ResponseWriter {
             }
             if close { head.append("Connection: close\r\n") }
             head.append("\r\n")
-            assert(head.offset <= size, "the head outgrew its reckoning")
             return head.offset
         }
         if !bodyless, method != .head {

@@ -8,7 +8,7 @@ struct ByteCursorTests {
     func written(_ length: Int, _ write: (inout ByteCursor) -> Void) -> String {
         var buffer = ByteBuffer(string: "<")
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { raw in
-            var cursor = ByteCursor(raw.baseAddress!)
+            var cursor = ByteCursor(raw)
             write(&cursor)
             #expect(cursor.offset <= length)
             return cursor.offset
@@ -53,6 +53,19 @@ struct ByteCursorTests {
             cursor.append(letter)
             cursor.append(quote)
         } == "<\"é\"")
+    }
+
+    @Test("a debug build stops at the first write past the reckoned room, not after it")
+    func writePastTheReckoningStops() async {
+        await #expect(processExitsWith: .failure) {
+            var buffer = ByteBuffer()
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 64) { raw in
+                var cursor = ByteCursor(raw, reserved: 4)
+                cursor.append("four")
+                cursor.append(byte: UInt8(ascii: "!"))
+                return cursor.offset
+            }
+        }
     }
 
     @Test("an ISO 8601 time and milliseconds with three decimals, as Timestamp writes them as text")

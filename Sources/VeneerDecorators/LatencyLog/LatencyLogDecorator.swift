@@ -107,7 +107,7 @@ public struct LatencyLogDecorator: ImmediateAnswering, CallbackAnswering {
         let slow = options.slow.map { elapsed > $0 } ?? false
         var line = ByteBufferAllocator().buffer(capacity: length)
         line.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { raw in
-            var out = ByteCursor(raw.baseAddress!)
+            var out = ByteCursor(raw, reserved: length)
             out.append("{\"time\":\"")
             Timestamp.appendISO8601(now, to: &out)
             out.append("\",\"request_id\":")
@@ -143,7 +143,6 @@ public struct LatencyLogDecorator: ImmediateAnswering, CallbackAnswering {
             }
             if slow { out.append(",\"slow\":true") }
             out.append("}\n")
-            assert(out.offset <= length, "the line outgrew its reckoning")
             return out.offset
         }
         sink.write(line)

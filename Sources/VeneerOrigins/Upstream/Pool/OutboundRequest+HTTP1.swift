@@ -14,29 +14,29 @@ extension OutboundRequest {
     /// together, each field, the end of the head): a `writeString` per piece checked the
     /// buffer's room and uniqueness a dozen times per request.
     func writeHTTP1(into buffer: inout ByteBuffer) {
-        let methodBytes = method.rawValue.utf8, targetBytes = target.utf8, authority = endpoint.authority.utf8
-        var length = methodBytes.count + 1 + targetBytes.count + " HTTP/1.1\r\nHost: ".utf8.count + authority.count + 2
+        let method = method.rawValue, authority = endpoint.authority
+        var length = method.utf8.count + 1 + target.utf8.count + " HTTP/1.1\r\nHost: ".utf8.count + authority.utf8.count + 2
         if let query { length += 1 + query.utf8.count }
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { room in
-            var out = HeadBytes(room)
-            out.put(methodBytes)
-            out.put(UInt8(ascii: " "))
-            out.put(targetBytes)
+            var out = ByteCursor(room, reserved: length)
+            out.append(method)
+            out.append(byte: UInt8(ascii: " "))
+            out.append(target)
             if let query {
-                out.put(UInt8(ascii: "?"))
-                out.put(query.utf8)
+                out.append(byte: UInt8(ascii: "?"))
+                out.append(query)
             }
-            out.put(" HTTP/1.1\r\nHost: ")
-            out.put(authority)
-            out.put("\r\n")
-            return out.count
+            out.append(" HTTP/1.1\r\nHost: ")
+            out.append(authority)
+            out.append("\r\n")
+            return out.offset
         }
         for field in headers {
             let name = field.name.canonicalName
             if HopByHop.isRemoved(name) || name == "host" { continue }
-            Self.write(field.name.rawName.utf8, field.value.utf8, into: &buffer)
+            Self.write(field.name.rawName, field.value, into: &buffer)
         }
-        if let forwardedFor { Self.write("X-Forwarded-For".utf8, forwardedFor.utf8, into: &buffer) }
+        if let forwardedFor { Self.write("X-Forwarded-For", forwardedFor, into: &buffer) }
         if let bodyStream {
             if let length = bodyStream.expectedLength {
                 buffer.writeStaticString("Content-Length: ")
@@ -56,53 +56,15 @@ extension OutboundRequest {
     }
 
     /// `name: value` CRLF, in one write.
-    private static func write(_ name: String.UTF8View, _ value: String.UTF8View, into buffer: inout ByteBuffer) {
-        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: name.count + value.count + 4) { room in
-            var out = HeadBytes(room)
-            out.put(name)
-            out.put(": ")
-            out.put(value)
-            out.put("\r\n")
-            return out.count
-        }
-    }
-}
-
-/// Bytes copied one after another into room known to be large enough (the caller sized it).
-private struct HeadBytes {
-    let room: UnsafeMutableRawBufferPointer
-    var count = 0
-
-    init(_ room: UnsafeMutableRawBufferPointer) {
-        self.room = room
-    }
-
-    @inline(__always)
-    mutating func put(_ byte: UInt8) {
-        room[count] = byte
-        count += 1
-    }
-
-    @inline(__always)
-    mutating func put(_ text: StaticString) {
-        // withUTF8Buffer: a one-character static string has no pointer (its utf8Start traps).
-        text.withUTF8Buffer { bytes in
-            UnsafeMutableRawBufferPointer(rebasing: room[count..<(count + bytes.count)]).copyMemory(from: UnsafeRawBufferPointer(bytes))
-            count += bytes.count
-        }
-    }
-
-    @inline(__always)
-    mutating func put(_ text: String.UTF8View) {
-        let length = text.count
-        let copied: Void? = text.withContiguousStorageIfAvailable { bytes in
-            UnsafeMutableRawBufferPointer(rebasing: room[count..<(count + length)]).copyMemory(from: UnsafeRawBufferPointer(bytes))
-        }
-        if copied == nil {
-            // A bridged or foreign string: byte by byte.
-            for byte in text { put(byte) }
-        } else {
-            count += length
+    private static func write(_ name: String, _ value: String, into buffer: inout ByteBuffer) {
+        let length = name.utf8.count + value.utf8.count + 4
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { room in
+            var out = ByteCursor(room, reserved: length)
+            out.append(name)
+            out.append(": ")
+            out.append(value)
+            out.append("\r\n")
+            return out.offset
         }
     }
 }
