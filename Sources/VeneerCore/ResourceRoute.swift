@@ -134,7 +134,9 @@ public struct ResourceRoute: Hashable, Sendable, CustomStringConvertible {
 
     /// `/name` or `/name/last`, in one pass: every request asks for its template (and a
     /// forwarded one for its path), and concatenating the pieces cost some 500 instructions
-    /// (callgrind). Up to 15 bytes the text is held inline, without an allocation.
+    /// (callgrind). Up to 15 bytes the text is held inline, without an allocation. The pieces
+    /// are copied whole where their bytes are contiguous (a byte loop over a `UTF8View` cost
+    /// some 30 instructions a byte).
     private static func joined(_ name: String, _ last: String?) -> String {
         let length = 1 + name.utf8.count + (last.map { 1 + $0.utf8.count } ?? 0)
         return String(unsafeUninitializedCapacity: length) { bytes in
@@ -143,11 +145,18 @@ public struct ResourceRoute: Hashable, Sendable, CustomStringConvertible {
                 bytes[offset] = byte
                 offset += 1
             }
+            func put(_ text: String) {
+                let copied: Void? = text.utf8.withContiguousStorageIfAvailable { source in
+                    _ = UnsafeMutableBufferPointer(rebasing: bytes[offset..<(offset + source.count)]).initialize(fromContentsOf: source)
+                    offset += source.count
+                }
+                if copied == nil { for byte in text.utf8 { put(byte) } }
+            }
             put(UInt8(ascii: "/"))
-            for byte in name.utf8 { put(byte) }
+            put(name)
             if let last {
                 put(UInt8(ascii: "/"))
-                for byte in last.utf8 { put(byte) }
+                put(last)
             }
             return offset
         }

@@ -261,10 +261,10 @@ public struct HTTP1ResponseParser {
     private mutating func finish(_ head: consuming Head, _ body: consuming ByteBuffer) -> Response {
         state = .head
         if input.readableBytes == 0 { input = ByteBuffer() }
-        let keepAlive = head.keepAlive
-        var response = ProxyResponse(status: head.status, headers: head.headers, body: body)
-        response.reservation = reservation.take()
-        return Response(response: response, keepAlive: keepAlive)
+        // Built in the value returned: a response made apart and then passed in was copied.
+        var finished = Response(response: ProxyResponse(status: head.status, headers: head.headers, body: body), keepAlive: head.keepAlive)
+        finished.response.reservation = reservation.take()
+        return finished
     }
 
     private mutating func readHead(requestMethod: HTTPRequest.Method) throws(HTTP1ParseError) -> (Head, BodyFraming, Int)? {

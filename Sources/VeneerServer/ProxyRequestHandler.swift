@@ -600,13 +600,15 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// Writes the answer the edge gave (unless the connection is gone); what next.
     private func written(_ response: ProxyResponse, method: HTTPRequest.Method, streamed: Bool = false,
                          context: ChannelHandlerContext) -> Machine.Action {
-        var response = response
         if uploadTimedOut {
             // Whatever the chain made of a body cut for its pause, the client paused: 408.
+            // (Written in its place, not assigned over a copy: copying every answer cost a
+            // retain and a release of each of its parts.)
             uploadTimedOut = false
             response.stream?.cancel()
-            response = ProxyEdge.stamped(ProxyError(.requestTimeout, "The request did not arrive in time.").response,
-                                         response.headers[.xRequestID] ?? RequestID.generate())
+            let timedOut = ProxyEdge.stamped(ProxyError(.requestTimeout, "The request did not arrive in time.").response,
+                                             response.headers[.xRequestID] ?? RequestID.generate())
+            return written(timedOut, method: method, streamed: streamed, context: context)
         }
         // An answer before the end of the body that streams to the chain (an early 413, a
         // refusal by the edge or a decorator): the rest of the body stays unread, and the

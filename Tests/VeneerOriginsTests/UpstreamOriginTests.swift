@@ -1,6 +1,8 @@
+import CoreMetrics
 import HTTPTypes
 import NIOCore
 import NIOPosix
+import Synchronization
 import Testing
 import VeneerCore
 import VeneerOrigins
@@ -221,6 +223,71 @@ struct UpstreamOriginTests {
                     throw error
                 }
             }
+        }
+    }
+
+    /// Counts what its timers record (its other metrics record nothing).
+    final class CountingTimers: MetricsFactory, TimerHandler {
+        let recorded = Mutex(0)
+        var count: Int { recorded.withLock { $0 } }
+        func recordNanoseconds(_ duration: Int64) { recorded.withLock { $0 += 1 } }
+        func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler { NOOPMetricsHandler.instance }
+        func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler { NOOPMetricsHandler.instance }
+        func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler { self }
+        func destroyCounter(_ handler: any CounterHandler) {}
+        func destroyRecorder(_ handler: any RecorderHandler) {}
+        func destroyTimer(_ handler: any TimerHandler) {}
+    }
+
+    @Test("the upstream's time is noted once, in the record and the histogram, before the answer or the failure is handed on",
+          arguments: ways)
+    func timeNoted(way: Way) async throws {
+        /// Whether the time was in the record, and how many times the histogram had it, when the outcome came.
+        func outcome(_ url: String) async -> (noted: Bool, recorded: Int, failed: Bool) {
+            let timers = CountingTimers()
+            let provider = StandardTransportProvider(kind: way.kind)
+            let options = UpstreamOriginOptions(endpoint: Endpoint(url: url)!, timeout: .seconds(30),
+                                                transport: TransportOptions(connectTimeout: .seconds(10)))
+            let origin = UpstreamOrigin(options: options, transport: provider.transport(options.transport),
+                                        durations: CoreMetrics.Timer(label: "upstream", factory: timers))
+            let request = ProxyRequest.getPost(1)
+            let seen: (noted: Bool, recorded: Int, failed: Bool)
+            if way.withoutTask {
+                let loop = MultiThreadedEventLoopGroup.singleton.next()
+                seen = await withCheckedContinuation { continuation in
+                    loop.execute {
+                        let started = origin.startAnswer(request) { result in
+                            let failed: Bool
+                            switch result {
+                            case .success: failed = false
+                            case .failure: failed = true
+                            }
+                            continuation.resume(returning: (request.record.originTime != nil, timers.count, failed))
+                        }
+                        if !started { continuation.resume(returning: (false, -1, true)) }
+                    }
+                }
+            } else {
+                let failed: Bool
+                do {
+                    _ = try await origin.handle(request)
+                    failed = false
+                } catch {
+                    failed = true
+                }
+                seen = (request.record.originTime != nil, timers.count, failed)
+            }
+            #expect(timers.count == 1 && request.record.entries.filter { $0.name == "upstream" }.count == 1, "noted once: \(url)")
+            await provider.shutdown()
+            return seen
+        }
+        try await withTestUpstream({ _ in .json("{}") }) { (upstream: TestUpstream) async throws in
+            let answered = await outcome(upstream.url)
+            #expect(answered.noted && answered.recorded == 1 && !answered.failed)
+        }
+        try await withRefusingPort { port in
+            let refused = await outcome("http://127.0.0.1:\(port)")
+            #expect(refused.noted && refused.recorded == 1 && refused.failed)
         }
     }
 
