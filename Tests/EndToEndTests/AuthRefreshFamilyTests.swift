@@ -56,16 +56,31 @@ struct FamilyRig: Sendable {
     }
 
     /// The token folder replaced by a file: every write to it fails (as on a read-only or
-    /// full disk), for root too. `restore()` puts the folder back.
+    /// full disk), for root too. `restoreStore()` puts the folder back. Each is one swap of the
+    /// two (RENAME_EXCHANGE), never a remove and a move: Veneer probes the store meanwhile and
+    /// makes the folder when it is missing, and a loaded run saw it do so between the file's
+    /// removal and the folder's return (the move then failed: "a file with the same name
+    /// already exists").
     func breakStore() throws {
-        try FileManager.default.moveItem(atPath: stateFolder, toPath: stateFolder + ".aside")
-        try "not a folder".write(toFile: stateFolder, atomically: false, encoding: .utf8)
+        try "not a folder".write(toFile: stateFolder + ".aside", atomically: false, encoding: .utf8)
+        try Self.exchange(stateFolder, stateFolder + ".aside")
     }
 
     func restoreStore() throws {
-        try FileManager.default.removeItem(atPath: stateFolder)
-        try FileManager.default.moveItem(atPath: stateFolder + ".aside", toPath: stateFolder)
+        try Self.exchange(stateFolder, stateFolder + ".aside")
+        try FileManager.default.removeItem(atPath: stateFolder + ".aside")
     }
+
+    /// Swaps what two paths name, in one step: `renameat2(..., RENAME_EXCHANGE)` (which the
+    /// Glibc module does not show).
+    static func exchange(_ first: String, _ second: String) throws {
+        guard renameAt2(AT_FDCWD, first, AT_FDCWD, second, 2 /* RENAME_EXCHANGE */) == 0 else {
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+    }
+
+    private typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
+    private static let renameAt2 = unsafeBitCast(dlsym(dlopen(nil, RTLD_NOW), "renameat2")!, to: RenameAt2.self)
 
     /// A new refresh token from the operator: a new family at the server, and the file.
     func provideNewToken(_ token: String) throws {
