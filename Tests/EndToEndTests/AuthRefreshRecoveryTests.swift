@@ -22,10 +22,14 @@ struct AuthRefreshRecoveryTests {
             rig.tokens.update {
                 $0.failWith = 500
                 $0.failures = 1
+                // Veneer's retry (within 1 s) is answered once the test has seen health speak of
+                // the failure: a loaded run asked after the retry had cleared it.
+                $0.holdAfterFailures = true
             }
             let failed = try await rig.get(port)
             #expect(failed.status == 502, "\(failed.status) \(failed.text)")
             #expect(await rig.problems(port).contains { $0.contains("token endpoint unavailable") })
+            rig.tokens.release()
 
             // No caller asks: the retry is Veneer's own.
             var left: [String] = []

@@ -29,6 +29,10 @@ public final class TestTokenServer: Sendable {
         /// Answers (after rotating and `delay`) wait until ``TestTokenServer/release()``: the
         /// test, not a timer, decides that an answer comes after the client gave up.
         public var hold = false
+        /// Once the ``failures`` have been answered, the answers that follow are held as with
+        /// ``hold`` (until ``TestTokenServer/release()``): the test sees the state between a
+        /// failure and the client's retry of it, however late it looks.
+        public var holdAfterFailures = false
         /// For this long after a rotation, the refresh token it replaced is accepted again
         /// (answered with a new access token and the current refresh token) instead of
         /// revoking the family; nil: never (strict rotation).
@@ -130,10 +134,11 @@ public final class TestTokenServer: Sendable {
     /// Changes how it behaves from now on.
     public func update(_ change: (inout Settings) -> Void) { box.state.withLock { change(&$0.settings) } }
 
-    /// Lets the answers held by ``Settings/hold`` go, and holds no more.
+    /// Lets the answers held by ``Settings/hold`` (or ``Settings/holdAfterFailures``) go, and holds no more.
     public func release() {
         let held = box.state.withLock { state in
             state.settings.hold = false
+            state.settings.holdAfterFailures = false
             defer { state.held = nil }
             return state.held
         }
@@ -189,7 +194,7 @@ public final class TestTokenServer: Sendable {
             form[parts[0]] = parts.count > 1 ? parts[1] : ""
         }
         let now = clock.now()
-        let (reply, delay): (UpstreamReply, Duration) = box.state.withLock { state in
+        let (reply, delay, failed): (UpstreamReply, Duration, Bool) = box.state.withLock { state in
             state.requests.append(form)
             state.arrivals.append(ContinuousClock.now)
             state.authorizations.append(request.header("authorization"))
@@ -197,18 +202,18 @@ public final class TestTokenServer: Sendable {
             let settings = state.settings
             if let status = settings.failWith, settings.failures.map({ $0 > 0 }) ?? true {
                 state.settings.failures = settings.failures.map { $0 - 1 }
-                return (.json(#"{"error":"temporarily_unavailable"}"#, status: status), settings.delay)
+                return (.json(#"{"error":"temporarily_unavailable"}"#, status: status), settings.delay, true)
             }
             // Client authentication: Basic, or client_id/client_secret in the body.
             let basic = "Basic " + Data("\(settings.clientID):\(settings.clientSecret)".utf8).base64EncodedString()
             let authenticated = request.header("authorization") == basic
                 || (form["client_id"] == settings.clientID && form["client_secret"] == settings.clientSecret)
-            guard authenticated else { return (.json(#"{"error":"invalid_client"}"#, status: 401), settings.delay) }
+            guard authenticated else { return (.json(#"{"error":"invalid_client"}"#, status: 401), settings.delay, false) }
             guard form["grant_type"] == "refresh_token", let presented = form["refresh_token"] else {
-                return (.json(#"{"error":"unsupported_grant_type"}"#, status: 400), settings.delay)
+                return (.json(#"{"error":"unsupported_grant_type"}"#, status: 400), settings.delay, false)
             }
             guard let family = state.family[presented], !state.revoked.contains(family) else {
-                return (.json(#"{"error":"invalid_grant"}"#, status: 400), settings.delay)
+                return (.json(#"{"error":"invalid_grant"}"#, status: 400), settings.delay, false)
             }
             var refreshToken: String?
             if state.current[family] != presented {
@@ -221,7 +226,7 @@ public final class TestTokenServer: Sendable {
                     // Reuse of a rotated token: a stolen copy or a lost update. Revoke everything.
                     state.reuses += 1
                     state.revoked.insert(family)
-                    return (.json(#"{"error":"invalid_grant","error_description":"refresh token reuse"}"#, status: 400), settings.delay)
+                    return (.json(#"{"error":"invalid_grant","error_description":"refresh token reuse"}"#, status: 400), settings.delay, false)
                 }
             }
             state.counter += 1
@@ -239,11 +244,12 @@ public final class TestTokenServer: Sendable {
                 refreshToken = next
             }
             if let refreshToken { body.append(("refresh_token", .string(refreshToken))) }
-            return (.json(JSONValue.object(body).text), settings.delay)
+            return (.json(JSONValue.object(body).text), settings.delay, false)
         }
         // Held (after the delay) until the test releases it.
         let held: Latch? = box.state.withLock { state in
-            guard state.settings.hold else { return nil }
+            let afterFailures = !failed && state.settings.holdAfterFailures && state.settings.failures == 0
+            guard state.settings.hold || afterFailures else { return nil }
             if state.held == nil { state.held = Latch() }
             return state.held
         }
