@@ -79,9 +79,10 @@ struct AuthRefreshRecoveryTests {
     @Test("a slow endpoint: health says since when the request is outstanding and until when it is awaited, never \"for 0s or more\"")
     func slowEndpointMessage() async throws {
         var settings = TestTokenServer.Settings()
-        // The endpoint answers 8 s late: the window in which health must speak of the outstanding
-        // request is wide enough for a loaded machine (1.5 s was not: CI once asked after the answer).
-        settings.delay = .seconds(8)
+        // The endpoint's answer is held until the test has read health: the window in which
+        // health must speak of the outstanding request is the test's, not a timer's (a 1.5 s
+        // delay was not wide enough: CI once asked after the answer; 8 s was wide, not certain).
+        settings.hold = true
         try await withFamilyRig(settings, options: ["timeout: 300ms"]) { rig in
             let (veneer, port) = try await rig.start()
             defer { veneer.terminate() }
@@ -95,6 +96,7 @@ struct AuthRefreshRecoveryTests {
             #expect(!problem.contains("0s or more"), "\(problem)")
             #expect(problem.contains("within timeout (300ms)"), "\(problem)")
             #expect(problem.contains("waits for its answer until"), "\(problem)")
+            rig.tokens.release()
             try await eventually("health is clear once the refresh is answered") { await rig.problems(port).isEmpty }
         }
     }
