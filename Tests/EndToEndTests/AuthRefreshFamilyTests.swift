@@ -317,33 +317,37 @@ struct AuthRefreshFamilyTests {
     @Test("while the token store cannot be written no refresh is sent: the access token serves while it lasts, then 502, and refreshing resumes once it can")
     func storeUnwritableAtRuntime() async throws {
         var settings = TestTokenServer.Settings()
-        settings.expiresIn = 3
+        // 8 s, the refresh due 1 s ahead: the store must be broken before that, and a loaded run
+        // took longer than the 2 s a 3-s token left from the grant at start to the break (the
+        // refresh went out while the store could still be written: rt-1 presented).
+        settings.expiresIn = 8
         try await withFamilyRig(settings, options: ["refresh_before_expiry: 1s"]) { rig in
             let (veneer, port) = try await rig.start()
             defer { veneer.terminate() }
             #expect(try await rig.get(port).status == 200)
             let answered = ContinuousClock.now
-            // The token server's own time of the grant: the access token expires 3 s after it.
+            // The token server's own time of the grant: the access token expires 8 s after it.
             // (`answered` is later by the request's way back, which a loaded run stretched past
             // the bound below: the token had expired at the upstream when the test still
             // reckoned 200 ms of it left.)
             let granted = try #require(rig.tokens.arrivals.first)
             try rig.breakStore()
-            // The proactive refresh comes due after 2 s: it must not be sent.
+            let broken = ContinuousClock.now
+            // The proactive refresh comes due after 7 s: it must not be sent.
             try await eventually("health says: token store cannot be written") { await rig.problems(port).contains { $0.contains("token store cannot be written") } }
             // The token still serves once Veneer knows it cannot refresh (its refresh came due at
-            // 2 s): an answer that came before 2.8 s was asked of the upstream before the expiry.
+            // 7 s): an answer that came before 7.8 s was asked of the upstream before the expiry.
             // (Only with time to spare: on a loaded run the request itself may take long.)
-            if ContinuousClock.now - granted < .milliseconds(2400) {
+            if ContinuousClock.now - granted < .milliseconds(7400) {
                 let served = try await rig.get(port).status
-                #expect(served == 200 || ContinuousClock.now - granted > .milliseconds(2800), "the access token still serves")
+                #expect(served == 200 || ContinuousClock.now - granted > .milliseconds(7800), "the access token still serves")
             }
-            // Deliberate: the access token (3 s) must expire, by Veneer's reckoning too (from
+            // Deliberate: the access token (8 s) must expire, by Veneer's reckoning too (from
             // when it had the grant, before `answered`).
-            try await Task.sleep(until: answered + .seconds(3), clock: .continuous)
+            try await Task.sleep(until: answered + .seconds(8), clock: .continuous)
             let expired = try await rig.get(port)
             #expect(expired.status == 502 && expired.errorCode == "upstream_unavailable")
-            #expect(rig.tokens.presented == ["rt-0"], "nothing sent while a new refresh token could not be saved")
+            #expect(rig.tokens.presented == ["rt-0"], "nothing sent while a new refresh token could not be saved (the store was broken \(broken - granted) after the grant; the refresh came due at 7 s)")
             try rig.restoreStore()
             try await eventually("the store can be written again: a request is served") { (try? await rig.get(port).status) == 200 }
             #expect(rig.tokens.presented.prefix(2) == ["rt-0", "rt-1"])
