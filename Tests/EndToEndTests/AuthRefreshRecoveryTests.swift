@@ -37,9 +37,11 @@ struct AuthRefreshRecoveryTests {
                 left = await rig.problems(port)
                 return left.isEmpty
             }
-            // Timed by the endpoint: from the failed refresh to Veneer's retry of it.
+            // Timed by the endpoint: from the failed refresh to Veneer's retry of it (the first
+            // backoff is 0.5-1 s; 2.5 s leaves a loaded run's timers slack, 1.5 s was missed by
+            // 150 ms once, and still tells it from a retry a caller sets off, or none).
             let arrivals = rig.tokens.arrivals
-            #expect(arrivals.count == 3 && arrivals[2] - arrivals[1] < .milliseconds(1500),
+            #expect(arrivals.count == 3 && arrivals[2] - arrivals[1] < .milliseconds(2500),
                     "within the first backoff (at most 1 s): \(arrivals.count == 3 ? "\(arrivals[2] - arrivals[1])" : "\(arrivals.count) requests")")
             #expect(rig.tokens.presented == ["rt-0", "rt-1", "rt-1"], "the token the failure proved unused, again")
             #expect(rig.tokens.refreshes == 2)
