@@ -172,8 +172,21 @@ public final class TestTokenServer: Sendable {
         return .json(body)
     }
 
-    /// Stops accepting connections (clients are refused) while keeping every token.
+    /// Stops accepting connections (clients are refused) while keeping every token. Returns once
+    /// a connection is refused: a child process another test spawns at that moment holds a copy
+    /// of the listening socket until its exec, and a client meanwhile would be queued (then
+    /// reset once the copy is closed), not refused.
     public func stopListening() async {
+        await closeListener()
+        let port = port
+        _ = try? await poll(timeout: eventuallyTimeout) {
+            guard let connection = try? await RawConnection.connect(port: port) else { return true }
+            connection.close()
+            return false
+        }
+    }
+
+    private func closeListener() async {
         let upstream = server.withLock { server in
             defer { server = nil }
             return server
@@ -263,6 +276,6 @@ public final class TestTokenServer: Sendable {
     /// Stops the server (answers still held go first: a graceful stop waits for them).
     public func stop() async {
         release()
-        await stopListening()
+        await closeListener()
     }
 }
