@@ -195,7 +195,9 @@ struct AuthRefreshFamilyTests {
         // loaded run 600 ms).
         var settings = TestTokenServer.Settings()
         settings.hold = true
-        settings.reuseGrace = .seconds(30)
+        // A grace as long as a loaded run may take from the rotation to the reload's presentation
+        // (30 s was not, likely, once at load 15: no request served in the 30 s after the reload).
+        settings.reuseGrace = .seconds(300)
         try await withFamilyRig(settings, options: ["timeout: 200ms", "refresh_wait: 400ms"]) { rig in
             let (veneer, port) = try await rig.start()
             defer { veneer.terminate() }
@@ -415,7 +417,7 @@ struct AuthRefreshFamilyTests {
     func inFlightAtKill() async throws {
         var settings = TestTokenServer.Settings()
         settings.delay = .seconds(2)
-        settings.reuseGrace = .seconds(30)
+        settings.reuseGrace = .seconds(300)
         try await withFamilyRig(settings) { rig in
             var (veneer, port) = try await rig.start()
             try await eventually("the refresh is in flight") { rig.tokens.pending == 1 }
