@@ -53,6 +53,7 @@ public final class TestTokenServer: Sendable {
         var counter = 0
         var refreshes = 0
         var reuses = 0
+        var reused: [String] = []
         var graceReuses = 0
         var pending = 0
         var rotatedAt: [String: ContinuousClock.Instant] = [:]
@@ -105,6 +106,8 @@ public final class TestTokenServer: Sendable {
     public var refreshes: Int { box.state.withLock { $0.refreshes } }
     /// Presentations of already-rotated refresh tokens that revoked a family.
     public var reuses: Int { box.state.withLock { $0.reuses } }
+    /// The rotated refresh tokens whose presentation revoked a family, in order.
+    public var reusedTokens: [String] { box.state.withLock { $0.reused } }
     /// Presentations of the previous refresh token within ``Settings/reuseGrace``.
     public var graceReuses: Int { box.state.withLock { $0.graceReuses } }
     /// Requests received and not answered yet.
@@ -238,6 +241,7 @@ public final class TestTokenServer: Sendable {
                 } else {
                     // Reuse of a rotated token: a stolen copy or a lost update. Revoke everything.
                     state.reuses += 1
+                    state.reused.append(presented)
                     state.revoked.insert(family)
                     return (.json(#"{"error":"invalid_grant","error_description":"refresh token reuse"}"#, status: 400), settings.delay, false)
                 }
