@@ -68,15 +68,33 @@ extension ConfigDocument {
     /// The id of user `name` (a name, or any number: a uid needs no account to connect).
     public static func userID(_ name: String) -> UInt32? {
         if let number = UInt32(name) { return number }
-        guard let entry = getpwnam(name) else { return nil }
-        return entry.pointee.pw_uid
+        var entry = passwd()
+        return lookUp { buffer, found in getpwnam_r(name, &entry, buffer.baseAddress!, buffer.count, found) } ? entry.pw_uid : nil
     }
 
     /// The id of group `name` (a name, or any number).
     public static func groupID(_ name: String) -> UInt32? {
         if let number = UInt32(name) { return number }
-        guard let entry = getgrnam(name) else { return nil }
-        return entry.pointee.gr_gid
+        var entry = group()
+        return lookUp { buffer, found in getgrnam_r(name, &entry, buffer.baseAddress!, buffer.count, found) } ? entry.gr_gid : nil
+    }
+
+    /// Runs a reentrant account lookup (`getpwnam_r`, `getgrnam_r`) with a buffer of its own,
+    /// larger while it says ERANGE; whether the account exists (its entry filled in).
+    /// (`getpwnam` and `getgrnam` return one result shared by every thread: configurations
+    /// decoded side by side read each other's ids.)
+    private static func lookUp<Entry>(_ call: (UnsafeMutableBufferPointer<CChar>, UnsafeMutablePointer<UnsafeMutablePointer<Entry>?>) -> Int32) -> Bool {
+        var size = 1024
+        while size <= 1 << 20 {
+            var found: UnsafeMutablePointer<Entry>?
+            let result = withUnsafeTemporaryAllocation(of: CChar.self, capacity: size) { buffer in call(buffer, &found) }
+            if result == ERANGE {
+                size *= 4
+                continue
+            }
+            return result == 0 && found != nil
+        }
+        return false
     }
 }
 

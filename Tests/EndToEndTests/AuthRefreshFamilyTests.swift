@@ -56,16 +56,31 @@ struct FamilyRig: Sendable {
     }
 
     /// The token folder replaced by a file: every write to it fails (as on a read-only or
-    /// full disk), for root too. `restore()` puts the folder back.
+    /// full disk), for root too. `restoreStore()` puts the folder back. Each is one swap of the
+    /// two (RENAME_EXCHANGE), never a remove and a move: Veneer probes the store meanwhile and
+    /// makes the folder when it is missing, and a loaded run saw it do so between the file's
+    /// removal and the folder's return (the move then failed: "a file with the same name
+    /// already exists").
     func breakStore() throws {
-        try FileManager.default.moveItem(atPath: stateFolder, toPath: stateFolder + ".aside")
-        try "not a folder".write(toFile: stateFolder, atomically: false, encoding: .utf8)
+        try "not a folder".write(toFile: stateFolder + ".aside", atomically: false, encoding: .utf8)
+        try Self.exchange(stateFolder, stateFolder + ".aside")
     }
 
     func restoreStore() throws {
-        try FileManager.default.removeItem(atPath: stateFolder)
-        try FileManager.default.moveItem(atPath: stateFolder + ".aside", toPath: stateFolder)
+        try Self.exchange(stateFolder, stateFolder + ".aside")
+        try FileManager.default.removeItem(atPath: stateFolder + ".aside")
     }
+
+    /// Swaps what two paths name, in one step: `renameat2(..., RENAME_EXCHANGE)` (which the
+    /// Glibc module does not show).
+    static func exchange(_ first: String, _ second: String) throws {
+        guard renameAt2(AT_FDCWD, first, AT_FDCWD, second, 2 /* RENAME_EXCHANGE */) == 0 else {
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+    }
+
+    private typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
+    private static let renameAt2 = unsafeBitCast(dlsym(dlopen(nil, RTLD_NOW), "renameat2")!, to: RenameAt2.self)
 
     /// A new refresh token from the operator: a new family at the server, and the file.
     func provideNewToken(_ token: String) throws {
@@ -180,7 +195,9 @@ struct AuthRefreshFamilyTests {
         // loaded run 600 ms).
         var settings = TestTokenServer.Settings()
         settings.hold = true
-        settings.reuseGrace = .seconds(30)
+        // A grace as long as a loaded run may take from the rotation to the reload's presentation
+        // (30 s was not, likely, once at load 15: no request served in the 30 s after the reload).
+        settings.reuseGrace = .seconds(300)
         try await withFamilyRig(settings, options: ["timeout: 200ms", "refresh_wait: 400ms"]) { rig in
             let (veneer, port) = try await rig.start()
             defer { veneer.terminate() }
@@ -302,25 +319,37 @@ struct AuthRefreshFamilyTests {
     @Test("while the token store cannot be written no refresh is sent: the access token serves while it lasts, then 502, and refreshing resumes once it can")
     func storeUnwritableAtRuntime() async throws {
         var settings = TestTokenServer.Settings()
-        settings.expiresIn = 3
+        // 8 s, the refresh due 1 s ahead: the store must be broken before that, and a loaded run
+        // took longer than the 2 s a 3-s token left from the grant at start to the break (the
+        // refresh went out while the store could still be written: rt-1 presented).
+        settings.expiresIn = 8
         try await withFamilyRig(settings, options: ["refresh_before_expiry: 1s"]) { rig in
             let (veneer, port) = try await rig.start()
             defer { veneer.terminate() }
             #expect(try await rig.get(port).status == 200)
-            let granted = ContinuousClock.now
+            let answered = ContinuousClock.now
+            // The token server's own time of the grant: the access token expires 8 s after it.
+            // (`answered` is later by the request's way back, which a loaded run stretched past
+            // the bound below: the token had expired at the upstream when the test still
+            // reckoned 200 ms of it left.)
+            let granted = try #require(rig.tokens.arrivals.first)
             try rig.breakStore()
-            // The proactive refresh comes due after 2 s: it must not be sent.
+            let broken = ContinuousClock.now
+            // The proactive refresh comes due after 7 s: it must not be sent.
             try await eventually("health says: token store cannot be written") { await rig.problems(port).contains { $0.contains("token store cannot be written") } }
-            // (Only with a second to spare: on a loaded run the request itself may take long.)
-            if ContinuousClock.now - granted < .milliseconds(1800) {
+            // The token still serves once Veneer knows it cannot refresh (its refresh came due at
+            // 7 s): an answer that came before 7.8 s was asked of the upstream before the expiry.
+            // (Only with time to spare: on a loaded run the request itself may take long.)
+            if ContinuousClock.now - granted < .milliseconds(7400) {
                 let served = try await rig.get(port).status
-                #expect(served == 200 || ContinuousClock.now - granted > .milliseconds(2800), "the access token still serves")
+                #expect(served == 200 || ContinuousClock.now - granted > .milliseconds(7800), "the access token still serves")
             }
-            // Deliberate: the access token (3 s) must expire.
-            try await Task.sleep(until: granted + .seconds(3), clock: .continuous)
+            // Deliberate: the access token (8 s) must expire, by Veneer's reckoning too (from
+            // when it had the grant, before `answered`).
+            try await Task.sleep(until: answered + .seconds(8), clock: .continuous)
             let expired = try await rig.get(port)
             #expect(expired.status == 502 && expired.errorCode == "upstream_unavailable")
-            #expect(rig.tokens.presented == ["rt-0"], "nothing sent while a new refresh token could not be saved")
+            #expect(rig.tokens.presented == ["rt-0"], "nothing sent while a new refresh token could not be saved (the store was broken \(broken - granted) after the grant; the refresh came due at 7 s)")
             try rig.restoreStore()
             try await eventually("the store can be written again: a request is served") { (try? await rig.get(port).status) == 200 }
             #expect(rig.tokens.presented.prefix(2) == ["rt-0", "rt-1"])
@@ -388,7 +417,7 @@ struct AuthRefreshFamilyTests {
     func inFlightAtKill() async throws {
         var settings = TestTokenServer.Settings()
         settings.delay = .seconds(2)
-        settings.reuseGrace = .seconds(30)
+        settings.reuseGrace = .seconds(300)
         try await withFamilyRig(settings) { rig in
             var (veneer, port) = try await rig.start()
             try await eventually("the refresh is in flight") { rig.tokens.pending == 1 }

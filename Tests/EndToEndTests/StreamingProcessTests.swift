@@ -57,8 +57,10 @@ struct StreamingProcessTests {
             for reader in leaving { reader.close() }
             for reader in reading { reader.startReading() }
             // Each reader's count: one stalled reader (a lost wake-up) reads apart from five slow ones (a loaded run).
+            // 75 MB through the debug build: the whole test took up to 119 s in whole-suite runs at
+            // load 13-15, against the 120 s this wait alone had.
             _ = try await eventually("the readers read the whole answer (bytes each: \(reading.map(\.progress.bodyBytes)))",
-                                     timeout: .seconds(120)) {
+                                     timeout: .seconds(300)) {
                 reading.allSatisfy { $0.progress.bodyBytes >= size }
             }
             #expect(reading.allSatisfy { $0.progress.bodyBytes == size && $0.progress.firstMismatch == nil })

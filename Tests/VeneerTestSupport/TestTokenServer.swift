@@ -29,6 +29,10 @@ public final class TestTokenServer: Sendable {
         /// Answers (after rotating and `delay`) wait until ``TestTokenServer/release()``: the
         /// test, not a timer, decides that an answer comes after the client gave up.
         public var hold = false
+        /// Once the ``failures`` have been answered, the answers that follow are held as with
+        /// ``hold`` (until ``TestTokenServer/release()``): the test sees the state between a
+        /// failure and the client's retry of it, however late it looks.
+        public var holdAfterFailures = false
         /// For this long after a rotation, the refresh token it replaced is accepted again
         /// (answered with a new access token and the current refresh token) instead of
         /// revoking the family; nil: never (strict rotation).
@@ -49,6 +53,7 @@ public final class TestTokenServer: Sendable {
         var counter = 0
         var refreshes = 0
         var reuses = 0
+        var reused: [String] = []
         var graceReuses = 0
         var pending = 0
         var rotatedAt: [String: ContinuousClock.Instant] = [:]
@@ -101,6 +106,8 @@ public final class TestTokenServer: Sendable {
     public var refreshes: Int { box.state.withLock { $0.refreshes } }
     /// Presentations of already-rotated refresh tokens that revoked a family.
     public var reuses: Int { box.state.withLock { $0.reuses } }
+    /// The rotated refresh tokens whose presentation revoked a family, in order.
+    public var reusedTokens: [String] { box.state.withLock { $0.reused } }
     /// Presentations of the previous refresh token within ``Settings/reuseGrace``.
     public var graceReuses: Int { box.state.withLock { $0.graceReuses } }
     /// Requests received and not answered yet.
@@ -130,10 +137,11 @@ public final class TestTokenServer: Sendable {
     /// Changes how it behaves from now on.
     public func update(_ change: (inout Settings) -> Void) { box.state.withLock { change(&$0.settings) } }
 
-    /// Lets the answers held by ``Settings/hold`` go, and holds no more.
+    /// Lets the answers held by ``Settings/hold`` (or ``Settings/holdAfterFailures``) go, and holds no more.
     public func release() {
         let held = box.state.withLock { state in
             state.settings.hold = false
+            state.settings.holdAfterFailures = false
             defer { state.held = nil }
             return state.held
         }
@@ -167,8 +175,21 @@ public final class TestTokenServer: Sendable {
         return .json(body)
     }
 
-    /// Stops accepting connections (clients are refused) while keeping every token.
+    /// Stops accepting connections (clients are refused) while keeping every token. Returns once
+    /// a connection is refused: a child process another test spawns at that moment holds a copy
+    /// of the listening socket until its exec, and a client meanwhile would be queued (then
+    /// reset once the copy is closed), not refused.
     public func stopListening() async {
+        await closeListener()
+        let port = port
+        _ = try? await poll(timeout: eventuallyTimeout) {
+            guard let connection = try? await RawConnection.connect(port: port) else { return true }
+            connection.close()
+            return false
+        }
+    }
+
+    private func closeListener() async {
         let upstream = server.withLock { server in
             defer { server = nil }
             return server
@@ -189,7 +210,7 @@ public final class TestTokenServer: Sendable {
             form[parts[0]] = parts.count > 1 ? parts[1] : ""
         }
         let now = clock.now()
-        let (reply, delay): (UpstreamReply, Duration) = box.state.withLock { state in
+        let (reply, delay, failed): (UpstreamReply, Duration, Bool) = box.state.withLock { state in
             state.requests.append(form)
             state.arrivals.append(ContinuousClock.now)
             state.authorizations.append(request.header("authorization"))
@@ -197,18 +218,18 @@ public final class TestTokenServer: Sendable {
             let settings = state.settings
             if let status = settings.failWith, settings.failures.map({ $0 > 0 }) ?? true {
                 state.settings.failures = settings.failures.map { $0 - 1 }
-                return (.json(#"{"error":"temporarily_unavailable"}"#, status: status), settings.delay)
+                return (.json(#"{"error":"temporarily_unavailable"}"#, status: status), settings.delay, true)
             }
             // Client authentication: Basic, or client_id/client_secret in the body.
             let basic = "Basic " + Data("\(settings.clientID):\(settings.clientSecret)".utf8).base64EncodedString()
             let authenticated = request.header("authorization") == basic
                 || (form["client_id"] == settings.clientID && form["client_secret"] == settings.clientSecret)
-            guard authenticated else { return (.json(#"{"error":"invalid_client"}"#, status: 401), settings.delay) }
+            guard authenticated else { return (.json(#"{"error":"invalid_client"}"#, status: 401), settings.delay, false) }
             guard form["grant_type"] == "refresh_token", let presented = form["refresh_token"] else {
-                return (.json(#"{"error":"unsupported_grant_type"}"#, status: 400), settings.delay)
+                return (.json(#"{"error":"unsupported_grant_type"}"#, status: 400), settings.delay, false)
             }
             guard let family = state.family[presented], !state.revoked.contains(family) else {
-                return (.json(#"{"error":"invalid_grant"}"#, status: 400), settings.delay)
+                return (.json(#"{"error":"invalid_grant"}"#, status: 400), settings.delay, false)
             }
             var refreshToken: String?
             if state.current[family] != presented {
@@ -220,8 +241,9 @@ public final class TestTokenServer: Sendable {
                 } else {
                     // Reuse of a rotated token: a stolen copy or a lost update. Revoke everything.
                     state.reuses += 1
+                    state.reused.append(presented)
                     state.revoked.insert(family)
-                    return (.json(#"{"error":"invalid_grant","error_description":"refresh token reuse"}"#, status: 400), settings.delay)
+                    return (.json(#"{"error":"invalid_grant","error_description":"refresh token reuse"}"#, status: 400), settings.delay, false)
                 }
             }
             state.counter += 1
@@ -239,11 +261,12 @@ public final class TestTokenServer: Sendable {
                 refreshToken = next
             }
             if let refreshToken { body.append(("refresh_token", .string(refreshToken))) }
-            return (.json(JSONValue.object(body).text), settings.delay)
+            return (.json(JSONValue.object(body).text), settings.delay, false)
         }
         // Held (after the delay) until the test releases it.
         let held: Latch? = box.state.withLock { state in
-            guard state.settings.hold else { return nil }
+            let afterFailures = !failed && state.settings.holdAfterFailures && state.settings.failures == 0
+            guard state.settings.hold || afterFailures else { return nil }
             if state.held == nil { state.held = Latch() }
             return state.held
         }
@@ -257,6 +280,6 @@ public final class TestTokenServer: Sendable {
     /// Stops the server (answers still held go first: a graceful stop waits for them).
     public func stop() async {
         release()
-        await stopListening()
+        await closeListener()
     }
 }
