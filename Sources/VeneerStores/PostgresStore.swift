@@ -23,8 +23,10 @@ import VeneerCore
 /// graceful shutdown), never in tasks of their own. Without ``run()`` every operation fails
 /// after a short wait for the first connection.
 public final class PostgresStore: KeyValueStore, Service {
-    /// How long one operation may take.
-    public static let operationTimeout: Duration = .seconds(2)
+    /// How long one operation may take, unless the store is opened with another bound.
+    public static let defaultOperationTimeout: Duration = .seconds(2)
+    /// How long one operation of this store may take.
+    public let operationTimeout: Duration
     static let channel = "veneer_kv"
     static let schemaVersion = 1
 
@@ -56,15 +58,20 @@ public final class PostgresStore: KeyValueStore, Service {
 
     /// The store of `url`, not connected yet: ``run()`` connects (an unreachable database
     /// is not fatal) and keeps the schema up to date. `onHealth` hears nil when healthy,
-    /// else a reason. Throws for a URL that is not usable.
-    public static func open(url: String, password: Secret?, logger: Logger, onHealth: @escaping @Sendable (String?) -> Void = { _ in }) throws -> PostgresStore {
+    /// else a reason. `operationTimeout` bounds each operation (the tests of a loaded machine
+    /// give more). Throws for a URL that is not usable.
+    public static func open(url: String, password: Secret?, logger: Logger, operationTimeout: Duration = defaultOperationTimeout,
+                            onHealth: @escaping @Sendable (String?) -> Void = { _ in }) throws -> PostgresStore {
         let configuration = try PostgresConnectionURL.configuration(url, password: password?.reveal())
         let client = PostgresClient(configuration: configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, backgroundLogger: logger)
-        return PostgresStore(description: "postgres:" + PostgresURL.redacting(url), client: client, logger: logger, onHealth: onHealth)
+        return PostgresStore(description: "postgres:" + PostgresURL.redacting(url), client: client, logger: logger,
+                             operationTimeout: operationTimeout, onHealth: onHealth)
     }
 
-    private init(description: String, client: PostgresClient, logger: Logger, onHealth: @escaping @Sendable (String?) -> Void) {
+    private init(description: String, client: PostgresClient, logger: Logger, operationTimeout: Duration,
+                 onHealth: @escaping @Sendable (String?) -> Void) {
         self.description = description
+        self.operationTimeout = operationTimeout
         self.client = client
         self.logger = logger
         self.onHealth = onHealth
@@ -127,7 +134,7 @@ public final class PostgresStore: KeyValueStore, Service {
             guard state.withLock({ $0.settled }) else { continue }
             do {
                 let client = self.client, logger = self.logger
-                _ = try await withDeadline("probe") { try await client.query("SELECT 1", logger: logger) }
+                _ = try await withDeadline("probe", operationTimeout) { try await client.query("SELECT 1", logger: logger) }
                 report(.probe, problem: nil)
             } catch let error as StoreError {
                 report(.probe, problem: "database not answering: \(error.reason)")
@@ -200,7 +207,7 @@ public final class PostgresStore: KeyValueStore, Service {
     /// Runs `operation`, returning at the deadline even when it does not: a query sent on a
     /// connection that went silent does not react to cancellation, so it is left to finish
     /// (or fail) on its own while the caller gets a timeout.
-    private func withDeadline<T: Sendable>(_ what: String, _ timeout: Duration = PostgresStore.operationTimeout,
+    private func withDeadline<T: Sendable>(_ what: String, _ timeout: Duration,
                                            _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
         let race = DeadlineRace<T>()
         let description = self.description
@@ -236,7 +243,7 @@ public final class PostgresStore: KeyValueStore, Service {
     private func perform<T: Sendable>(_ what: String, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
         try await checkAvailable()
         do {
-            return try await withDeadline(what, Self.operationTimeout, operation)
+            return try await withDeadline(what, operationTimeout, operation)
         } catch let error as StoreError {
             throw error
         } catch {
@@ -414,7 +421,7 @@ public final class PostgresStore: KeyValueStore, Service {
     /// waiting for the unlock.
     public func withLock<T: Sendable>(_ name: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         try await checkAvailable()
-        let client = self.client, logger = self.logger, description = self.description
+        let client = self.client, logger = self.logger, description = self.description, operationTimeout = self.operationTimeout
         let attempt = LockAttempt<T>()
         return try await withCheckedThrowingContinuation { continuation in
             attempt.race.arm(continuation)
@@ -455,7 +462,7 @@ public final class PostgresStore: KeyValueStore, Service {
             Task { [weak self] in
                 while true {
                     try? await Task.sleep(for: .milliseconds(100))
-                    guard let reason = attempt.stalled(after: Self.operationTimeout) ?? self?.problem else {
+                    guard let reason = attempt.stalled(after: operationTimeout) ?? self?.problem else {
                         if attempt.isPastAcquisition { return }
                         continue
                     }
