@@ -81,6 +81,10 @@ public struct OutboundRequest: Sendable {
     /// An `X-Forwarded-For` field sent after ``headers`` (which then have none): the client's
     /// address, added without copying the caller's fields; nil: none.
     public var forwardedFor: String?
+    /// The trace fields sent with it (`telemetry`): the transport writes them in place of any
+    /// `traceparent` and `tracestate` in ``headers`` (which then go as the caller sent them,
+    /// uncopied); nil: ``headers`` go as they are.
+    public var trace: OutgoingTrace?
     /// The body, if any.
     public var body: ByteBuffer?
     /// A body that streams instead (``ProxyRequest/stream``): sent with its `Content-Length`
@@ -121,7 +125,7 @@ public struct OutboundRequest: Sendable {
     @inlinable
     package init(method: HTTPRequest.Method, endpoint: Endpoint, target: String, query: String?, headers: HTTPFields, forwardedFor: String?,
                  body: ByteBuffer?, bodyStream: BodyStream?, timeout: Duration, maxResponseBodySize: Int, streamThreshold: Int?,
-                 bodyTimeout: Duration, buffers: BufferBudget?) {
+                 bodyTimeout: Duration, buffers: BufferBudget?, trace: OutgoingTrace? = nil) {
         self.method = method
         self.endpoint = endpoint
         self.target = target
@@ -135,6 +139,7 @@ public struct OutboundRequest: Sendable {
         self.streamThreshold = streamThreshold
         self.bodyTimeout = bodyTimeout
         self.buffers = buffers
+        self.trace = trace
     }
 
     /// ``target`` followed by `?` and ``query`` when there is one: what follows the endpoint's prefix.

@@ -53,10 +53,13 @@ public final class RequestRecord: Sendable {
     /// A request of Veneer's own in the request's trace (an upstream attempt, a token
     /// endpoint call) under way: the span id its `traceparent` names, and when it began.
     public struct OutgoingSpan: Sendable {
+        /// The trace fields to send with it (the transport writes them: ``OutboundRequest/trace``).
+        public let trace: OutgoingTrace
         /// The span's id.
-        public let spanID: UInt64
-        /// The `traceparent` to send with it.
-        public let traceparent: String
+        public var spanID: UInt64 { trace.spanID }
+        /// The `traceparent` to send with it (made on demand: an upstream attempt's transport
+        /// writes it into the request's head instead).
+        public var traceparent: String { trace.traceparent }
         /// When it began (nanoseconds since 1970).
         public let start: Int64
         /// Whether its trace is sampled: only then is it ended (``endOutgoing(_:name:attributes:error:)``);
@@ -189,8 +192,7 @@ public final class RequestRecord: Sendable {
         guard let trace else { return nil }
         var ids = TraceIDGenerator()
         let spanID = TraceContext.newSpanID(&ids)
-        return OutgoingSpan(spanID: spanID, traceparent: trace.traceparent(spanID: spanID), start: timed ? SpanNote.now() : 0,
-                            recorded: timed)
+        return OutgoingSpan(trace: OutgoingTrace(context: trace, spanID: spanID), start: timed ? SpanNote.now() : 0, recorded: timed)
     }
 
     /// Ends `outgoing`, a client span named `name`: noted (for export) when the trace is sampled.

@@ -133,7 +133,22 @@ public struct SpanWriter {
     }
 
     /// A `KeyValue`'s tag and length, its key, and its value's tag and length.
+    @inline(__always)
     private mutating func keyValueHead(_ field: Int, _ key: UnsafeBufferPointer<UInt8>, anyLength: Int) {
+        let total = 2 + key.count + 2 + anyLength
+        if field < 16, total < 0x80 {
+            // Every length one byte (a span's attributes but a long value): six stores and the key.
+            let at = base + count
+            at[0] = UInt8(truncatingIfNeeded: field << 3 | 2)
+            at[1] = UInt8(truncatingIfNeeded: total)
+            at[2] = 0x0A                                                                     // KeyValue.key
+            at[3] = UInt8(truncatingIfNeeded: key.count)
+            if let from = key.baseAddress { (at + 4).update(from: from, count: key.count) }
+            at[4 + key.count] = 0x12                                                         // KeyValue.value
+            at[5 + key.count] = UInt8(truncatingIfNeeded: anyLength)
+            count += 6 + key.count
+            return
+        }
         tag(field, 2)
         rawVarint(UInt64(1 + Self.varintSize(UInt64(key.count)) + key.count + 1 + Self.varintSize(UInt64(anyLength)) + anyLength))
         tag(1, 2)                                                                            // KeyValue.key
@@ -173,7 +188,17 @@ public struct SpanWriter {
     }
 
     /// A varint without a tag (a length).
+    @inline(__always)
     package mutating func rawVarint(_ value: UInt64) {
+        if value < 0x80 {
+            byte(UInt8(truncatingIfNeeded: value))
+        } else {
+            longVarint(value)
+        }
+    }
+
+    /// A varint of two bytes or more.
+    private mutating func longVarint(_ value: UInt64) {
         var value = value
         while value >= 0x80 {
             byte(UInt8(truncatingIfNeeded: value) | 0x80)

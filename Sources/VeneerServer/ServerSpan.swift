@@ -61,9 +61,12 @@ enum ServerSpan {
             start = end - (now - received).nanoseconds
             method = head.method.rawValue
             route = record.route
-            let path = RequestRedaction.pathWithoutQuery(head.target)
-            // Counted in bytes first: `prefix` walks characters.
-            self.path = path.utf8.count <= AccessLogEntry.maxPath ? path : path.prefix(AccessLogEntry.maxPath)
+            // The path without its query, found on the bytes (the generic `pathWithoutQuery`
+            // walked the string's indices; callgrind), counted in bytes first: `prefix` walks characters.
+            var target = head.target
+            let pathBytes = target.withUTF8 { bytes in bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.count }
+            let path = target.utf8.count == pathBytes ? target[...] : Substring(target.utf8.prefix(pathBytes))
+            self.path = pathBytes <= AccessLogEntry.maxPath ? path : path.prefix(AccessLogEntry.maxPath)
             if let authority = head.authority { (host, port) = ServerSpan.hostAndPort(authority) }
             minorVersion = head.minorVersion
             if let agent = head.fields[.userAgent] { userAgent = AccessLogEntry.trimmed(agent, to: AccessLogEntry.maxUserAgent) }
@@ -106,28 +109,49 @@ enum ServerSpan {
     /// is nil for what could not be read as a request (a root span of its own, sampled as new).
     static func export(_ request: (head: HTTP1RequestParser.Head, received: NIODeadline, record: RequestRecord)?, _ response: ProxyResponse,
                        client: ClientAddress?, now: NIODeadline, to sink: any SpanSink) {
-        // The request unwrapped once (each look into the optional tuple copied it whole: callgrind).
-        if case let (head, received, record)? = request, let trace = record.trace {
-            guard trace.sampled else { return }
-            var fields = fields(response, client: client, trace: trace, ownAnswer: record.originTime == nil)
-            fields.add(head, received: received, record: record, now: now)
-            record.exportSpans(rootBound: fields.bound, to: sink) { fields.write(into: &$0) }
+        if let request {
+            export(request.head, received: request.received, record: request.record, response, client: client, now: now, to: sink)
         } else {
-            var ids = TraceIDGenerator()
-            let trace = TraceContext.start(traceparent: nil, tracestate: nil, sampler: sink.sampler, ids: &ids)
-            guard trace.sampled else { return }
-            let fields = fields(response, client: client, trace: trace, ownAnswer: request?.record.originTime == nil)
-            if let record = request?.record {
-                record.exportSpans(rootBound: fields.bound, to: sink) { fields.write(into: &$0) }
-            } else {
-                sink.export(count: 1, bound: fields.bound) { fields.write(into: &$0) }
-            }
+            exportUnread(response, client: client, now: now, to: sink)
         }
     }
 
-    /// The server span's fields of `response` (those of the request: ``Fields/add(_:received:record:now:)``);
-    /// `ownAnswer`: Veneer answered, no origin was asked.
-    static func fields(_ response: ProxyResponse, client: ClientAddress?, trace: TraceContext, ownAnswer: Bool) -> Fields {
+    /// Sends the spans of an answered request to `sink` when its trace is sampled. (The
+    /// request's parts apart, not a tuple of them, and its span's fields made whole at once
+    /// into a constant: each copy of the head or of the fields retained and released a dozen
+    /// strings; callgrind.)
+    static func export(_ head: HTTP1RequestParser.Head, received: NIODeadline, record: RequestRecord, _ response: ProxyResponse,
+                       client: ClientAddress?, now: NIODeadline, to sink: any SpanSink) {
+        guard let trace = record.trace else {
+            // Not in a trace of its own (none is made without telemetry): a new one, as a refusal's.
+            var ids = TraceIDGenerator()
+            let trace = TraceContext.start(traceparent: nil, tracestate: nil, sampler: sink.sampler, ids: &ids)
+            guard trace.sampled else { return }
+            let fields = fields(response, client: client, trace: trace, ownAnswer: record.originTime == nil)
+            record.exportSpans(rootBound: fields.bound, to: sink) { fields.write(into: &$0) }
+            return
+        }
+        guard trace.sampled else { return }
+        let fields = fields(response, client: client, trace: trace, ownAnswer: record.originTime == nil, head: head, received: received,
+                            record: record, now: now)
+        record.exportSpans(rootBound: fields.bound, to: sink) { fields.write(into: &$0) }
+    }
+
+    /// Sends the span of a refusal of what could not be read as a request: a root span of its
+    /// own, sampled as a new trace.
+    static func exportUnread(_ response: ProxyResponse, client: ClientAddress?, now: NIODeadline, to sink: any SpanSink) {
+        var ids = TraceIDGenerator()
+        let trace = TraceContext.start(traceparent: nil, tracestate: nil, sampler: sink.sampler, ids: &ids)
+        guard trace.sampled else { return }
+        let fields = fields(response, client: client, trace: trace, ownAnswer: true)
+        sink.export(count: 1, bound: fields.bound) { fields.write(into: &$0) }
+    }
+
+    /// The server span's fields of `response`, with those of the request when its `head` is
+    /// given (``Fields/add(_:received:record:now:)``); `ownAnswer`: Veneer answered, no origin was asked.
+    static func fields(_ response: ProxyResponse, client: ClientAddress?, trace: TraceContext, ownAnswer: Bool,
+                       head: HTTP1RequestParser.Head? = nil, received: NIODeadline = .uptimeNanoseconds(0), record: RequestRecord? = nil,
+                       now: NIODeadline = .uptimeNanoseconds(0)) -> Fields {
         let end = SpanNote.now()
         let status = Int(response.status.code)
         var fields = Fields(trace: trace, start: end, end: end, status: status, client: client?.description,
@@ -139,6 +163,7 @@ enum ServerSpan {
         } else if status >= 500 {
             fields.error = "HTTP \(status)"
         }
+        if let head, let record { fields.add(head, received: received, record: record, now: now) }
         return fields
     }
 

@@ -167,6 +167,55 @@ struct UpstreamOriginTests {
         }
     }
 
+    @Test("with telemetry the upstream gets exactly one traceparent, Veneer's in place of the caller's, and the caller's tracestate only with its trace continued; without, the caller's own as they came",
+          arguments: ways)
+    func traceFields(way: Way) async throws {
+        try await withTestUpstream({ _ in .json("{}") }) { (upstream: TestUpstream) async throws in
+            let (origin, provider) = origin(upstream.url, way: way)
+            defer { Task { await provider.shutdown() } }
+            let callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736", callerSpan = "00f067aa0ba902b7"
+            let caller = "00-\(callerTrace)-\(callerSpan)-01"
+            let traceState = HTTPField.Name("tracestate")!, traceParent = HTTPField.Name("traceparent")!
+            /// What the upstream got for a request with `fields`, in a trace as the edge starts
+            /// one when `telemetry` (nothing sampled but what a caller's flag says).
+            func sent(_ fields: HTTPFields, telemetry: Bool = true) async throws -> (traceparent: [String], tracestate: [String], other: [String]) {
+                var ids = TraceIDGenerator()
+                let trace = telemetry ? TraceContext.start(traceparent: fields[traceParent], tracestate: fields[traceState],
+                                                           sampler: TraceSampler(ratio: 0), ids: &ids) : nil
+                _ = try await origin.handle(ProxyRequest(method: .get, route: .item(.posts, "1"), headers: fields, record: RequestRecord(trace: trace)))
+                let received = try #require(upstream.requests.last)
+                func values(_ name: String) -> [String] { received.headers.filter { $0.name.lowercased() == name }.map(\.value) }
+                return (values("traceparent"), values("tracestate"), values("accept") + values("x-after"))
+            }
+            // Continued: the caller's trace, a new span, its sampled flag; its tracestate passed on.
+            let continued = try await sent([.accept: "a", traceParent: caller, traceState: "congo=t61rcWkgMzE", HTTPField.Name("X-After")!: "z"])
+            try #require(continued.traceparent.count == 1, "exactly one traceparent: \(continued.traceparent)")
+            let parts = continued.traceparent[0].split(separator: "-").map(String.init)
+            #expect(parts.count == 4 && parts[0] == "00" && parts[1] == callerTrace && parts[2] != callerSpan && parts[3] == "01")
+            #expect(continued.tracestate == ["congo=t61rcWkgMzE"])
+            #expect(continued.other == ["a", "z"], "the caller's other fields pass as they came")
+            // Malformed (uppercase): a new trace, unsampled here; the caller's tracestate goes nowhere.
+            let malformed = try await sent([traceParent: caller.uppercased(), traceState: "congo=x"])
+            try #require(malformed.traceparent.count == 1, "exactly one traceparent: \(malformed.traceparent)")
+            #expect(!malformed.traceparent[0].contains(callerTrace) && malformed.traceparent[0].hasSuffix("-00"))
+            #expect(malformed.traceparent[0].count == 55 && TraceContext.parseParent(malformed.traceparent[0]) != nil)
+            #expect(malformed.tracestate.isEmpty)
+            // Two of the caller's (not one valid value): both replaced by one.
+            var twice: HTTPFields = [traceParent: caller, traceState: "a=1"]
+            twice.append(HTTPField(name: traceParent, value: caller))
+            let doubled = try await sent(twice)
+            #expect(doubled.traceparent.count == 1 && doubled.traceparent.first != caller && doubled.tracestate.isEmpty)
+            // None from the caller: Veneer's alone.
+            let fresh = try await sent([.accept: "b"])
+            #expect(fresh.traceparent.count == 1 && fresh.tracestate.isEmpty && fresh.other == ["b"])
+            // Telemetry off: Veneer adds none, and the caller's go as they came.
+            let off = try await sent([traceParent: caller, traceState: "congo=t61rcWkgMzE"], telemetry: false)
+            #expect(off.traceparent == [caller] && off.tracestate == ["congo=t61rcWkgMzE"])
+            let none = try await sent([.accept: "c"], telemetry: false)
+            #expect(none.traceparent.isEmpty && none.tracestate.isEmpty)
+        }
+    }
+
     @Test("hop-by-hop headers of the upstream's response are not passed back", arguments: ways)
     func responseHopByHop(way: Way) async throws {
         try await withTestUpstream({ _ in

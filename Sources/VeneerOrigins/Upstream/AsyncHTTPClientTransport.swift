@@ -35,8 +35,13 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         var headers = HTTPHeaders()
         headers.reserveCapacity(request.headers.count + 2)
         headers.add(name: "Host", value: request.endpoint.authority)
-        for field in request.headers {
+        let traced = request.trace != nil
+        for field in request.headers where !(traced && OutgoingTrace.replaces(field.name.canonicalName)) {
             headers.add(name: field.name.rawName, value: field.value)
+        }
+        if let trace = request.trace {
+            headers.add(name: "traceparent", value: trace.traceparent)
+            if let state = trace.tracestate { headers.add(name: "tracestate", value: state) }
         }
         if let forwardedFor = request.forwardedFor { headers.add(name: "X-Forwarded-For", value: forwardedFor) }
         outbound.headers = headers

@@ -55,7 +55,7 @@ public struct UpstreamOrigin: CallbackAnswering {
         let span = request.record.beginOutgoing()
         defer { Self.note(clock.monotonic() - start, in: request.record, durations) }
         do {
-            let response = try await transport.send(outbound(request, traceparent: span?.traceparent))
+            let response = try await transport.send(outbound(request, trace: span?.trace))
             if let span, span.recorded { Self.end(span, request, host: options.endpoint.host, status: Int(response.status.code), error: nil) }
             return response
         } catch {
@@ -96,12 +96,12 @@ public struct UpstreamOrigin: CallbackAnswering {
         guard let span = outgoing, span.recorded else {
             // No span to end (no telemetry, or an unsampled trace: its context only passed on):
             // the callback holds no copy of the request.
-            return transport.start(outbound(request, traceparent: outgoing?.traceparent)) { [clock, durations, record = request.record] result in
+            return transport.start(outbound(request, trace: outgoing?.trace)) { [clock, durations, record = request.record] result in
                 Self.note(clock.monotonic() - start, in: record, durations)
                 done(result)
             }
         }
-        return transport.start(outbound(request, traceparent: span.traceparent)) { [clock, durations, host = options.endpoint.host] result in
+        return transport.start(outbound(request, trace: span.trace)) { [clock, durations, host = options.endpoint.host] result in
             Self.note(clock.monotonic() - start, in: request.record, durations)
             switch result {
             case .success(let response): Self.end(span, request, host: host, status: Int(response.status.code), error: nil)
@@ -111,18 +111,15 @@ public struct UpstreamOrigin: CallbackAnswering {
         }
     }
 
-    /// The request as it goes to the upstream; with `traceparent` (its trace has `telemetry`),
-    /// that one in place of the caller's, and the caller's `tracestate` only if its trace was continued.
-    /// The caller's fields are shared, not copied, unless one must change: a directive or a
-    /// trace field to replace, an `X-Forwarded-For` to extend (the client's address alone goes
-    /// in ``OutboundRequest/forwardedFor``).
-    func outbound(_ request: ProxyRequest, traceparent: String? = nil) -> OutboundRequest {
+    /// The request as it goes to the upstream; with `trace` (its trace has `telemetry`), the
+    /// transport writes Veneer's `traceparent` in place of the caller's, and the caller's
+    /// `tracestate` only if its trace was continued (``OutboundRequest/trace``).
+    /// The caller's fields are shared, not copied, unless one must change: a directive to
+    /// take off, an `X-Forwarded-For` to extend (the client's address alone goes in
+    /// ``OutboundRequest/forwardedFor``).
+    func outbound(_ request: ProxyRequest, trace: OutgoingTrace? = nil) -> OutboundRequest {
         var headers = request.headers
         for directive in directives { headers[directive] = nil }
-        if let traceparent {
-            headers[.traceparent] = traceparent
-            headers[.tracestate] = request.record.trace?.traceState
-        }
         var forwardedFor: String?
         if let client = request.client {
             let address = client.unmapped.description
@@ -146,7 +143,8 @@ public struct UpstreamOrigin: CallbackAnswering {
             maxResponseBodySize: maxResponseBodySize,
             streamThreshold: streamThreshold,
             bodyTimeout: bodyTimeout,
-            buffers: buffers)
+            buffers: buffers,
+            trace: trace)
     }
 
     /// Prefix and path, built in one string (the query goes apart: ``OutboundRequest/query``):

@@ -5,7 +5,7 @@ import VeneerHTTP1
 
 extension OutboundRequest {
     /// The request as HTTP/1.1, head and body in one buffer: `METHOD target[?query] HTTP/1.1`,
-    /// `Host`, the end-to-end fields and ``OutboundRequest/forwardedFor``, `Content-Length`
+    /// `Host`, the end-to-end fields, ``OutboundRequest/trace``'s and ``OutboundRequest/forwardedFor``, `Content-Length`
     /// when there is a body, then the body. A streamed
     /// body (``OutboundRequest/bodyStream``) is not written here: the head says its
     /// `Content-Length` when known, else `Transfer-Encoding: chunked`, and ends.
@@ -31,10 +31,21 @@ extension OutboundRequest {
             out.append("\r\n")
             return out.offset
         }
+        let traced = trace != nil
         for field in headers {
             let name = field.name.canonicalName
-            if HopByHop.isRemoved(name) || name == "host" { continue }
+            if HopByHop.isRemoved(name) || name == "host" || traced && OutgoingTrace.replaces(name) { continue }
             Self.write(field.name.rawName, field.value, into: &buffer)
+        }
+        if let trace {
+            // Veneer's `traceparent` in place of the caller's (and the caller's `tracestate`
+            // only with its trace continued): written here, the caller's fields never copied.
+            let length = trace.fieldsLength
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { room in
+                var out = ByteCursor(room, reserved: length)
+                trace.writeFields(into: &out)
+                return out.offset
+            }
         }
         if let forwardedFor { Self.write("X-Forwarded-For", forwardedFor, into: &buffer) }
         if let bodyStream {
