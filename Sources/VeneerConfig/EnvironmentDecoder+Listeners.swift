@@ -85,7 +85,7 @@ extension ConfigDocument {
     /// decoded side by side read each other's ids.)
     private static func lookUp<Entry>(_ call: (UnsafeMutableBufferPointer<CChar>, UnsafeMutablePointer<UnsafeMutablePointer<Entry>?>) -> Int32) -> Bool {
         var size = 1024
-        while size <= 1 << 20 {
+        while size <= 32 << 20 {
             var found: UnsafeMutablePointer<Entry>?
             let result = withUnsafeTemporaryAllocation(of: CChar.self, capacity: size) { buffer in call(buffer, &found) }
             if result == ERANGE {

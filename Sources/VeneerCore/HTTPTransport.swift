@@ -156,6 +156,10 @@ public struct OutboundRequest: Sendable {
 /// They mark with ``ProxyError/requestNeverSent`` the failures that prove that no byte of
 /// the request was written (a refused connection, a failed TLS handshake, a deadline that
 /// passed while it waited for a connection); every other failure may have reached the peer.
+///
+/// A conformance writes ``OutboundRequest/trace`` when it is set, in place of the caller's
+/// `traceparent` and `tracestate` (``OutgoingTrace/replaces(_:)``): the trace is not among
+/// ``OutboundRequest/headers``.
 public protocol HTTPTransport: Sendable {
     /// Sends one request and returns the whole response; redirects are returned, not followed.
     /// The request is `consuming`: a transport that keeps it keeps the caller's, uncopied

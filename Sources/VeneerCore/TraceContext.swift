@@ -36,8 +36,15 @@ public struct TraceContext: Sendable, Equatable {
     /// The caller's `tracestate`, passed on as it came (only with a valid `traceparent`).
     public let traceState: String?
 
-    /// A context.
+    /// A context; a `traceState` that ``acceptableTraceState(_:)`` refuses (a line break, a
+    /// byte outside printable ASCII, too long) is left out: transports write it into a head
+    /// as it is.
     public init(traceID: TraceID, spanID: UInt64, parentSpanID: UInt64?, sampled: Bool, traceState: String?) {
+        self.init(traceID: traceID, spanID: spanID, parentSpanID: parentSpanID, sampled: sampled,
+                  acceptableTraceState: Self.acceptableTraceState(traceState))
+    }
+
+    private init(traceID: TraceID, spanID: UInt64, parentSpanID: UInt64?, sampled: Bool, acceptableTraceState traceState: String?) {
         self.traceID = traceID
         self.spanID = spanID
         self.parentSpanID = parentSpanID
@@ -105,11 +112,11 @@ public struct TraceContext: Sendable, Equatable {
         if let traceparent, let parent = parseParent(traceparent) {
             return TraceContext(traceID: parent.traceID, spanID: spanID, parentSpanID: parent.spanID,
                                 sampled: sampler.samples(parent.traceID, parentSampled: parent.sampled),
-                                traceState: acceptableTraceState(tracestate))
+                                acceptableTraceState: acceptableTraceState(tracestate))
         }
         let traceID = TraceID(high: ids.next(), low: nonZero(&ids))
         return TraceContext(traceID: traceID, spanID: spanID, parentSpanID: nil, sampled: sampler.samples(traceID, parentSampled: nil),
-                            traceState: nil)
+                            acceptableTraceState: nil)
     }
 
     /// A new span id (never zero).

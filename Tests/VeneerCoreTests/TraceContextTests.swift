@@ -107,6 +107,16 @@ struct TraceContextTests {
         #expect(TraceContext.acceptableTraceState("a=\u{1}") == nil)
         #expect(TraceContext.acceptableTraceState("") == nil)
     }
+
+    @Test("a context made by hand keeps only an acceptable tracestate: the transports write it into a head as it is")
+    func madeByHand() {
+        let id = TraceContext.TraceID(high: 1, low: 2)
+        for hostile in ["a=1\r\nX-Injected: 1", "a=\u{7F}", "a=é", String(repeating: "a", count: 513)] {
+            let context = TraceContext(traceID: id, spanID: 3, parentSpanID: 4, sampled: true, traceState: hostile)
+            #expect(context.traceState == nil, "\(hostile.debugDescription) kept")
+        }
+        #expect(TraceContext(traceID: id, spanID: 3, parentSpanID: 4, sampled: true, traceState: "a=1,b=2").traceState == "a=1,b=2")
+    }
 }
 
 @Suite("RequestRecord: the spans of a sampled trace")

@@ -194,6 +194,10 @@ struct UpstreamOriginTests {
             #expect(parts.count == 4 && parts[0] == "00" && parts[1] == callerTrace && parts[2] != callerSpan && parts[3] == "01")
             #expect(continued.tracestate == ["congo=t61rcWkgMzE"])
             #expect(continued.other == ["a", "z"], "the caller's other fields pass as they came")
+            // The caller's names in any case are the same fields: replaced, not sent beside Veneer's.
+            let cased = try await sent([HTTPField.Name("TraceParent")!: caller, HTTPField.Name("TRACESTATE")!: "congo=u"])
+            try #require(cased.traceparent.count == 1, "exactly one traceparent: \(cased.traceparent)")
+            #expect(cased.traceparent[0].contains(callerTrace) && !cased.traceparent[0].contains(callerSpan) && cased.tracestate == ["congo=u"])
             // Malformed (uppercase): a new trace, unsampled here; the caller's tracestate goes nowhere.
             let malformed = try await sent([traceParent: caller.uppercased(), traceState: "congo=x"])
             try #require(malformed.traceparent.count == 1, "exactly one traceparent: \(malformed.traceparent)")

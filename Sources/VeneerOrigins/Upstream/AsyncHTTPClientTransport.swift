@@ -33,7 +33,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         var outbound = HTTPClientRequest(url: request.endpoint.scheme + "://" + request.endpoint.authority + request.pathAndQuery)
         outbound.method = HTTPMethod(request.method)
         var headers = HTTPHeaders()
-        headers.reserveCapacity(request.headers.count + 2)
+        headers.reserveCapacity(request.headers.count + 3)
         headers.add(name: "Host", value: request.endpoint.authority)
         let traced = request.trace != nil
         for field in request.headers where !(traced && OutgoingTrace.replaces(field.name.canonicalName)) {
