@@ -105,17 +105,6 @@ enum ServerSpan {
         }
     }
 
-    /// Sends the spans of an answered request to `sink` when its trace is sampled: `request`
-    /// is nil for what could not be read as a request (a root span of its own, sampled as new).
-    static func export(_ request: (head: HTTP1RequestParser.Head, received: NIODeadline, record: RequestRecord)?, _ response: ProxyResponse,
-                       client: ClientAddress?, now: NIODeadline, to sink: any SpanSink) {
-        if let request {
-            export(request.head, received: request.received, record: request.record, response, client: client, now: now, to: sink)
-        } else {
-            exportUnread(response, client: client, now: now, to: sink)
-        }
-    }
-
     /// Sends the spans of an answered request to `sink` when its trace is sampled. (The
     /// request's parts apart, not a tuple of them, and its span's fields made whole at once
     /// into a constant: each copy of the head or of the fields retained and released a dozen

@@ -101,7 +101,7 @@ struct ServerSpanWritingTests {
         let client = try #require(ClientAddress("192.0.2.7"))
         let received = NIODeadline.now()
         let sink = BytesSink()
-        ServerSpan.export((head, received, record), response, client: client, now: received + .milliseconds(3), to: sink)
+        ServerSpan.export(head, received: received, record: record, response, client: client, now: received + .milliseconds(3), to: sink)
         #expect(sink.count == 4, "the server span, auth_refresh, cache, the upstream request")
 
         let written = Self.spans(sink.bytes)
@@ -136,7 +136,7 @@ struct ServerSpanWritingTests {
         let sink = BytesSink()
         var body = ByteBuffer()
         body.writeString(#"{"error":"bad_request","message":"x"}"#)
-        ServerSpan.export(nil, ProxyResponse(status: .badRequest, body: body), client: nil, now: .now(), to: sink)
+        ServerSpan.exportUnread(ProxyResponse(status: .badRequest, body: body), client: nil, now: .now(), to: sink)
         #expect(sink.count == 1)
         let span = Self.spans(sink.bytes).first ?? []
         #expect(span.count > 40)
