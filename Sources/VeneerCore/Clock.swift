@@ -9,6 +9,17 @@ public protocol VeneerClock: Sendable {
     func monotonic() -> Duration
     /// Sleeps for `duration` of this clock's time.
     func sleep(for duration: Duration) async throws
+    /// Sleeps until ``monotonic()`` reads `deadline` (at once if it already does). A loop that
+    /// reads the clock, works, then sleeps counts its pause from the reading this way: a sleep
+    /// that starts late (its task scheduled after the clock moved) does not end late.
+    func sleep(untilMonotonic deadline: Duration) async throws
+}
+
+extension VeneerClock {
+    /// Sleeps for what remains until `deadline`.
+    public func sleep(untilMonotonic deadline: Duration) async throws {
+        try await sleep(for: deadline - monotonic())
+    }
 }
 
 /// The real clock.
@@ -21,6 +32,10 @@ public struct SystemClock: VeneerClock {
     public func monotonic() -> Duration { ContinuousClock.now - SystemClock.origin }
     /// `Task.sleep`.
     public func sleep(for duration: Duration) async throws { try await Task.sleep(for: duration) }
+    /// `Task.sleep` until the continuous clock's instant that `deadline` names.
+    public func sleep(untilMonotonic deadline: Duration) async throws {
+        try await Task.sleep(until: SystemClock.origin + deadline, clock: .continuous)
+    }
 
     private static let origin = ContinuousClock.now
 }

@@ -26,6 +26,21 @@ public final class ManualClock: VeneerClock {
     /// Suspends until the clock has been advanced by `duration`, or the task is cancelled
     /// (then it throws `CancellationError`, like `Task.sleep`).
     public func sleep(for duration: Duration) async throws {
+        try await sleep(.after(duration))
+    }
+
+    /// Suspends until the clock's ``monotonic()`` reading has reached `deadline`, counted
+    /// from the clock's start however late the sleep begins, or the task is cancelled.
+    public func sleep(untilMonotonic deadline: Duration) async throws {
+        try await sleep(.at(deadline))
+    }
+
+    private enum Wake {
+        case after(Duration)
+        case at(Duration)
+    }
+
+    private func sleep(_ wake: Wake) async throws {
         let id = state.withLock { state in
             state.nextID += 1
             return state.nextID
@@ -33,8 +48,13 @@ public final class ManualClock: VeneerClock {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let ready: Bool = state.withLock { state in
-                    if duration <= .zero || Task.isCancelled { return true }
-                    state.sleepers.append((id, state.elapsed + duration, continuation))
+                    let deadline: Duration
+                    switch wake {
+                    case .after(let duration): deadline = state.elapsed + duration
+                    case .at(let instant): deadline = instant
+                    }
+                    if deadline <= state.elapsed || Task.isCancelled { return true }
+                    state.sleepers.append((id, deadline, continuation))
                     return false
                 }
                 if ready { continuation.resume() }

@@ -333,6 +333,9 @@ actor TokenManager: CarriedService {
 
     private func loop() async {
         while !Task.isCancelled {
+            // The pause below is counted from here: time that passes while this turn works
+            // (or before its sleep starts) shortens the sleep rather than delaying the wake.
+            let turn = clock.monotonic()
             checkConfiguredToken()
             switch machine.timerFired(now: clock.now()) {
             case .none:
@@ -351,7 +354,7 @@ actor TokenManager: CarriedService {
                 // A wake far off (an expiry from the endpoint or the store) is past the pause anyway.
                 pause = min(pause, .clamping(seconds: wake.timeIntervalSince(now), to: .milliseconds(1) ... pause))
             }
-            await wakeup.wait(atMost: pause, clock: clock)
+            await wakeup.wait(until: turn + pause, clock: clock)
         }
     }
 

@@ -23,12 +23,13 @@ final class Wakeup: Sendable {
         waiter?.resume()
     }
 
-    /// Returns when signalled (or a signal came since the last wait), when `pause` of
-    /// `clock` has passed, or when the task is cancelled.
-    func wait(atMost pause: Duration, clock: any VeneerClock) async {
+    /// Returns when signalled (or a signal came since the last wait), when `clock`'s
+    /// monotonic reading reaches `deadline`, or when the task is cancelled. A deadline, not a
+    /// pause: the sleeping child task may start after the clock has moved.
+    func wait(until deadline: Duration, clock: any VeneerClock) async {
         if state.withLock({ state in defer { state.pending = false }; return state.pending }) { return }
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await clock.sleep(for: pause) }
+            group.addTask { try? await clock.sleep(untilMonotonic: deadline) }
             group.addTask { await self.signalled() }
             _ = await group.next()
             group.cancelAll()
