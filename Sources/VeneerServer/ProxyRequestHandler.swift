@@ -252,16 +252,16 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         parsing = true
         defer { parsing = false }
         while machine.readsRequests {
-            let event: HTTP1RequestParser.Event?
+            let next: HTTP1RequestParser.Event?
             do {
-                event = try parser.next()
+                next = try parser.next()
             } catch {
                 let reason = error.kind == .headTooLarge ? "The request headers are larger than the limit." : error.reason
                 perform(machine.requestFailed(.malformed(reason), now: now), context: context)
                 return
             }
-            guard let event else { break }
-            // Taken apart, not copied: each request's head moves on into its Work.
+            // Moved out and taken apart, not copied: each request's head moves on into its Work.
+            guard let event = consume next else { break }
             switch consume event {
             case .waitingForBody:
                 perform(machine.continueExpected(), context: context)
