@@ -109,11 +109,13 @@ public struct ProxyHeaders: Sendable {
         }
     }
 
-    /// Appends a field after the others; shared storage stays shared.
-    public mutating func append(_ field: HTTPField) {
+    /// Appends a field after the others; shared storage stays shared. The field is taken,
+    /// not copied (a copy retained its texts, and the caller's was then destroyed: three per
+    /// cache hit).
+    public mutating func append(_ field: consuming HTTPField) {
         switch base {
         case .owned:
-            withOwnedFields { $0.append(field) }
+            withOwnedFields { $0.append(copy field) }
         case .shared:
             // Age, Cache-Status, X-Request-Id: room for the usual few at once.
             if appended.isEmpty { appended.reserveCapacity(4) }

@@ -188,14 +188,11 @@ public struct HTTP1RequestParser {
                 scanned = 0
                 return nil
             }
-            guard let head = try readHead() else { return nil }
-            do {
-                return try begin(head)
-            } catch {
-                // Refused for its framing, or for its body (then noted already, with its bytes).
-                if interrupted == nil { interrupted = (head.0, 0) }
-                throw error
-            }
+            var framing = HTTP1Framing()
+            guard let head = try readHead(framing: &framing) else { return nil }
+            // Handed over: a refusal for the framing notes the head itself (see begin), so
+            // none is kept here for a catch (keeping one copied the head and its framing).
+            return try begin(head, framing)
         case .body(let head, let remaining, var body):
             state = .stopped  // drop the reference so that appending does not copy
             guard input.readableBytes > 0 else {
@@ -271,33 +268,43 @@ public struct HTTP1RequestParser {
         return .bodyEnd
     }
 
-    private mutating func complete(_ head: Head, _ body: ByteBuffer) -> Event {
+    private mutating func complete(_ head: consuming Head, _ body: ByteBuffer) -> Event {
         state = .head
         // Let go of the connection's read buffer as soon as nothing in it is waiting.
         if input.readableBytes == 0 { input = ByteBuffer() }
         return .request(head, body)
     }
 
-    /// What follows a head: the request itself, or the state for its body.
-    private mutating func begin(_ parsed: (Head, HTTP1Framing)) throws(HTTP1ParseError) -> Event? {
-        let (head, framing) = parsed
+    /// What follows a head: the request itself, or the state for its body. A refusal for the
+    /// framing notes `head` as ``interrupted``; one for the body (a bad chunk) has noted it
+    /// already, with the body's bytes.
+    private mutating func begin(_ head: consuming Head, _ framing: HTTP1Framing) throws(HTTP1ParseError) -> Event? {
         if framing.hasTransferEncoding {
-            guard head.minorVersion >= 1 else { throw HTTP1ParseError("Transfer-Encoding is not allowed in HTTP/1.0.") }
-            guard framing.contentLength == nil else { throw HTTP1ParseError("Transfer-Encoding and Content-Length together are not accepted.") }
-            // Any other coding would reach the upstream still encoded, its Transfer-Encoding dropped.
-            guard framing.chunkedIsLast, framing.transferCodings == 1, !framing.emptyTransferCoding else { throw HTTP1ParseError("Only the chunked transfer coding is accepted.") }
+            var refusal: HTTP1ParseError?
+            if head.minorVersion < 1 {
+                refusal = HTTP1ParseError("Transfer-Encoding is not allowed in HTTP/1.0.")
+            } else if framing.contentLength != nil {
+                refusal = HTTP1ParseError("Transfer-Encoding and Content-Length together are not accepted.")
+            } else if !framing.chunkedIsLast || framing.transferCodings != 1 || framing.emptyTransferCoding {
+                // Any other coding would reach the upstream still encoded, its Transfer-Encoding dropped.
+                refusal = HTTP1ParseError("Only the chunked transfer coding is accepted.")
+            }
+            if let refusal {
+                interrupted = (head, 0)
+                throw refusal
+            }
             if streamsBody?(head) == true {
-                state = .streamingChunked(head, ChunkedDecoder())
+                state = .streamingChunked(copy head, ChunkedDecoder())
                 return .bodyStreams(head, expectedLength: nil)
             }
             reservation = budget?.reserve(0)
-            state = .chunked(head, ChunkedDecoder(), ByteBuffer())
+            state = .chunked(copy head, ChunkedDecoder(), ByteBuffer())
             if head.expectsContinue { return .waitingForBody(head) }
             return try step()
         }
         let length = framing.contentLength ?? 0
         if length > 0, streamsBody?(head) == true {
-            state = .streaming(head, remaining: length)
+            state = .streaming(copy head, remaining: length)
             return .bodyStreams(head, expectedLength: length)
         }
         if length > bodyLimit {
@@ -316,13 +323,13 @@ public struct HTTP1RequestParser {
             }
             reservation = reserved
         }
-        state = .body(head, remaining: length, ByteBuffer())
+        state = .body(copy head, remaining: length, ByteBuffer())
         if head.expectsContinue, input.readableBytes == 0 { return .waitingForBody(head) }
         return try step()
     }
 
-    /// The head, once its last line has arrived.
-    private mutating func readHead() throws(HTTP1ParseError) -> (Head, HTTP1Framing)? {
+    /// The head, once its last line has arrived, and its framing (into `framing`).
+    private mutating func readHead(framing: inout HTTP1Framing) throws(HTTP1ParseError) -> Head? {
         // RFC 9112 §2.2: empty lines before a request line are ignored.
         while input.readableBytes >= 2, input.getInteger(at: input.readerIndex, as: UInt16.self) == 0x0D0A {
             input.moveReaderIndex(forwardBy: 2)
@@ -331,22 +338,24 @@ public struct HTTP1RequestParser {
         let start = scanned
         let maxHeadSize = maxHeadSize
         let maxFields = maxFields
-        let parsed: (Head, HTTP1Framing, Int)? = try HTTP1Syntax.withBytes(input) { bytes throws(HTTP1ParseError) in
+        // The head made whole where it is parsed (its size set there) and returned as it is:
+        // a tuple taken apart and put together again here copied it.
+        let parsed: Head? = try HTTP1Syntax.withBytes(input) { bytes throws(HTTP1ParseError) in
             guard let end = try HTTP1Syntax.checkedHeadEnd(bytes, from: start) else { return nil }
             guard end <= maxHeadSize else { throw HTTP1ParseError("The request headers are larger than the limit.", kind: .headTooLarge) }
-            let (head, framing) = try Self.parseHead(bytes, end: end, maxFields: maxFields)
-            return (head, framing, end)
+            var head: Head
+            (head, framing) = try Self.parseHead(bytes, end: end, maxFields: maxFields)
+            head.size = end
+            return head
         }
-        guard let (parsedHead, framing, end) = parsed else {
+        guard let parsed else {
             guard input.readableBytes <= maxHeadSize else { throw HTTP1ParseError("The request headers are larger than the limit.", kind: .headTooLarge) }
             scanned = max(0, input.readableBytes - 3)
             return nil
         }
-        input.moveReaderIndex(forwardBy: end)
+        input.moveReaderIndex(forwardBy: parsed.size)
         scanned = 0
-        var head = parsedHead
-        head.size = end
-        return (head, framing)
+        return parsed
     }
 
     static func parseHead(_ bytes: UnsafeRawBufferPointer, end: Int, maxFields: Int) throws(HTTP1ParseError) -> (Head, HTTP1Framing) {

@@ -222,7 +222,7 @@ struct AnswerObserver {
         }
         if let feed = sinks.feed, let exchange, route != "/-/" {
             feed.add(answered: now, method: exchange.work.head.method, target: exchange.work.head.target, status: Int(response.status.code),
-                     duration: .nanoseconds((now - exchange.work.received).nanoseconds), headers: response.headers, record: exchange.record,
+                     nanoseconds: (now - exchange.work.received).nanoseconds, headers: response.headers, record: exchange.record,
                      peer: peer)
         }
         guard let accessLog = sinks.accessLog else { return }

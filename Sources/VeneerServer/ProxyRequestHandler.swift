@@ -252,21 +252,24 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         parsing = true
         defer { parsing = false }
         while machine.readsRequests {
-            let event: HTTP1RequestParser.Event?
+            let next: HTTP1RequestParser.Event?
             do {
-                event = try parser.next()
+                next = try parser.next()
             } catch {
                 let reason = error.kind == .headTooLarge ? "The request headers are larger than the limit." : error.reason
                 perform(machine.requestFailed(.malformed(reason), now: now), context: context)
                 return
             }
-            guard let event else { break }
-            switch event {
+            // Moved out and taken apart, not copied: each request's head moves on into its Work.
+            guard let event = consume next else { break }
+            switch consume event {
             case .waitingForBody:
                 perform(machine.continueExpected(), context: context)
             case .request(let head, let body):
-                parsed(Work(head: head, body: .complete(body, reservation: parser.takeReservation()), received: now), keepAlive: head.keepAlive, bodyBytes: body.readableBytes, now: now,
-                       context: context)
+                // What the machine needs read first: a use of the head after the Work took it copied it whole.
+                let keepAlive = head.keepAlive, bodyBytes = body.readableBytes
+                parsed(Work(head: head, body: .complete(body, reservation: parser.takeReservation()), received: now), keepAlive: keepAlive, bodyBytes: bodyBytes,
+                       now: now, context: context)
             case .tooLarge(let head):
                 // The parser has stopped: the rest of the body is still on the wire, so this
                 // request is the connection's last, whatever answers it (the edge's 413, or any

@@ -130,6 +130,22 @@ public final class RequestFeed: Sendable {
     /// `headers` (for the request id).
     public func add(answered: NIODeadline = .now(), method: HTTPRequest.Method, target: String, status: Int, duration: Duration,
                     headers: ProxyHeaders = ProxyHeaders(), record: RequestRecord?, peer: PeerIdentity? = nil) {
+        keep(answered: answered, method: method, target: target, status: status, duration: duration, headers: headers, record: record, peer: peer)
+        history.record(answered: answered, duration: duration, cacheStatus: record?.cacheStatus)
+    }
+
+    /// ``add(answered:method:target:status:duration:headers:record:peer:)`` with the duration
+    /// in nanoseconds, as the edge measures it (the history's bin is found without taking a
+    /// `Duration` apart).
+    func add(answered: NIODeadline, method: HTTPRequest.Method, target: String, status: Int, nanoseconds: Int64,
+             headers: ProxyHeaders, record: RequestRecord?, peer: PeerIdentity?) {
+        keep(answered: answered, method: method, target: target, status: status, duration: .nanoseconds(nanoseconds), headers: headers,
+             record: record, peer: peer)
+        history.record(answered: answered, nanoseconds: nanoseconds, cacheStatus: record?.cacheStatus)
+    }
+
+    private func keep(answered: NIODeadline, method: HTTPRequest.Method, target: String, status: Int, duration: Duration,
+                      headers: ProxyHeaders, record: RequestRecord?, peer: PeerIdentity?) {
         state.withLock { state in
             state.sequence += 1
             state.ring[state.next] = Item(sequence: state.sequence, answered: answered, method: method, target: target, status: status,
@@ -137,7 +153,6 @@ public final class RequestFeed: Sendable {
                                           rendering: watchCount.load(ordering: .relaxed) > 0 ? Rendering() : nil)
             state.next = (state.next + 1) % capacity
         }
-        history.record(answered: answered, duration: duration, cacheStatus: record?.cacheStatus)
     }
 
     /// The requests kept, oldest first; only those after `sequence` when given. A stream

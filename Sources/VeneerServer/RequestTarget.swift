@@ -43,8 +43,7 @@ enum RequestTarget: Equatable {
         guard nameEnd < pathEnd else { return .route(.list(resource), query: query) }
         let idBytes = UnsafeBufferPointer(rebasing: bytes[(nameEnd + 1)..<pathEnd])
         guard !idBytes.isEmpty, !idBytes.contains(slash) else { return .notFound }
-        let idText = Substring(String(decoding: idBytes, as: UTF8.self))
-        guard let id = resource.canonicalID(idText) else { return .badID(resource, String(idText)) }
+        guard let id = resource.canonicalID(bytes: idBytes) else { return .badID(resource, String(decoding: idBytes, as: UTF8.self)) }
         return .route(.item(resource, id), query: query)
     }
 

@@ -70,7 +70,12 @@ public final class TrafficHistory: Sendable {
     static func bin(_ duration: Duration) -> Int {
         let parts = duration.components
         guard parts.seconds < 1_000_000 else { return binCount - 1 }
-        let nanoseconds = parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000
+        return bin(nanoseconds: parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000)
+    }
+
+    /// The bin of a duration of `nanoseconds`. The edge passes its nanoseconds: taking a
+    /// `Duration` apart divides 128-bit attoseconds, some 250 instructions an answer.
+    static func bin(nanoseconds: Int64) -> Int {
         var index = 0
         while index < binCount - 1, nanoseconds > upperNanoseconds[index] { index += 1 }
         return index
@@ -81,7 +86,16 @@ public final class TrafficHistory: Sendable {
 
     /// Notes an answer given at `answered`, after `duration`, with `cacheStatus` (if a cache decided).
     public func record(answered: NIODeadline, duration: Duration, cacheStatus: String?) {
-        let slot = slot(answered), bin = Self.bin(duration)
+        record(answered: answered, bin: Self.bin(duration), cacheStatus: cacheStatus)
+    }
+
+    /// ``record(answered:duration:cacheStatus:)`` with the duration in nanoseconds.
+    func record(answered: NIODeadline, nanoseconds: Int64, cacheStatus: String?) {
+        record(answered: answered, bin: Self.bin(nanoseconds: nanoseconds), cacheStatus: cacheStatus)
+    }
+
+    private func record(answered: NIODeadline, bin: Int, cacheStatus: String?) {
+        let slot = slot(answered)
         let cached = cacheStatus != nil, hit = cacheStatus.map(Self.isHit) ?? false
         let index = Int(slot % Int64(Self.bucketCount))
         state.withLock { state in

@@ -56,6 +56,34 @@ struct HTTP1ParserTests {
         }
     }
 
+    @Test("a request refused for its framing, or for a bad chunk, is noted as interrupted with its head and the body bytes read")
+    func interruptedByRefusal() {
+        func interrupted(_ text: String) -> (target: String, method: HTTPRequest.Method, bodyBytes: Int)? {
+            var parser = HTTP1RequestParser(maxHeadSize: 8192, maxFields: 20, bodyLimit: 1 << 20)
+            parser.append(ByteBuffer(string: text))
+            do {
+                while try parser.next() != nil {}
+                return nil
+            } catch {
+                return parser.interrupted.map { ($0.head.target, $0.head.method, $0.bodyBytes) }
+            }
+        }
+        let framings = [
+            "POST /posts HTTP/1.0\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST /posts HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+            "POST /posts HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n",
+        ]
+        for text in framings {
+            let noted = interrupted(text)
+            #expect(noted?.target == "/posts" && noted?.method == .post && noted?.bodyBytes == 0, "\(text)")
+        }
+        // A bad chunk after the first: the bytes of the body read so far.
+        let noted = interrupted("PUT /posts/1 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\n")
+        #expect(noted?.target == "/posts/1" && noted?.method == .put && noted?.bodyBytes == 3)
+        // A head that is not one: nothing to note.
+        #expect(interrupted("GET /posts HTTP/2.0\r\nHost: h\r\n\r\n") == nil)
+    }
+
     @Test("a GET becomes method, target, fields without Host, and the authority")
     func simpleGet() throws {
         let requests = try Self.requests("GET /posts/1?x=2 HTTP/1.1\r\nHost: example.test:8080\r\nAccept: application/json\r\nX-Custom:  padded \t\r\n\r\n")

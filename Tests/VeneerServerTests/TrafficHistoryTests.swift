@@ -40,11 +40,14 @@ struct TrafficHistoryTests {
         #expect(TrafficHistory.upperBound(TrafficHistory.bin(.milliseconds(1))) >= 1)
         #expect(TrafficHistory.upperBound(TrafficHistory.bin(.milliseconds(1))) < 1.27)
         #expect(TrafficHistory.bin(.seconds(3600)) == TrafficHistory.binCount - 1)
+        #expect(TrafficHistory.bin(nanoseconds: 3_600_000_000_000) == TrafficHistory.binCount - 1 && TrafficHistory.bin(nanoseconds: 0) == 0)
         // Bin i holds what passes bin i-1's upper bound up to its own (found without a logarithm).
         for index in 0..<(TrafficHistory.binCount - 1) {
             let bound = Int64(TrafficHistory.upperBound(index) * 1e6)
             #expect(TrafficHistory.bin(.nanoseconds(bound - 1)) == index, "\(index)")
             #expect(TrafficHistory.bin(.nanoseconds(bound + 1)) == index + 1, "\(index)")
+            // The edge's way, from its nanoseconds: the same bins.
+            #expect(TrafficHistory.bin(nanoseconds: bound - 1) == index && TrafficHistory.bin(nanoseconds: bound + 1) == index + 1, "\(index)")
         }
     }
 

@@ -28,18 +28,21 @@ enum CacheKey {
         let length = 4 + resource.name.utf8.count + (id.map { $0.utf8.count + 1 } ?? 0) + query.utf8.count + extra.utf8.count
             + partition.utf8.count
         // Its bytes copied in one pass (appending piece by piece cost a hit 1,300 instructions);
-        // a key of at most 15 bytes is held inline, without an allocation of its own.
+        // a key of at most 15 bytes is held inline, without an allocation of its own. Each
+        // piece is copied whole where its bytes are contiguous (a byte loop over a `UTF8View`
+        // cost some 30 instructions a byte), as ResourceRoute's paths are.
         return String(unsafeUninitializedCapacity: length) { bytes in
             var offset = 0
-            func put(_ text: String) {
-                for byte in text.utf8 {
-                    bytes[offset] = byte
-                    offset += 1
-                }
-            }
             func put(_ byte: UInt8) {
                 bytes[offset] = byte
                 offset += 1
+            }
+            func put(_ text: String) {
+                let copied: Void? = text.utf8.withContiguousStorageIfAvailable { source in
+                    _ = UnsafeMutableBufferPointer(rebasing: bytes[offset..<(offset + source.count)]).initialize(fromContentsOf: source)
+                    offset += source.count
+                }
+                if copied == nil { for byte in text.utf8 { put(byte) } }
             }
             put(id == nil ? UInt8(ascii: "L") : UInt8(ascii: "I"))
             put(UInt8(ascii: "/"))
