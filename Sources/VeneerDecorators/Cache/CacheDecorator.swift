@@ -27,6 +27,8 @@ public struct CacheDecorator: ImmediateAnswering {
     let backgroundWork: any BackgroundWork
     /// `limits.buffered`: the copy of a streamed answer kept to be stored takes its share.
     var buffers = BufferBudget.unbounded
+    /// Where the spans of a background refresh go (``BuildContext/spans``, `telemetry`).
+    var spans: (any SpanSink)?
 
     init(inner: any Handler, options: CacheOptions, storage: CacheStorage, keyedHeaders: [HTTPField.Name] = [],
          directives: [HTTPField.Name] = [], backgroundWork: any BackgroundWork = DetachedWork()) {
@@ -260,8 +262,12 @@ public struct CacheDecorator: ImmediateAnswering {
         let decorator = self
         let (flight, leader) = storage.join(key)
         guard leader else { return }
+        // The refresh is a request of its own, in the trace of the one that started it (with
+        // `telemetry`): an internal span under that request's server span, its upstream request
+        // a client span below, with a traceparent of its own, never the caller's as it came.
+        let trace = request.record.trace.map { BackgroundTrace("cache refresh", continuing: $0, to: spans) }
         var refresh = request
-        refresh.record = RequestRecord()
+        refresh.record = trace?.record ?? RequestRecord()
         let request = refresh
         // The caller already has its (stale) answer; this refresh belongs to nobody, so it
         // cannot be a child task of the request: the chain's background work, which its
@@ -273,10 +279,13 @@ public struct CacheDecorator: ImmediateAnswering {
                 // is stored at its end (over max_entry_size it is cut, and its connection closed).
                 if let stream = answer.stream { _ = try? await stream.collect(upTo: decorator.options.maxEntrySize, budget: decorator.buffers) }
                 decorator.storage.finish(key, flight, stored.map { .shared($0) } ?? .notShared)
+                trace?.end()
             } catch let error as ProxyError {
                 decorator.storage.finish(key, flight, .failed(error))
+                trace?.end(error: error.code.rawValue)
             } catch {
                 decorator.storage.finish(key, flight, .notShared)
+                trace?.end(error: "internal")
             }
         }
     }
