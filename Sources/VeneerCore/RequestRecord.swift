@@ -90,6 +90,8 @@ public final class RequestRecord: Sendable {
         var cacheTimes: (start: Int64, end: Int64)?
         /// For a sampled trace: the spans of Veneer's own requests.
         var spans: [SpanNote] = []
+        /// For a sampled trace: Veneer's own requests sent again as another span (``OutgoingTrace/resent()``).
+        var resends: [(from: UInt64, to: UInt64, at: Int64)] = []
     }
 
     private let state = Mutex(State())
@@ -192,15 +194,37 @@ public final class RequestRecord: Sendable {
         guard let trace else { return nil }
         var ids = TraceIDGenerator()
         let spanID = TraceContext.newSpanID(&ids)
-        return OutgoingSpan(trace: OutgoingTrace(context: trace, spanID: spanID), start: timed ? SpanNote.now() : 0, recorded: timed)
+        return OutgoingSpan(trace: OutgoingTrace(context: trace, spanID: spanID, record: timed ? self : nil), start: timed ? SpanNote.now() : 0,
+                            recorded: timed)
     }
 
-    /// Ends `outgoing`, a client span named `name`: noted (for export) when the trace is sampled.
+    /// Notes that the request of span `from` was sent again as span `to` (a sampled trace's).
+    func noteResend(from: UInt64, to: UInt64) {
+        guard timed else { return }
+        let now = SpanNote.now()
+        state.withLock { $0.resends.append((from, to, now)) }
+    }
+
+    /// Ends `outgoing`, a client span named `name`: noted (for export) when the trace is
+    /// sampled. A request the transport sent again (``OutgoingTrace/resent()``) is a span per
+    /// attempt, each with `attributes` but the status code and an error for the attempts
+    /// before the last.
     public func endOutgoing(_ outgoing: OutgoingSpan, name: String, attributes: [(key: String, value: SpanNote.Value)], error: String?) {
         guard timed, let trace else { return }
-        let span = SpanNote(name: name, kind: .client, traceID: trace.traceID, spanID: outgoing.spanID, parentSpanID: trace.spanID,
-                            start: outgoing.start, end: SpanNote.now(), attributes: attributes, error: error)
-        state.withLock { $0.spans.append(span) }
+        let end = SpanNote.now()
+        state.withLock { state in
+            var spanID = outgoing.spanID, start = outgoing.start
+            while let index = state.resends.firstIndex(where: { $0.from == spanID }) {
+                let resend = state.resends.remove(at: index)
+                state.spans.append(SpanNote(name: name, kind: .client, traceID: trace.traceID, spanID: spanID, parentSpanID: trace.spanID,
+                                            start: start, end: resend.at, attributes: attributes.filter { $0.key != "http.response.status_code" },
+                                            error: "closed before an answer: sent again"))
+                spanID = resend.to
+                start = resend.at
+            }
+            state.spans.append(SpanNote(name: name, kind: .client, traceID: trace.traceID, spanID: spanID, parentSpanID: trace.spanID,
+                                        start: start, end: end, attributes: attributes, error: error))
+        }
     }
 
     /// The spans of a sampled trace below its server span: one per decorator entry, in chain

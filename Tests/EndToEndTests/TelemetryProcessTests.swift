@@ -183,6 +183,50 @@ struct TelemetryProcessTests {
         }
     }
 
+    @Test("a request the pool sends again on a new connection (its kept one closed before an answer) is a second client span: a span id of its own in its traceparent, both attempts under the server span")
+    func resentAttempt() async throws {
+        // Every connection answers its first request and closes on the second without answering.
+        let upstream = try await ScriptedUpstream.start { received in
+            received.indexOnConnection == 0 ? .reply(ScriptedUpstream.ok(#"{"id":1}"#)) : .close
+        }
+        defer { Task { await upstream.stop() } }
+        let receiver = try await OTLPReceiver.start()
+        defer { receiver.stop() }
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try """
+            state_dir: \(directory)/state
+            environments:
+              development:
+                telemetry: { endpoint: "\(receiver.url)" }
+                origin: { upstream: { url: "\(upstream.url)" } }
+                chain: []
+            """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        // One event loop: one pool, so the second request finds the first one's connection.
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0", "--threads", "1"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+        let traceID = "0af7651916cd43dd8448eb211c80319d"
+        #expect(try await RawHTTP.request(port: port, "GET", "/posts/2", headers: [("traceparent", "00-\(traceID)-b7ad6b7169203331-01")]).status == 200)
+        let attempts = upstream.received.filter { $0.text.hasPrefix("GET /posts/2 ") }
+        #expect(attempts.count == 2 && upstream.connections == 2, "sent, closed, sent again on a new connection")
+        let sent = attempts.compactMap { attempt in
+            attempt.text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("traceparent: ") }.map { $0.dropFirst(13).split(separator: "-") }
+        }
+        #expect(sent.count == 2 && sent.allSatisfy { $0.count == 4 && $0[1] == traceID })
+        guard sent.count == 2 else { return }
+        #expect(sent[0][2] != sent[1][2], "each attempt names a span of its own")
+        let spans = try await trace(traceID, in: receiver, count: 3)
+        let server = try #require(spans.first { $0.kind == 2 })
+        let first = try #require(spans.first { $0.spanID == sent[0][2] }, "the first attempt is a span")
+        let second = try #require(spans.first { $0.spanID == sent[1][2] }, "the second attempt is a span")
+        #expect(first.kind == 3 && second.kind == 3)
+        #expect(first.parentSpanID == server.spanID && second.parentSpanID == server.spanID)
+        #expect(first.statusCode == 2 && first.attribute("http.response.status_code") == nil, "the first was not answered")
+        #expect(second.attribute("http.response.status_code") as? Int == 200)
+    }
+
     @Test("the admin API stays out of traces: a request to /-/ on the main listener exports no span")
     func adminNotTraced() async throws {
         try await withVeneer { port, receiver, upstream, _ in
