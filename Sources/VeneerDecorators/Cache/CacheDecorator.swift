@@ -84,7 +84,7 @@ public struct CacheDecorator: ImmediateAnswering {
                 reason = "request"
             } else if entry.isFresh(at: now) {
                 storage.metrics.count(.hit)
-                return .answer(hit(entry, request, range: range, now: now, cacheStatus: Self.freshHitStatus(ttl: Int.clamping(ttl, to: .min ... .max))))
+                return .answer(hit(entry, request, range: range, now: now, cacheStatus: Self.freshHitStatus(ttl: Int.clamping(ttl, to: .min ... .max)), summary: "hit"))
             } else if !entry.noCache, !entry.mustRevalidate, entry.staleWhileRevalidate > 0, -ttl <= entry.staleWhileRevalidate {
                 storage.metrics.count(.stale)
                 refreshInBackground(request, key: key, entry: entry)
@@ -137,7 +137,7 @@ public struct CacheDecorator: ImmediateAnswering {
                 let now = clock.now()
                 if let found = storage.memoryLookup(key, request: request.headers, range: range)?.entry, found.isComplete, found.isFresh(at: now) {
                     storage.metrics.count(.hit)
-                    return hit(found, request, range: range, now: now, cacheStatus: Self.freshHitStatus(ttl: Int.clamping(found.ttl(at: now), to: .min ... .max)))
+                    return hit(found, request, range: range, now: now, cacheStatus: Self.freshHitStatus(ttl: Int.clamping(found.ttl(at: now), to: .min ... .max)), summary: "hit")
                 }
             case .notShared:
                 return try await forward(request, key: key, stale: stale, reason: reason).response
@@ -331,14 +331,14 @@ public struct CacheDecorator: ImmediateAnswering {
         }
     }
 
-    /// ``hit(_:_:range:now:status:)`` with the whole `Cache-Status` given.
-    func hit(_ entry: CacheEntry, _ request: ProxyRequest, range: RangeRequest?, now: Date, cacheStatus: String) -> ProxyResponse {
+    /// ``hit(_:_:range:now:status:)`` with the whole `Cache-Status` given (and its summary, if known: ``RequestRecord/noteCacheStatus(_:summary:)``).
+    func hit(_ entry: CacheEntry, _ request: ProxyRequest, range: RangeRequest?, now: Date, cacheStatus: String, summary: String? = nil) -> ProxyResponse {
         // Stored headers never hold Age or Cache-Status (CachePolicy drops them): appended
         // after the stored fields, which stay shared with the entry.
         var response = ProxyResponse(status: entry.status, headers: entry.headers, body: entry.body)
         response.headers.append(HTTPField(name: .age, value: String(Int.clamping(entry.age(at: now), to: .min ... .max))))
         response.headers.append(HTTPField(name: .cacheStatus, value: cacheStatus))
-        request.record.noteCacheStatus(cacheStatus)
+        request.record.noteCacheStatus(cacheStatus, summary: summary)
         if CachePolicy.clientValidatorsMatch(request.headers, entry) {
             let headers = response.headers
             var notModified = ProxyHeaders()
