@@ -101,7 +101,8 @@ struct ServerSpanWritingTests {
         let client = try #require(ClientAddress("192.0.2.7"))
         let received = NIODeadline.now()
         let sink = BytesSink()
-        ServerSpan.export(head, received: received, record: record, response, client: client, now: received + .milliseconds(3), to: sink)
+        var memo = ServerSpan.Memo(client: client)
+        ServerSpan.export(head, received: received, record: record, response, requestID: nil, memo: &memo, now: received + .milliseconds(3), to: sink)
         #expect(sink.count == 4, "the server span, auth_refresh, cache, the upstream request")
 
         let written = Self.spans(sink.bytes)
