@@ -50,8 +50,8 @@ public struct BuildContext: Sendable {
     /// The instance's budget for what is buffered whole (`limits.buffered`): a decorator that
     /// reads a streamed body whole reserves it there (``ProxyResponse/collected(upTo:budget:)``).
     public var buffers: BufferBudget = .unbounded
-    /// Where the spans of work no request started go (a token refresh ahead of expiry): the
-    /// instance's span exporter (`telemetry`); nil when it is off.
+    /// Where the spans of work no request waits for go (a token refresh ahead of expiry, a
+    /// cache's background refresh): the instance's span exporter (`telemetry`); nil when it is off.
     public var spans: (any SpanSink)?
 
     /// Creates a context.

@@ -77,6 +77,8 @@ public final class RequestRecord: Sendable {
     private struct State {
         var route: String?
         var cacheStatus: String?
+        /// The cache's status in a few words, when the cache said (else made from `cacheStatus`).
+        var cacheSummary: String?
         /// How many entries stood before the (outermost) cache when it took its place.
         var cachePlace: Int?
         var originName: String?
@@ -90,6 +92,8 @@ public final class RequestRecord: Sendable {
         var cacheTimes: (start: Int64, end: Int64)?
         /// For a sampled trace: the spans of Veneer's own requests.
         var spans: [SpanNote] = []
+        /// For a sampled trace: Veneer's own requests sent again as another span (``OutgoingTrace/resent()``).
+        var resends: [(from: UInt64, to: UInt64, at: Int64)] = []
     }
 
     private let state = Mutex(State())
@@ -128,12 +132,15 @@ public final class RequestRecord: Sendable {
     /// The route template the edge matched, if the path named one.
     public var route: String? { state.withLock { $0.route } }
 
-    /// Notes the cache's status for the request (the `Cache-Status` it answered with); the
-    /// last one noted counts (with two caches, the outer one's).
-    public func noteCacheStatus(_ status: String) {
+    /// Notes the cache's status for the request (the `Cache-Status` it answered with), and
+    /// `summary`, ``cacheSummary(_:)`` of it, when the cache knows it without reading the
+    /// status (a fresh hit: the status is not parsed per sampled hit); the last one noted
+    /// counts (with two caches, the outer one's).
+    public func noteCacheStatus(_ status: String, summary: String? = nil) {
         let now = timed ? SpanNote.now() : 0
         state.withLock { state in
             state.cacheStatus = status
+            state.cacheSummary = summary
             if timed { state.cacheTimes = (state.cacheTimes?.start ?? now, now) }
         }
     }
@@ -192,15 +199,37 @@ public final class RequestRecord: Sendable {
         guard let trace else { return nil }
         var ids = TraceIDGenerator()
         let spanID = TraceContext.newSpanID(&ids)
-        return OutgoingSpan(trace: OutgoingTrace(context: trace, spanID: spanID), start: timed ? SpanNote.now() : 0, recorded: timed)
+        return OutgoingSpan(trace: OutgoingTrace(context: trace, spanID: spanID, record: timed ? self : nil), start: timed ? SpanNote.now() : 0,
+                            recorded: timed)
     }
 
-    /// Ends `outgoing`, a client span named `name`: noted (for export) when the trace is sampled.
+    /// Notes that the request of span `from` was sent again as span `to` (a sampled trace's).
+    func noteResend(from: UInt64, to: UInt64) {
+        guard timed else { return }
+        let now = SpanNote.now()
+        state.withLock { $0.resends.append((from, to, now)) }
+    }
+
+    /// Ends `outgoing`, a client span named `name`: noted (for export) when the trace is
+    /// sampled. A request the transport sent again (``OutgoingTrace/resent()``) is a span per
+    /// attempt, each with `attributes` but the status code and an error for the attempts
+    /// before the last.
     public func endOutgoing(_ outgoing: OutgoingSpan, name: String, attributes: [(key: String, value: SpanNote.Value)], error: String?) {
         guard timed, let trace else { return }
-        let span = SpanNote(name: name, kind: .client, traceID: trace.traceID, spanID: outgoing.spanID, parentSpanID: trace.spanID,
-                            start: outgoing.start, end: SpanNote.now(), attributes: attributes, error: error)
-        state.withLock { $0.spans.append(span) }
+        let end = SpanNote.now()
+        state.withLock { state in
+            var spanID = outgoing.spanID, start = outgoing.start
+            while let index = state.resends.firstIndex(where: { $0.from == spanID }) {
+                let resend = state.resends.remove(at: index)
+                state.spans.append(SpanNote(name: name, kind: .client, traceID: trace.traceID, spanID: spanID, parentSpanID: trace.spanID,
+                                            start: start, end: resend.at, attributes: attributes.filter { $0.key != "http.response.status_code" },
+                                            error: "closed before an answer: sent again"))
+                spanID = resend.to
+                start = resend.at
+            }
+            state.spans.append(SpanNote(name: name, kind: .client, traceID: trace.traceID, spanID: spanID, parentSpanID: trace.spanID,
+                                        start: start, end: end, attributes: attributes, error: error))
+        }
     }
 
     /// The spans of a sampled trace below its server span: one per decorator entry, in chain
@@ -211,7 +240,7 @@ public final class RequestRecord: Sendable {
         return state.withLock { state in
             var spans: [SpanNote] = []
             var ids = TraceIDGenerator()
-            Self.forEachStep(state, cacheSummary: state.cacheStatus.map(Self.cacheSummary)) { name, times, decision, cacheStatus in
+            Self.forEachStep(&state, cacheSummary: Self.cacheSummary(of: state)) { name, times, decision, cacheStatus in
                 var attributes: [(key: String, value: SpanNote.Value)] = []
                 if let decision { attributes.append(("veneer.decision", .string(decision))) }
                 if let cacheStatus { attributes.append(("veneer.cache_status", .string(cacheStatus))) }
@@ -230,11 +259,11 @@ public final class RequestRecord: Sendable {
     package func exportSpans(rootBound: Int, to sink: any SpanSink, _ root: (inout SpanWriter) -> Void) {
         guard timed, let trace else { return }
         state.withLock { state in
-            let summary = state.cacheStatus.map(Self.cacheSummary)
+            let summary = Self.cacheSummary(of: state)
             var count = 1 + state.spans.count
             var bound = rootBound
             for span in state.spans { bound += SpanWriter.bound(of: span) }
-            Self.forEachStep(state, cacheSummary: summary) { name, _, decision, cacheStatus in
+            Self.forEachStep(&state, cacheSummary: summary) { name, _, decision, cacheStatus in
                 count += 1
                 // As SpanWriter.bound(of:) counts a SpanNote of these attributes.
                 bound += SpanWriter.fixedBound + 6 + name.utf8.count
@@ -244,7 +273,7 @@ public final class RequestRecord: Sendable {
             sink.export(count: count, bound: bound) { writer in
                 root(&writer)
                 var ids = TraceIDGenerator()
-                Self.forEachStep(state, cacheSummary: summary) { name, times, decision, cacheStatus in
+                Self.forEachStep(&state, cacheSummary: summary) { name, times, decision, cacheStatus in
                     writer.nested(2) { span in                                               // ScopeSpans.spans
                         span.head(traceID: trace.traceID, spanID: TraceContext.newSpanID(&ids), traceState: nil, parentSpanID: trace.spanID)
                         span.string(5, name)
@@ -261,7 +290,13 @@ public final class RequestRecord: Sendable {
     /// The internal spans of `state`, in order: each decorator entry that says something (its
     /// detail the decision), then the cache's (its summary, `cacheSummary`, the decision unless
     /// empty, and its status).
-    private static func forEachStep(_ state: State, cacheSummary: String?,
+    /// The cache's summary: the one it noted, else made from its status.
+    private static func cacheSummary(of state: State) -> String? {
+        state.cacheSummary ?? state.cacheStatus.map(cacheSummary)
+    }
+
+    /// (`state` in place: a copy of it retained and released each of its parts; callgrind.)
+    private static func forEachStep(_ state: inout State, cacheSummary: String?,
                                     _ body: (_ name: String, _ times: (start: Int64, end: Int64), _ decision: String?, _ cacheStatus: String?) -> Void) {
         for (index, entry) in state.entries.enumerated() where !entry.isEmpty && index < state.entryTimes.count {
             body(entry.name, state.entryTimes[index], entry.detail.isEmpty ? nil : entry.detail, nil)
@@ -290,7 +325,7 @@ public final class RequestRecord: Sendable {
         state.withLock { state in
             var entries: [Entry] = []
             entries.reserveCapacity(state.entries.count + 2)
-            let cache = state.cacheStatus.map { Entry(name: "cache", detail: Self.cacheSummary($0)) }
+            let cache = Self.cacheSummary(of: state).map { Entry(name: "cache", detail: $0) }
             // A cache that took no place (the record was not tracing then) comes first.
             let cachePlace = state.cachePlace ?? 0
             for (index, entry) in state.entries.enumerated() {

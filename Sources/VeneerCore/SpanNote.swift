@@ -93,20 +93,35 @@ extension SpanSink {
     }
 }
 
-/// Work of Veneer's own that no request started (a token refresh ahead of expiry): a trace of
-/// its own, sampled as a new trace is, whose root is an internal span around the work; what
-/// the work notes in ``record`` (a token endpoint call, with its `traceparent`) are its children.
+/// Work of Veneer's own that no request waits for: a trace of its own, sampled as a new trace
+/// is (a token refresh ahead of expiry), or a part of the trace of the request that started
+/// it (a cache's background refresh); its root is an internal span around the work, and what
+/// the work notes in ``record`` (an upstream request, a token endpoint call, each with its
+/// `traceparent`) are its children.
 public struct BackgroundTrace: Sendable {
     /// Where the work notes its requests (``RequestRecord/beginOutgoing()``).
     public let record: RequestRecord
     private let name: String
     private let start: Int64
-    private let sink: any SpanSink
+    private let sink: (any SpanSink)?
 
-    /// Begins the root span `name`, its spans to go to `sink`.
+    /// Begins the root span `name` of a new trace, its spans to go to `sink`.
     public init(_ name: String, to sink: any SpanSink) {
         var ids = TraceIDGenerator()
-        record = RequestRecord(trace: TraceContext.start(traceparent: nil, tracestate: nil, sampler: sink.sampler, ids: &ids))
+        self.init(name, trace: TraceContext.start(traceparent: nil, tracestate: nil, sampler: sink.sampler, ids: &ids), to: sink)
+    }
+
+    /// Begins the root span `name` as a child of `parent`'s span (the server span of the
+    /// request that started the work), in its trace and sampled as it is; its spans go to
+    /// `sink` (none: the work's requests only carry the trace on).
+    public init(_ name: String, continuing parent: TraceContext, to sink: (any SpanSink)?) {
+        var ids = TraceIDGenerator()
+        self.init(name, trace: TraceContext(traceID: parent.traceID, spanID: TraceContext.newSpanID(&ids), parentSpanID: parent.spanID,
+                                            sampled: parent.sampled, traceState: parent.traceState), to: sink)
+    }
+
+    private init(_ name: String, trace: TraceContext, to sink: (any SpanSink)?) {
+        record = RequestRecord(trace: trace)
         self.name = name
         self.sink = sink
         start = SpanNote.now()
@@ -114,9 +129,9 @@ public struct BackgroundTrace: Sendable {
 
     /// Ends the work (`error`: why it failed): its spans are exported if the trace is sampled.
     public func end(error: String? = nil) {
-        guard let trace = record.trace, trace.sampled else { return }
-        let root = SpanNote(name: name, kind: .internal, traceID: trace.traceID, spanID: trace.spanID, parentSpanID: nil, start: start,
-                            end: SpanNote.now(), error: error)
+        guard let sink, let trace = record.trace, trace.sampled else { return }
+        let root = SpanNote(name: name, kind: .internal, traceID: trace.traceID, spanID: trace.spanID, parentSpanID: trace.parentSpanID,
+                            start: start, end: SpanNote.now(), error: error)
         record.exportSpans(rootBound: SpanWriter.bound(of: root), to: sink) { $0.span(root) }
     }
 }

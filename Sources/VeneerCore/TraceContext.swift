@@ -208,11 +208,29 @@ public struct OutgoingTrace: Sendable {
     public let context: TraceContext
     /// The span the request is (the `traceparent`'s parent id).
     public let spanID: UInt64
+    /// The record whose client span this is, when its trace is sampled: told of a resend
+    /// (``resent()``), so that each attempt is a span of its own.
+    let record: RequestRecord?
 
     /// The fields of span `spanID` in `context`.
     public init(context: TraceContext, spanID: UInt64) {
+        self.init(context: context, spanID: spanID, record: nil)
+    }
+
+    init(context: TraceContext, spanID: UInt64, record: RequestRecord?) {
         self.context = context
         self.spanID = spanID
+        self.record = record
+    }
+
+    /// The fields for the request sent again (a transport's resend on another connection,
+    /// after the first closed before an answer): another attempt, so another span, with a
+    /// new id; a sampled trace's record ends the attempt before it (``RequestRecord/endOutgoing(_:name:attributes:error:)``).
+    package func resent() -> OutgoingTrace {
+        var ids = TraceIDGenerator()
+        let next = TraceContext.newSpanID(&ids)
+        record?.noteResend(from: spanID, to: next)
+        return OutgoingTrace(context: context, spanID: next, record: record)
     }
 
     /// The `traceparent` value (``TraceContext/traceparent(spanID:)``).

@@ -49,6 +49,8 @@ struct AnswerObserver {
     private let client: ClientAddress?
     /// The sampler of `sinks.telemetry`, read once (not through the existential per request).
     private let sampler: TraceSampler?
+    /// What this connection's server spans share (with `telemetry`).
+    private var spanMemo: ServerSpan.Memo
     private let peer: PeerIdentity?
     /// The counter of this connection's caller's unit, once it has had an answer.
     private var unitCounter: Counter?
@@ -70,6 +72,7 @@ struct AnswerObserver {
         self.sinks = sinks
         observes = sinks.accessLog != nil || sinks.metrics != nil || sinks.feed != nil || sinks.telemetry != nil
         sampler = sinks.telemetry?.sampler
+        spanMemo = ServerSpan.Memo(client: sampler == nil ? nil : client)
         self.client = client
         self.logger = logger
     }
@@ -196,8 +199,8 @@ struct AnswerObserver {
         if sampler != nil, route != "/-/" {
             if let exchange {
                 if exchange.record.trace?.sampled != false, let telemetry = sinks.telemetry {
-                    ServerSpan.export(exchange.work.head, received: exchange.work.received, record: exchange.record, response, client: client,
-                                      now: now, to: telemetry)
+                    ServerSpan.export(exchange.work.head, received: exchange.work.received, record: exchange.record, response,
+                                      requestID: exchange.requestID, memo: &spanMemo, now: now, to: telemetry)
                 }
             } else if let telemetry = sinks.telemetry {
                 // What could not be read as a request: sampled as a new trace.

@@ -28,12 +28,13 @@ enum ServerSpan {
         var method: String?
         var route: String?
         var path: Substring = ""
-        var host: String?
-        var port: Int?
-        var minorVersion = 1
+        /// `url.scheme`, `server.address`, `server.port` and `network.protocol.version`,
+        /// encoded (``Memo``); empty for what could not be read as a request.
+        var connection: [UInt8] = []
         var userAgent: String?
         var status: Int
-        var client: String?
+        /// `client.address`, encoded (``Memo``); empty without a client.
+        var client: [UInt8]
         var requestID: String?
         var cacheStatus: String?
         var refusal: String?
@@ -43,21 +44,22 @@ enum ServerSpan {
         private static let keyBound = 32
 
         /// At most how many bytes ``write(into:)`` writes (``SpanWriter/bound(of:)``'s
-        /// arithmetic, each of the 13 attributes counted with the longest key).
+        /// arithmetic, each of the 8 attributes not encoded beforehand counted with the longest key).
         var bound: Int {
             func size(_ text: String?) -> Int { text?.utf8.count ?? 0 }
             // The name (`HTTP`, or the method and route with a space), then the values.
             var total = SpanWriter.fixedBound + 6 + 4 + 2 * size(method) + 1 + 2 * size(route) + path.utf8.count
-            total += 13 * (29 + Self.keyBound) + 4 + 3                                       // url.scheme, network.protocol.version
-            total += size(host) + size(userAgent) + size(client) + size(requestID) + size(cacheStatus) + size(refusal)
+            total += 8 * (29 + Self.keyBound) + connection.count + client.count
+            total += size(userAgent) + size(requestID) + size(cacheStatus) + size(refusal)
             if let state = trace.traceState { total += 6 + state.utf8.count }
             if let error { total += 14 + error.utf8.count }
             return total
         }
 
         /// Adds what the request says (the HTTP semantic conventions' attributes), `received`
-        /// when its head was read and `now` when its answer was written.
-        mutating func add(_ head: HTTP1RequestParser.Head, received: NIODeadline, record: RequestRecord, now: NIODeadline) {
+        /// when its head was read and `now` when its answer was written; its authority split
+        /// by `memo`, its connection's.
+        mutating func add(_ head: HTTP1RequestParser.Head, received: NIODeadline, record: RequestRecord, now: NIODeadline, memo: inout Memo) {
             start = end - (now - received).nanoseconds
             method = head.method.rawValue
             route = record.route
@@ -67,8 +69,7 @@ enum ServerSpan {
             let pathBytes = target.withUTF8 { bytes in bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.count }
             let path = target.utf8.count == pathBytes ? target[...] : Substring(target.utf8.prefix(pathBytes))
             self.path = pathBytes <= AccessLogEntry.maxPath ? path : path.prefix(AccessLogEntry.maxPath)
-            if let authority = head.authority { (host, port) = ServerSpan.hostAndPort(authority) }
-            minorVersion = head.minorVersion
+            connection = memo.connection(authority: head.authority, minorVersion: head.minorVersion)
             if let agent = head.fields[.userAgent] { userAgent = AccessLogEntry.trimmed(agent, to: AccessLogEntry.maxUserAgent) }
             cacheStatus = record.cacheStatus
         }
@@ -87,16 +88,11 @@ enum ServerSpan {
                     span.attribute("http.request.method", method)
                     if let route { span.attribute("http.route", route) }
                     span.attribute("url.path", path)
-                    span.attribute("url.scheme", "http")
-                    if let host {
-                        span.attribute("server.address", host)
-                        if let port { span.attribute("server.port", int: Int64(port)) }
-                    }
-                    span.attribute("network.protocol.version", minorVersion == 0 ? "1.0" : "1.1")
+                    connection.withUnsafeBufferPointer { span.raw($0) }
                     if let userAgent { span.attribute("user_agent.original", userAgent) }
                 }
                 span.attribute("http.response.status_code", int: Int64(status))
-                if let client { span.attribute("client.address", client) }
+                client.withUnsafeBufferPointer { span.raw($0) }
                 if let requestID { span.attribute("veneer.request_id", requestID) }
                 if let cacheStatus { span.attribute("veneer.cache_status", cacheStatus) }
                 if let refusal { span.attribute("veneer.refusal", refusal) }
@@ -105,24 +101,75 @@ enum ServerSpan {
         }
     }
 
-    /// Sends the spans of an answered request to `sink` when its trace is sampled. (The
-    /// request's parts apart, not a tuple of them, and its span's fields made whole at once
-    /// into a constant: each copy of the head or of the fields retained and released a dozen
-    /// strings; callgrind.)
+    /// What the server spans of one connection's requests share, made once for it rather
+    /// than per sampled request (a connection comes from one client, and names one authority
+    /// as a rule): `client.address`, and `url.scheme`, `server.address`, `server.port` and
+    /// `network.protocol.version` of the last authority and HTTP version, as encoded attributes
+    /// (the authority's split, its host's string and these five attributes' encoding were a
+    /// fifth of what a sampled hit's spans cost; callgrind).
+    struct Memo {
+        /// `client.address`, encoded (empty without a client).
+        let client: [UInt8]
+        private var authority: String?
+        private var minorVersion = -1
+        private var encoded: [UInt8] = []
+
+        /// The memo of a connection from `client`.
+        init(client: ClientAddress?) {
+            self.client = client.map { client in
+                let text = client.description
+                return Self.encode(bound: 29 + 14 + text.utf8.count) { $0.attribute("client.address", text) }
+            } ?? []
+        }
+
+        /// The encoded attributes of a request to `authority` (``ServerSpan/hostAndPort(_:)``)
+        /// in HTTP/1.`minorVersion`, kept for the next request that names the same.
+        mutating func connection(authority: String?, minorVersion: Int) -> [UInt8] {
+            if minorVersion == self.minorVersion, authority == self.authority { return encoded }
+            let split = authority.map(ServerSpan.hostAndPort)
+            encoded = Self.encode(bound: 4 * (29 + 24) + 4 + 3 + (split?.host.utf8.count ?? 0)) { writer in
+                writer.attribute("url.scheme", "http")
+                if let split {
+                    writer.attribute("server.address", split.host)
+                    if let port = split.port { writer.attribute("server.port", int: Int64(port)) }
+                }
+                writer.attribute("network.protocol.version", minorVersion == 0 ? "1.0" : "1.1")
+            }
+            self.authority = authority
+            self.minorVersion = minorVersion
+            return encoded
+        }
+
+        /// The bytes `write` writes, at most `bound`.
+        private static func encode(bound: Int, _ write: (inout SpanWriter) -> Void) -> [UInt8] {
+            [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
+                guard let base = buffer.baseAddress else { return }
+                var writer = SpanWriter(base: base)
+                write(&writer)
+                count = writer.count
+            }
+        }
+    }
+
+    /// Sends the spans of an answered request to `sink` when its trace is sampled; `requestID`
+    /// is the id the edge gave it (the answer's `X-Request-ID`, without looking for it), `memo`
+    /// its connection's. (The request's parts apart, not a tuple of them, and its span's fields
+    /// made whole at once into a constant: each copy of the head or of the fields retained and
+    /// released a dozen strings; callgrind.)
     static func export(_ head: HTTP1RequestParser.Head, received: NIODeadline, record: RequestRecord, _ response: ProxyResponse,
-                       client: ClientAddress?, now: NIODeadline, to sink: any SpanSink) {
+                       requestID: String?, memo: inout Memo, now: NIODeadline, to sink: any SpanSink) {
         guard let trace = record.trace else {
             // Not in a trace of its own (none is made without telemetry): a new one, as a refusal's.
             var ids = TraceIDGenerator()
             let trace = TraceContext.start(traceparent: nil, tracestate: nil, sampler: sink.sampler, ids: &ids)
             guard trace.sampled else { return }
-            let fields = fields(response, client: client, trace: trace, ownAnswer: record.originTime == nil)
+            let fields = fields(response, client: memo.client, requestID: requestID, trace: trace, ownAnswer: record.originTime == nil)
             record.exportSpans(rootBound: fields.bound, to: sink) { fields.write(into: &$0) }
             return
         }
         guard trace.sampled else { return }
-        let fields = fields(response, client: client, trace: trace, ownAnswer: record.originTime == nil, head: head, received: received,
-                            record: record, now: now)
+        var fields = fields(response, client: memo.client, requestID: requestID, trace: trace, ownAnswer: record.originTime == nil)
+        fields.add(head, received: received, record: record, now: now, memo: &memo)
         record.exportSpans(rootBound: fields.bound, to: sink) { fields.write(into: &$0) }
     }
 
@@ -132,19 +179,18 @@ enum ServerSpan {
         var ids = TraceIDGenerator()
         let trace = TraceContext.start(traceparent: nil, tracestate: nil, sampler: sink.sampler, ids: &ids)
         guard trace.sampled else { return }
-        let fields = fields(response, client: client, trace: trace, ownAnswer: true)
+        let fields = fields(response, client: ServerSpan.Memo(client: client).client, requestID: nil, trace: trace, ownAnswer: true)
         sink.export(count: 1, bound: fields.bound) { fields.write(into: &$0) }
     }
 
-    /// The server span's fields of `response`, with those of the request when its `head` is
-    /// given (``Fields/add(_:received:record:now:)``); `ownAnswer`: Veneer answered, no origin was asked.
-    static func fields(_ response: ProxyResponse, client: ClientAddress?, trace: TraceContext, ownAnswer: Bool,
-                       head: HTTP1RequestParser.Head? = nil, received: NIODeadline = .uptimeNanoseconds(0), record: RequestRecord? = nil,
-                       now: NIODeadline = .uptimeNanoseconds(0)) -> Fields {
+    /// The server span's fields of `response` (those of the request are added by
+    /// ``Fields/add(_:received:record:now:memo:)``); `requestID` nil: the answer's
+    /// `X-Request-ID`, if any; `ownAnswer`: Veneer answered, no origin was asked.
+    static func fields(_ response: ProxyResponse, client: [UInt8], requestID: String?, trace: TraceContext, ownAnswer: Bool) -> Fields {
         let end = SpanNote.now()
         let status = Int(response.status.code)
-        var fields = Fields(trace: trace, start: end, end: end, status: status, client: client?.description,
-                            requestID: response.headers[.xRequestID])
+        var fields = Fields(trace: trace, start: end, end: end, status: status, client: client,
+                            requestID: requestID ?? response.headers[.xRequestID])
         if status >= 400, ownAnswer, let code = errorCode(response.body) {
             // Veneer's own answer: its error code is the reason.
             fields.refusal = code
@@ -152,7 +198,6 @@ enum ServerSpan {
         } else if status >= 500 {
             fields.error = "HTTP \(status)"
         }
-        if let head, let record { fields.add(head, received: received, record: record, now: now) }
         return fields
     }
 

@@ -148,6 +148,85 @@ struct TelemetryProcessTests {
         }
     }
 
+    @Test("a cache's background refresh is in the trace of the read that started it: an internal span under that read's server span, its upstream request a client span below with a traceparent of its own; unsampled, the refresh sends Veneer's traceparent with the sampled flag off, never the caller's")
+    func cacheRefreshTraced() async throws {
+        let chain = "[{ cache: { stale_while_revalidate: 1h } }]"
+        try await withVeneer(chain: chain, upstream: { _ in .json(#"{"id":1}"#, headers: [("Cache-Control", "max-age=1")]) }) { port, receiver, upstream, _ in
+            for (path, traceID, callerSpan, flags) in [("/posts/1", "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7", "01"),
+                                                       ("/posts/2", "5cf92f3577b34da6a3ce929d0e0e4737", "00f067aa0ba902b8", "00")] {
+                #expect(try await RawHTTP.request(port: port, "GET", path).status == 200)
+                let stored = upstream.count
+                // Once the copy is stale (max-age=1), a read is answered with it and refreshes it in the background.
+                try await eventually("a read of \(path) is answered stale while it is refreshed") {
+                    let answer = try await RawHTTP.request(port: port, "GET", path, headers: [("traceparent", "00-\(traceID)-\(callerSpan)-\(flags)")])
+                    return answer.header("cache-status")?.contains("stale-while-revalidate") == true
+                }
+                try await eventually("the refresh of \(path) reached the upstream") { upstream.count > stored }
+                let sent = try #require(upstream.requests.last?.header("traceparent")).split(separator: "-").map(String.init)
+                #expect(sent.count == 4 && sent[1] == traceID && sent[2] != callerSpan && sent[3] == flags, "\(sent)")
+                guard flags == "01", sent.count == 4 else { continue }
+                var found: (server: OTLPReceiver.Span, root: OTLPReceiver.Span, call: OTLPReceiver.Span)?
+                try await eventually("the refresh's spans arrive") {
+                    let spans = receiver.spans.filter { $0.traceID == traceID }
+                    guard let root = spans.first(where: { $0.name == "cache refresh" }), let call = spans.first(where: { $0.spanID == sent[2] }),
+                          let server = spans.first(where: { $0.spanID == root.parentSpanID }) else { return false }
+                    found = (server, root, call)
+                    return true
+                }
+                guard let found else { continue }
+                #expect(found.server.kind == 2 && found.server.parentSpanID == callerSpan)
+                #expect((found.server.attribute("veneer.cache_status") as? String)?.contains("stale-while-revalidate") == true)
+                #expect(found.root.kind == 1)
+                #expect(found.call.kind == 3 && found.call.parentSpanID == found.root.spanID, "the upstream request is the refresh's client span")
+                #expect(found.call.attribute("http.response.status_code") as? Int == 200)
+            }
+        }
+    }
+
+    @Test("a request the pool sends again on a new connection (its kept one closed before an answer) is a second client span: a span id of its own in its traceparent, both attempts under the server span")
+    func resentAttempt() async throws {
+        // Every connection answers its first request and closes on the second without answering.
+        let upstream = try await ScriptedUpstream.start { received in
+            received.indexOnConnection == 0 ? .reply(ScriptedUpstream.ok(#"{"id":1}"#)) : .close
+        }
+        defer { Task { await upstream.stop() } }
+        let receiver = try await OTLPReceiver.start()
+        defer { receiver.stop() }
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try """
+            state_dir: \(directory)/state
+            environments:
+              development:
+                telemetry: { endpoint: "\(receiver.url)" }
+                origin: { upstream: { url: "\(upstream.url)" } }
+                chain: []
+            """.write(toFile: directory + "/veneer.yaml", atomically: true, encoding: .utf8)
+        // One event loop: one pool, so the second request finds the first one's connection.
+        let process = try VeneerProcess(["run", "--config", "veneer.yaml", "--listen", "127.0.0.1:0", "--threads", "1"], directory: directory)
+        defer { process.terminate() }
+        let port = try await process.waitUntilReady()
+        #expect(try await RawHTTP.request(port: port, "GET", "/posts/1").status == 200)
+        let traceID = "0af7651916cd43dd8448eb211c80319d"
+        #expect(try await RawHTTP.request(port: port, "GET", "/posts/2", headers: [("traceparent", "00-\(traceID)-b7ad6b7169203331-01")]).status == 200)
+        let attempts = upstream.received.filter { $0.text.hasPrefix("GET /posts/2 ") }
+        #expect(attempts.count == 2 && upstream.connections == 2, "sent, closed, sent again on a new connection")
+        let sent = attempts.compactMap { attempt in
+            attempt.text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("traceparent: ") }.map { $0.dropFirst(13).split(separator: "-") }
+        }
+        #expect(sent.count == 2 && sent.allSatisfy { $0.count == 4 && $0[1] == traceID })
+        guard sent.count == 2 else { return }
+        #expect(sent[0][2] != sent[1][2], "each attempt names a span of its own")
+        let spans = try await trace(traceID, in: receiver, count: 3)
+        let server = try #require(spans.first { $0.kind == 2 })
+        let first = try #require(spans.first { $0.spanID == sent[0][2] }, "the first attempt is a span")
+        let second = try #require(spans.first { $0.spanID == sent[1][2] }, "the second attempt is a span")
+        #expect(first.kind == 3 && second.kind == 3)
+        #expect(first.parentSpanID == server.spanID && second.parentSpanID == server.spanID)
+        #expect(first.statusCode == 2 && first.attribute("http.response.status_code") == nil, "the first was not answered")
+        #expect(second.attribute("http.response.status_code") as? Int == 200)
+    }
+
     @Test("the admin API stays out of traces: a request to /-/ on the main listener exports no span")
     func adminNotTraced() async throws {
         try await withVeneer { port, receiver, upstream, _ in

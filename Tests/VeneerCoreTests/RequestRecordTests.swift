@@ -81,4 +81,32 @@ struct RequestRecordTests {
         copy.record.noteCacheStatus("veneer; hit")
         #expect(request.record.cacheStatus == "veneer; hit")
     }
+
+    @Test("a request sent again (the transport's resend) is a client span per attempt: new ids in its traceparent, the earlier attempts ended with an error and without a status code, all under the server span")
+    func resentAttempts() throws {
+        var ids = TraceIDGenerator()
+        let context = TraceContext.start(traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", tracestate: nil,
+                                         sampler: TraceSampler(ratio: 1), ids: &ids)
+        let record = RequestRecord(trace: context)
+        let span = try #require(record.beginOutgoing())
+        let second = span.trace.resent()
+        let third = second.resent()
+        #expect(Set([span.spanID, second.spanID, third.spanID]).count == 3)
+        #expect(third.traceparent.hasPrefix("00-4bf92f3577b34da6a3ce929d0e0e4736-") && third.traceparent.hasSuffix("-01"))
+        record.endOutgoing(span, name: "GET", attributes: [("server.address", .string("a")), ("http.response.status_code", .int(200))], error: nil)
+        let spans = record.childSpans
+        #expect(spans.map(\.spanID) == [span.spanID, second.spanID, third.spanID])
+        #expect(spans.allSatisfy { $0.kind == .client && $0.parentSpanID == context.spanID && $0.traceID == context.traceID })
+        #expect(spans.map { $0.error != nil } == [true, true, false])
+        #expect(spans.map { $0.attributes.count } == [1, 1, 2], "the status code is the last attempt's")
+        #expect(zip(spans, spans.dropFirst()).allSatisfy { $0.end == $1.start && $0.start <= $0.end })
+
+        // Unsampled: a new id all the same, nothing noted.
+        let unsampled = RequestRecord(trace: TraceContext(traceID: context.traceID, spanID: 7, parentSpanID: nil, sampled: false, traceState: nil))
+        let quiet = try #require(unsampled.beginOutgoing())
+        let again = quiet.trace.resent()
+        #expect(again.spanID != quiet.spanID && again.traceparent.hasSuffix("-00"))
+        unsampled.endOutgoing(quiet, name: "GET", attributes: [], error: nil)
+        #expect(unsampled.childSpans.isEmpty)
+    }
 }

@@ -30,6 +30,30 @@ struct ServerSpanTests {
         let long = ServerSpan.hostAndPort(String(repeating: "h", count: 300) + ":80")
         #expect(long.host == String(repeating: "h", count: 256) && long.port == 80, "the host's first 256 bytes")
     }
+
+    @Test("a connection's memo encodes its attributes once, and again when a request names another authority or HTTP version")
+    func memo() {
+        func encoded(_ pairs: [(StaticString, String)], port: Int64? = nil) -> [UInt8] {
+            [UInt8](unsafeUninitializedCapacity: 512) { buffer, count in
+                var writer = SpanWriter(base: buffer.baseAddress!)
+                for (key, value) in pairs.prefix(2) { writer.attribute(key, value) }
+                if let port { writer.attribute("server.port", int: port) }
+                for (key, value) in pairs.dropFirst(2) { writer.attribute(key, value) }
+                count = writer.count
+            }
+        }
+        var memo = ServerSpan.Memo(client: ClientAddress("192.0.2.7"))
+        #expect(memo.client == encoded([("client.address", "192.0.2.7")]))
+        let first = encoded([("url.scheme", "http"), ("server.address", "api.example"), ("network.protocol.version", "1.1")], port: 8080)
+        #expect(memo.connection(authority: "api.example:8080", minorVersion: 1) == first)
+        #expect(memo.connection(authority: "api.example:8080", minorVersion: 1) == first)
+        #expect(memo.connection(authority: "other.example", minorVersion: 1)
+                == encoded([("url.scheme", "http"), ("server.address", "other.example"), ("network.protocol.version", "1.1")]))
+        #expect(memo.connection(authority: "other.example", minorVersion: 0)
+                == encoded([("url.scheme", "http"), ("server.address", "other.example"), ("network.protocol.version", "1.0")]))
+        #expect(memo.connection(authority: nil, minorVersion: 0) == encoded([("url.scheme", "http"), ("network.protocol.version", "1.0")]))
+        #expect(ServerSpan.Memo(client: nil).client.isEmpty)
+    }
 }
 
 /// The server span and its children are written straight from the request's head and record
@@ -101,7 +125,8 @@ struct ServerSpanWritingTests {
         let client = try #require(ClientAddress("192.0.2.7"))
         let received = NIODeadline.now()
         let sink = BytesSink()
-        ServerSpan.export(head, received: received, record: record, response, client: client, now: received + .milliseconds(3), to: sink)
+        var memo = ServerSpan.Memo(client: client)
+        ServerSpan.export(head, received: received, record: record, response, requestID: nil, memo: &memo, now: received + .milliseconds(3), to: sink)
         #expect(sink.count == 4, "the server span, auth_refresh, cache, the upstream request")
 
         let written = Self.spans(sink.bytes)

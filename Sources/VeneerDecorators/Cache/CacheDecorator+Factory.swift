@@ -36,6 +36,7 @@ extension CacheDecorator {
             var decorator = CacheDecorator(inner: inner, options: options, storage: storage, keyedHeaders: context.passedForwardingHeaders,
                                            directives: context.requestDirectives, backgroundWork: context.backgroundWork)
             decorator.buffers = context.buffers
+            decorator.spans = context.spans
             return decorator
         }
     )

@@ -27,6 +27,8 @@ public struct CacheDecorator: ImmediateAnswering {
     let backgroundWork: any BackgroundWork
     /// `limits.buffered`: the copy of a streamed answer kept to be stored takes its share.
     var buffers = BufferBudget.unbounded
+    /// Where the spans of a background refresh go (``BuildContext/spans``, `telemetry`).
+    var spans: (any SpanSink)?
 
     init(inner: any Handler, options: CacheOptions, storage: CacheStorage, keyedHeaders: [HTTPField.Name] = [],
          directives: [HTTPField.Name] = [], backgroundWork: any BackgroundWork = DetachedWork()) {
@@ -82,7 +84,7 @@ public struct CacheDecorator: ImmediateAnswering {
                 reason = "request"
             } else if entry.isFresh(at: now) {
                 storage.metrics.count(.hit)
-                return .answer(hit(entry, request, range: range, now: now, cacheStatus: Self.freshHitStatus(ttl: Int.clamping(ttl, to: .min ... .max))))
+                return .answer(hit(entry, request, range: range, now: now, cacheStatus: Self.freshHitStatus(ttl: Int.clamping(ttl, to: .min ... .max)), summary: "hit"))
             } else if !entry.noCache, !entry.mustRevalidate, entry.staleWhileRevalidate > 0, -ttl <= entry.staleWhileRevalidate {
                 storage.metrics.count(.stale)
                 refreshInBackground(request, key: key, entry: entry)
@@ -135,7 +137,7 @@ public struct CacheDecorator: ImmediateAnswering {
                 let now = clock.now()
                 if let found = storage.memoryLookup(key, request: request.headers, range: range)?.entry, found.isComplete, found.isFresh(at: now) {
                     storage.metrics.count(.hit)
-                    return hit(found, request, range: range, now: now, cacheStatus: Self.freshHitStatus(ttl: Int.clamping(found.ttl(at: now), to: .min ... .max)))
+                    return hit(found, request, range: range, now: now, cacheStatus: Self.freshHitStatus(ttl: Int.clamping(found.ttl(at: now), to: .min ... .max)), summary: "hit")
                 }
             case .notShared:
                 return try await forward(request, key: key, stale: stale, reason: reason).response
@@ -260,8 +262,12 @@ public struct CacheDecorator: ImmediateAnswering {
         let decorator = self
         let (flight, leader) = storage.join(key)
         guard leader else { return }
+        // The refresh is a request of its own, in the trace of the one that started it (with
+        // `telemetry`): an internal span under that request's server span, its upstream request
+        // a client span below, with a traceparent of its own, never the caller's as it came.
+        let trace = request.record.trace.map { BackgroundTrace("cache refresh", continuing: $0, to: spans) }
         var refresh = request
-        refresh.record = RequestRecord()
+        refresh.record = trace?.record ?? RequestRecord()
         let request = refresh
         // The caller already has its (stale) answer; this refresh belongs to nobody, so it
         // cannot be a child task of the request: the chain's background work, which its
@@ -273,10 +279,13 @@ public struct CacheDecorator: ImmediateAnswering {
                 // is stored at its end (over max_entry_size it is cut, and its connection closed).
                 if let stream = answer.stream { _ = try? await stream.collect(upTo: decorator.options.maxEntrySize, budget: decorator.buffers) }
                 decorator.storage.finish(key, flight, stored.map { .shared($0) } ?? .notShared)
+                trace?.end()
             } catch let error as ProxyError {
                 decorator.storage.finish(key, flight, .failed(error))
+                trace?.end(error: error.code.rawValue)
             } catch {
                 decorator.storage.finish(key, flight, .notShared)
+                trace?.end(error: "internal")
             }
         }
     }
@@ -322,14 +331,14 @@ public struct CacheDecorator: ImmediateAnswering {
         }
     }
 
-    /// ``hit(_:_:range:now:status:)`` with the whole `Cache-Status` given.
-    func hit(_ entry: CacheEntry, _ request: ProxyRequest, range: RangeRequest?, now: Date, cacheStatus: String) -> ProxyResponse {
+    /// ``hit(_:_:range:now:status:)`` with the whole `Cache-Status` given (and its summary, if known: ``RequestRecord/noteCacheStatus(_:summary:)``).
+    func hit(_ entry: CacheEntry, _ request: ProxyRequest, range: RangeRequest?, now: Date, cacheStatus: String, summary: String? = nil) -> ProxyResponse {
         // Stored headers never hold Age or Cache-Status (CachePolicy drops them): appended
         // after the stored fields, which stay shared with the entry.
         var response = ProxyResponse(status: entry.status, headers: entry.headers, body: entry.body)
         response.headers.append(HTTPField(name: .age, value: String(Int.clamping(entry.age(at: now), to: .min ... .max))))
         response.headers.append(HTTPField(name: .cacheStatus, value: cacheStatus))
-        request.record.noteCacheStatus(cacheStatus)
+        request.record.noteCacheStatus(cacheStatus, summary: summary)
         if CachePolicy.clientValidatorsMatch(request.headers, entry) {
             let headers = response.headers
             var notModified = ProxyHeaders()

@@ -5,8 +5,8 @@ import VeneerCore
 ///
 /// `@unchecked Sendable`, the one such boundary of the pooled transport: an exchange is made
 /// on the caller's thread and handed to its pool's event loop (by `execute`, which orders the
-/// hand-off), and a cancel reaches it through the same loop; its only mutable part, `state`,
-/// is read and written on that loop alone.
+/// hand-off), and a cancel reaches it through the same loop; its mutable parts, `state` and a
+/// resent request's trace, are read and written on that loop alone.
 final class UpstreamExchange: @unchecked Sendable {
     /// Who waits: a task (``PooledHTTP1Transport/send(_:)``), or a callback
     /// (``PooledHTTP1Transport/start(_:then:)``), called on the loop.
@@ -15,13 +15,20 @@ final class UpstreamExchange: @unchecked Sendable {
         case callback(@Sendable (Result<ProxyResponse, any Error>) -> Void)
     }
 
-    let request: OutboundRequest
+    /// Changed only by ``resend()``, on the loop.
+    private(set) var request: OutboundRequest
     /// Its state as a request: waiting, answered, its bodies streaming either way. Touched
     /// on the loop only: by the pool, and by the connection handler running it.
     var state = UpstreamExchangeStateMachine<Waiter>()
 
     init(request: OutboundRequest) {
         self.request = request
+    }
+
+    /// On the loop: it goes again on another connection after its first closed before an
+    /// answer: another attempt, with a `traceparent` of its own (``OutgoingTrace/resent()``).
+    func resend() {
+        if let trace = request.trace { request.trace = trace.resent() }
     }
 
     /// Whether it may be sent twice (RFC 9110 §9.2.2).

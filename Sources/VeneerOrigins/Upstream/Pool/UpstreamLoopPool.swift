@@ -115,7 +115,12 @@ final class UpstreamLoopPool {
 
     func closedBeforeResponse(on id: StateMachine.ConnectionID, requestSent: Bool) {
         let action = state.closedBeforeResponse(on: id, requestSent: requestSent)
-        if action.retried { metrics.retries.increment() }
+        if let exchange = action.resent {
+            metrics.retries.increment()
+            // An attempt the upstream may have seen: the next is a span of its own (one that
+            // never went out keeps its traceparent, which nobody saw).
+            if requestSent { exchange.resend() }
+        }
         perform(action)
     }
 

@@ -89,8 +89,11 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         var request = RequestAction.none
         var connection = ConnectionAction.none
         var timer = TimerAction.none
-        /// The request of the event goes again, on another connection (for the metrics).
-        var retried = false
+        /// The request of the event, which goes again on another connection (for the metrics,
+        /// and its trace: another attempt).
+        var resent: Request?
+        /// Whether the request of the event goes again.
+        var retried: Bool { resent != nil }
     }
 
     /// What a sweep found: requests past their deadline, and connections to close.
@@ -333,7 +336,7 @@ struct UpstreamPoolStateMachine<Request: AnyObject, Connection> {
         }
         if requestSent { entry.mayRetry = false }
         var action = dispatch(entry, peer: peer)
-        if case .none = action.request { action.retried = true }
+        if case .none = action.request { action.resent = entry.request }
         return action
     }
 
