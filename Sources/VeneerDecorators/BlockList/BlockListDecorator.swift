@@ -11,6 +11,8 @@ public struct BlockListDecorator: ImmediateAnswering {
     /// through without a task when they hold nothing to learn.
     let innerImmediate: (any ImmediateAnswering)?
     let options: BlockListOptions
+    /// `options.deny`, worked out once.
+    let deny: DenyRules
     let book: BlockBook
     let denied: Counter
     let accountDenied: Counter
@@ -26,6 +28,7 @@ public struct BlockListDecorator: ImmediateAnswering {
         self.inner = inner
         innerImmediate = inner as? any ImmediateAnswering
         self.options = options
+        deny = DenyRules(options.deny)
         self.book = book
         self.denied = denied
         self.accountDenied = accountDenied
@@ -38,7 +41,7 @@ public struct BlockListDecorator: ImmediateAnswering {
     /// inner handler's answer: immediate when the inner handler has one that holds nothing to
     /// learn, else once it comes, learned from. ``handle(_:)`` is this, awaited.
     public func answerImmediately(_ request: ProxyRequest) -> ImmediateAnswer {
-        if let rule = options.deny.firstMatch(request) ?? options.allow.firstMiss(request) {
+        if let rule = deny.firstMatch(request) ?? options.allow.firstMiss(request) {
             denied.increment()
             tally.add("blocked_by_rule")
             request.record.append(.init(name: "block_list", detail: "blocked"))
@@ -94,7 +97,7 @@ public struct BlockListDecorator: ImmediateAnswering {
         }
         // Learned only for a request that names one account: which of several the upstream
         // meant is not known, and a caller must not get another's account blocked.
-        if Set(accounts).count == 1, let account = accounts.first, learn.matches(response) {
+        if learn.matches(head: response), Set(accounts).count == 1, let account = accounts.first, learn.matches(response) {
             // A credential (an API key) as the account: the listings show a fingerprint of it.
             let isCredential = learn.accountHeader.map { RequestRedaction.shown.isCredentialHeader($0) } ?? false
                 || RequestRedaction.shown.text(account) != account
