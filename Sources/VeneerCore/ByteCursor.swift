@@ -85,22 +85,40 @@ package struct ByteCursor {
     /// escapes it: at most ``jsonQuotedLength(_:)`` bytes.
     package mutating func appendJSONQuoted(_ text: String) {
         append(byte: UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): append("\\\"")
-            case UInt8(ascii: "\\"): append("\\\\")
-            case 0x0A: append("\\n")
-            case 0x0D: append("\\r")
-            case 0x09: append("\\t")
-            case 0..<0x20:
-                let hex: StaticString = "0123456789abcdef"
-                append("\\u00")
-                append(byte: hex.utf8Start[Int(byte >> 4)])
-                append(byte: hex.utf8Start[Int(byte & 0xF)])
-            default: append(byte: byte)
+        // Contiguous text (every native string, also a small one) is scanned through a pointer
+        // and copied whole up to each byte to escape: a byte loop over a `UTF8View` cost some
+        // 25 instructions a byte, a latency_log line's three quoted texts 1,700 (callgrind).
+        let copied: Void? = text.utf8.withContiguousStorageIfAvailable { bytes in
+            var start = 0
+            for index in bytes.indices where bytes[index] < 0x20 || bytes[index] == UInt8(ascii: "\"") || bytes[index] == UInt8(ascii: "\\") {
+                append(raw: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[start..<index])))
+                appendEscaped(bytes[index])
+                start = index + 1
             }
+            append(raw: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[start...])))
+        }
+        if copied == nil {
+            for byte in text.utf8 { appendEscaped(byte) }
         }
         append(byte: UInt8(ascii: "\""))
+    }
+
+    /// One byte of a JSON string literal's content, escaped when it must be.
+    @inline(__always)
+    private mutating func appendEscaped(_ byte: UInt8) {
+        switch byte {
+        case UInt8(ascii: "\""): append("\\\"")
+        case UInt8(ascii: "\\"): append("\\\\")
+        case 0x0A: append("\\n")
+        case 0x0D: append("\\r")
+        case 0x09: append("\\t")
+        case 0..<0x20:
+            let hex: StaticString = "0123456789abcdef"
+            append("\\u00")
+            append(byte: hex.utf8Start[Int(byte >> 4)])
+            append(byte: hex.utf8Start[Int(byte & 0xF)])
+        default: append(byte: byte)
+        }
     }
 
     /// At most how many bytes ``appendJSONQuoted(_:)`` writes for `text`.

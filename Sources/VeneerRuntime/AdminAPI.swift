@@ -33,6 +33,8 @@ struct AdminAPI: AdminResponder {
     var switchRefusal: String?
     /// Sets the gauges read at scrape time (`limits.buffered`'s figures) before `/-/metrics` is written.
     var refreshGauges: @Sendable () -> Void = {}
+    /// The duration histograms, written after `metrics` (see ``DurationHistogramRegistry``).
+    var durationHistograms: DurationHistogramRegistry?
 
     /// One endpoint of the runtime's own, as `GET /-/` lists it.
     struct Endpoint {
@@ -109,6 +111,7 @@ struct AdminAPI: AdminResponder {
             var bytes: [UInt8] = []
             refreshGauges()
             metrics.emit(into: &bytes)
+            durationHistograms?.emit(into: &bytes)
             return ProxyResponse(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
                                  body: ByteBuffer(bytes: bytes))
         }

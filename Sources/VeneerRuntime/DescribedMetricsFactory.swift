@@ -9,6 +9,8 @@ import VeneerConfig
 /// from the ``MetricCatalog``, the decorators' and origins' as their factories declare it.
 struct DescribedMetricsFactory: MetricsFactory {
     let registry: PrometheusCollectorRegistry
+    /// The duration histograms (`Timer`s), apart from `registry`: see ``DurationHistogramRegistry``.
+    let histograms: DurationHistogramRegistry
     /// The help of the families the registered decorators and origins declare.
     var declared: [String: String] = [:]
     /// Buckets of duration histograms (`Timer`s) by name, and for the rest.
@@ -21,8 +23,9 @@ struct DescribedMetricsFactory: MetricsFactory {
     var valueBuckets: [Double] = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000]
 
     /// Creates families in `registry`, with the help `registered`'s factories declare.
-    init(registry: PrometheusCollectorRegistry, registered: Registry = Registry()) {
+    init(registry: PrometheusCollectorRegistry, histograms: DurationHistogramRegistry = DurationHistogramRegistry(), registered: Registry = Registry()) {
         self.registry = registry
+        self.histograms = histograms
         declared = registered.metricHelp
     }
 
@@ -53,9 +56,10 @@ struct DescribedMetricsFactory: MetricsFactory {
         registry.makeGauge(descriptor: descriptor(label), labels: dimensions)
     }
 
+    /// A histogram of ``histograms``, written after the registry's families.
     func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
-        registry.makeDurationHistogram(descriptor: descriptor(label), labels: dimensions,
-                                       buckets: durationBuckets[label] ?? defaultDurationBuckets)
+        histograms.make(name: label, help: descriptor(label).helpText ?? "", labels: dimensions,
+                        buckets: durationBuckets[label] ?? defaultDurationBuckets)
     }
 
     func destroyCounter(_ handler: any CounterHandler) {
@@ -76,6 +80,6 @@ struct DescribedMetricsFactory: MetricsFactory {
     }
 
     func destroyTimer(_ handler: any TimerHandler) {
-        if let histogram = handler as? DurationHistogram { registry.unregisterDurationHistogram(histogram) }
+        if let histogram = handler as? FixedDurationHistogram { histograms.unregister(histogram) }
     }
 }

@@ -93,6 +93,8 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
     public let health: HealthBoard
     /// The Prometheus registry behind `/-/metrics`.
     public let metrics: PrometheusCollectorRegistry
+    /// The duration histograms, written on `/-/metrics` after `metrics`.
+    let durationHistograms = DurationHistogramRegistry()
     let transports: StandardTransportProvider
     /// The background loops of carried state, the chains' background work, and the release of
     /// what old chains used.
@@ -157,7 +159,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
         adminAddress = AdminAddressRecord(stateDirectory: firstSpec.stateDirectory, environment: firstSpec.name)
         startedAt = configuration.clock.now()
         metrics = PrometheusCollectorRegistry()
-        let factory = DescribedMetricsFactory(registry: metrics, registered: configuration.registry)
+        let factory = DescribedMetricsFactory(registry: metrics, histograms: durationHistograms, registered: configuration.registry)
         do throws(AccessLogError) {
             let dropped = Counter(label: "veneer_access_log_dropped_lines_total", factory: factory)
             // At debug level (--log-level, VENEER_LOG_LEVEL) each line says what every decorator did.
@@ -281,6 +283,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
                              configPath: ConfigIdentity.canonicalPath(spec.configFile, workingDirectory: configuration.workingDirectory),
                              startedAt: startedAt, clock: configuration.clock, reload: { await self.reload() })
         admin.feed = feed
+        admin.durationHistograms = durationHistograms
         admin.switchEnvironment = { await self.switchEnvironment(to: $0) }
         admin.environments = { self.environments }
         admin.switchRefusal = switchRefusal

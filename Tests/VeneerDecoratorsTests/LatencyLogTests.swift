@@ -152,6 +152,29 @@ struct LatencyLogTests {
         ])
     }
 
+    /// A wall clock that reads the times it is given, in turn (the last one from then on).
+    final class ScriptedClock: VeneerClock {
+        private let times: Mutex<[Date]>
+        init(_ times: [Date]) { self.times = Mutex(times) }
+        func now() -> Date { times.withLock { $0.count > 1 ? $0.removeFirst() : $0[0] } }
+        func monotonic() -> Duration { .zero }
+        func sleep(for duration: Duration) async throws {}
+    }
+
+    @Test("a line's time is the clock's to the millisecond, in one second and the next, and after the clock was set back")
+    func timeText() async throws {
+        // 2027-01-15T08:00:00Z and around it.
+        let base = 1_800_000_000.0
+        let times = [base + 1.2345, base + 1.99975, base + 1.0, base + 2.0005, base - 0.25, base + 86_400 * 365 + 59.0625]
+        let sink = CollectingSink()
+        let log = decorator(RecordingHandler(), clock: ScriptedClock(times.map { Date(timeIntervalSince1970: $0) }), sink: sink)
+        for _ in times { _ = try await log.handle(.getPost(1)) }
+        let written = try sink.lines.map { try object($0)["time"] as? String }
+        #expect(written == ["2027-01-15T08:00:01.234Z", "2027-01-15T08:00:01.999Z", "2027-01-15T08:00:01.000Z", "2027-01-15T08:00:02.000Z",
+                            "2027-01-15T07:59:59.750Z", "2028-01-15T08:00:59.062Z"])
+        #expect(written == times.map { Timestamp.iso8601(Date(timeIntervalSince1970: $0)) })
+    }
+
     @Test("requests over the slow threshold are flagged")
     func slow() async throws {
         let clock = ManualClock()

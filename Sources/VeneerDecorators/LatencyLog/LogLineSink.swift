@@ -14,6 +14,18 @@ import VeneerCore
 public protocol LogLineSink: Sendable {
     /// Writes one line (which ends with a newline).
     func write(_ line: ByteBuffer)
+    /// Writes one line (which ends with a newline) that the caller owns only for this call:
+    /// a sink that keeps it copies it.
+    func write(bytes line: UnsafeRawBufferPointer)
+}
+
+extension LogLineSink {
+    /// The line copied into a buffer of its own, for ``write(_:)``.
+    public func write(bytes line: UnsafeRawBufferPointer) {
+        var buffer = ByteBufferAllocator().buffer(capacity: line.count)
+        buffer.writeBytes(line)
+        write(buffer)
+    }
 }
 
 /// Standard output, written with one `write(2)` per line so that nothing waits in a buffer
@@ -27,8 +39,13 @@ public final class StandardOutputSink: LogLineSink {
 
     /// Writes the line to file descriptor 1.
     public func write(_ line: ByteBuffer) {
+        line.withUnsafeReadableBytes { write(bytes: $0) }
+    }
+
+    /// Writes the line to file descriptor 1.
+    public func write(bytes line: UnsafeRawBufferPointer) {
         lock.withLock { _ in
-            _ = line.withUnsafeReadableBytes { bytes in FileDescriptorWriter.writeAll(1, bytes) }
+            _ = FileDescriptorWriter.writeAll(1, line)
         }
     }
 }
@@ -77,6 +94,11 @@ public final class AppendingFileSink: LogLineSink, CarriedResource {
 
     /// Queues the line; never waits for the disk.
     public func write(_ line: ByteBuffer) {
+        line.withUnsafeReadableBytes { write(bytes: $0) }
+    }
+
+    /// Queues a copy of the line; never waits for the disk.
+    public func write(bytes line: UnsafeRawBufferPointer) {
         if !writer.append(line) { dropCounter?.increment() }
     }
 
@@ -160,14 +182,14 @@ final class BatchedLineWriter: Sendable {
     }
 
     /// Queues `line` whole, or drops it (false) when it does not fit or the writer stopped.
-    func append(_ line: ByteBuffer) -> Bool {
+    func append(_ line: UnsafeRawBufferPointer) -> Bool {
         let wasEmpty = queue.withLock { queue -> Bool? in
-            guard !queue.stopping, queue.bytes.readableBytes + line.readableBytes <= maxQueuedBytes else {
+            guard !queue.stopping, queue.bytes.readableBytes + line.count <= maxQueuedBytes else {
                 queue.dropped += 1
                 return nil
             }
             let wasEmpty = queue.bytes.readableBytes == 0
-            queue.bytes.writeImmutableBuffer(line)
+            queue.bytes.writeBytes(line)
             return wasEmpty
         }
         if wasEmpty == true { wake.signal() }
