@@ -312,7 +312,7 @@ def report(args):
     with open(args.results) as f:
         results = json.load(f)["results"]
     out = []
-    out.append(f"### production: latency_log (file) → cache → block_list → auth_refresh, "
+    out.append(f"### production: latency_log (file) → block_list → cache → auth_refresh, "
                f"{args.target} — baseline {args.baseline} (nginx-cache with its access log on)")
     out.append("")
     out.append("| requests | target req/s | baseline req/s | ratio | p50 ms (base / target) | p99 ms (base / target) "

@@ -11,12 +11,12 @@
 # Scenarios (--scenarios, comma-separated; default hit,pass,slow): the harness's `hit`, `pass`
 # and `slow` (veneer-pass and veneer-cache against the peers), and `production`: the chain
 #
-#   latency_log (to a file) → cache (1h) → block_list (static deny rules that match no
-#   benchmark request, and learn) → auth_refresh (a local token endpoint on 19096)
+#   latency_log (to a file) → block_list (static deny rules that match no benchmark request,
+#   and learn) → cache (1h) → auth_refresh (a local token endpoint on 19096)
 #
-# as veneer-prod, against nginx-cache-log, on the harness's hit requests (hits, warm cache) and
-# pass requests (misses: unique query strings, through block_list and auth_refresh to the
-# origin). The token endpoint (bench/production.py, started and stopped here) rotates the
+# (the shipped production environment's order) as veneer-prod, against nginx-cache-log, on the
+# harness's hit requests (hits, warm cache, each checked by block_list) and pass requests
+# (misses: unique query strings, through block_list and auth_refresh to the origin). The token endpoint (bench/production.py, started and stopped here) rotates the
 # refresh token and issues 1 h access tokens; secrets, state and logs live in a temporary
 # directory. Before the harness starts, a preflight runs the same chain in front of a checking
 # origin and stops the run unless the token endpoint is called at start, `Authorization:
@@ -149,7 +149,6 @@ environments:
     origin: { upstream: { url: "\${BENCH_ORIGIN_FAST}" } }
     chain:
       - latency_log: { file: "\${BENCH_PRODUCTION_DIR}/latency.log", slow: 500ms }
-      - cache: { ttl: 1h, max_entries: 100000, max_bytes: 256MB }
       - block_list:
           deny:
             clients: [203.0.113.0/24, "2001:db8::/32"]
@@ -157,6 +156,7 @@ environments:
             methods: [DELETE]
             routes: [/posts/100000]
           learn: { status: 403, json: { error: account_blocked } }
+      - cache: { ttl: 1h, max_entries: 100000, max_bytes: 256MB }
       - auth_refresh:
           token_url: $token_url
           client_id: veneer-bench
