@@ -495,7 +495,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             stream = ActiveStream(head: answer.head, bytesOut: buffer.readableBytes)
             observer.streamStarted(exchange)
             context.write(wrapOutboundOut(buffer), promise: nil)
-            flusher.flushSoon(context.channel)
+            flusher.flushSoon(context)
             // Read (and discard) on, even if reading was paused: the client's close ends the stream.
             setAutoRead(true, context: context)
             context.read()
@@ -538,7 +538,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             stream?.bytesOut += chunk.readableBytes
             // The channel may turn unwritable here (channelWritabilityChanged, before this returns).
             context.write(wrapOutboundOut(chunk), promise: nil)
-            flusher.flushSoon(context.channel)
+            flusher.flushSoon(context)
         case .drop:
             stream?.dropped += 1
         case .stop:
@@ -664,7 +664,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             body = ActiveBody(stream: stream, head: response, exchange: exchange, bytesOut: buffer.readableBytes, chunked: chunked,
                               endsWithConnection: endsWithConnection)
             context.write(wrapOutboundOut(buffer), promise: nil)
-            flusher.flushSoon(context.channel)
+            flusher.flushSoon(context)
             let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
             let eventLoop = context.eventLoop
             stream.start { event in
@@ -697,7 +697,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 context.write(wrapOutboundOut(part), promise: nil)
             }
             body?.bytesOut += bytes
-            flusher.flushSoon(context.channel)
+            flusher.flushSoon(context)
             if machine.bodyPartWritten() { active.stream.read() }
         case .end:
             body = nil
@@ -707,7 +707,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 HTTP1ResponseWriter.writeChunkHead(size: 0, into: &last)
                 total += last.readableBytes
                 context.write(wrapOutboundOut(last), promise: nil)
-                flusher.flushSoon(context.channel)
+                flusher.flushSoon(context)
             }
             let now = NIODeadline.now()
             observer.written(active.exchange, active.head, bytesOut: total, now: now)
@@ -743,7 +743,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             // Flushed with the other answers of this batch (see TickFlusher). The channel may
             // turn unwritable here (channelWritabilityChanged, before this returns).
             context.write(wrapOutboundOut(buffer), promise: nil)
-            flusher.flushSoon(context.channel)
+            flusher.flushSoon(context)
             // Unique again once flushed and written: the next answer reuses its storage (if
             // NIO still holds it, clearing it copies, which costs what a new one would).
             outputBuffer = buffer
