@@ -123,7 +123,7 @@ public struct UpstreamOrigin: CallbackAnswering {
         var forwardedFor: String?
         if let client = request.client {
             let address = client.unmapped.description
-            if let existing = headers[.xForwardedFor] {
+            if let existing = headers.ifPresent(.xForwardedFor) {
                 headers[.xForwardedFor] = existing.isEmpty ? address : existing + ", " + address
             } else {
                 forwardedFor = address
