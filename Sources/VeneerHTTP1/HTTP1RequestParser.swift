@@ -188,14 +188,9 @@ public struct HTTP1RequestParser {
                 scanned = 0
                 return nil
             }
-            guard let head = try readHead() else { return nil }
-            do {
-                return try begin(head)
-            } catch {
-                // Refused for its framing, or for its body (then noted already, with its bytes).
-                if interrupted == nil { interrupted = (head.0, 0) }
-                throw error
-            }
+            // Handed on, not copied: the head moves into the event or the state for its body.
+            guard let (head, framing) = try readHead() else { return nil }
+            return try begin(head, framing)
         case .body(let head, let remaining, var body):
             state = .stopped  // drop the reference so that appending does not copy
             guard input.readableBytes > 0 else {
@@ -271,21 +266,22 @@ public struct HTTP1RequestParser {
         return .bodyEnd
     }
 
-    private mutating func complete(_ head: Head, _ body: ByteBuffer) -> Event {
+    private mutating func complete(_ head: consuming Head, _ body: consuming ByteBuffer) -> Event {
         state = .head
         // Let go of the connection's read buffer as soon as nothing in it is waiting.
         if input.readableBytes == 0 { input = ByteBuffer() }
         return .request(head, body)
     }
 
-    /// What follows a head: the request itself, or the state for its body.
-    private mutating func begin(_ parsed: (Head, HTTP1Framing)) throws(HTTP1ParseError) -> Event? {
-        let (head, framing) = parsed
+    /// What follows a head: the request itself, or the state for its body. A request refused
+    /// for its framing is noted as ``interrupted`` with no body read (one refused for its body
+    /// is noted where its body is read, with its bytes).
+    private mutating func begin(_ head: consuming Head, _ framing: HTTP1Framing) throws(HTTP1ParseError) -> Event? {
         if framing.hasTransferEncoding {
-            guard head.minorVersion >= 1 else { throw HTTP1ParseError("Transfer-Encoding is not allowed in HTTP/1.0.") }
-            guard framing.contentLength == nil else { throw HTTP1ParseError("Transfer-Encoding and Content-Length together are not accepted.") }
-            // Any other coding would reach the upstream still encoded, its Transfer-Encoding dropped.
-            guard framing.chunkedIsLast, framing.transferCodings == 1, !framing.emptyTransferCoding else { throw HTTP1ParseError("Only the chunked transfer coding is accepted.") }
+            if let refusal = Self.transferEncodingRefusal(framing, minorVersion: head.minorVersion) {
+                interrupted = (head, 0)
+                throw refusal
+            }
             if streamsBody?(head) == true {
                 state = .streamingChunked(head, ChunkedDecoder())
                 return .bodyStreams(head, expectedLength: nil)
@@ -321,6 +317,17 @@ public struct HTTP1RequestParser {
         return try step()
     }
 
+    /// Why a request with `Transfer-Encoding` is refused, if it is.
+    private static func transferEncodingRefusal(_ framing: HTTP1Framing, minorVersion: Int) -> HTTP1ParseError? {
+        guard minorVersion >= 1 else { return HTTP1ParseError("Transfer-Encoding is not allowed in HTTP/1.0.") }
+        guard framing.contentLength == nil else { return HTTP1ParseError("Transfer-Encoding and Content-Length together are not accepted.") }
+        // Any other coding would reach the upstream still encoded, its Transfer-Encoding dropped.
+        guard framing.chunkedIsLast, framing.transferCodings == 1, !framing.emptyTransferCoding else {
+            return HTTP1ParseError("Only the chunked transfer coding is accepted.")
+        }
+        return nil
+    }
+
     /// The head, once its last line has arrived.
     private mutating func readHead() throws(HTTP1ParseError) -> (Head, HTTP1Framing)? {
         // RFC 9112 §2.2: empty lines before a request line are ignored.
@@ -331,22 +338,25 @@ public struct HTTP1RequestParser {
         let start = scanned
         let maxHeadSize = maxHeadSize
         let maxFields = maxFields
-        let parsed: (Head, HTTP1Framing, Int)? = try HTTP1Syntax.withBytes(input) { bytes throws(HTTP1ParseError) in
-            guard let end = try HTTP1Syntax.checkedHeadEnd(bytes, from: start) else { return nil }
-            guard end <= maxHeadSize else { throw HTTP1ParseError("The request headers are larger than the limit.", kind: .headTooLarge) }
-            let (head, framing) = try Self.parseHead(bytes, end: end, maxFields: maxFields)
-            return (head, framing, end)
+        // The head's end once found (0 until then): the head is returned as it was made, not
+        // taken apart and copied.
+        var end = 0
+        let parsed: (Head, HTTP1Framing)? = try HTTP1Syntax.withBytes(input) { bytes throws(HTTP1ParseError) in
+            guard let headEnd = try HTTP1Syntax.checkedHeadEnd(bytes, from: start) else { return nil }
+            guard headEnd <= maxHeadSize else { throw HTTP1ParseError("The request headers are larger than the limit.", kind: .headTooLarge) }
+            var (head, framing) = try Self.parseHead(bytes, end: headEnd, maxFields: maxFields)
+            head.size = headEnd
+            end = headEnd
+            return (head, framing)
         }
-        guard let (parsedHead, framing, end) = parsed else {
+        guard end > 0 else {
             guard input.readableBytes <= maxHeadSize else { throw HTTP1ParseError("The request headers are larger than the limit.", kind: .headTooLarge) }
             scanned = max(0, input.readableBytes - 3)
             return nil
         }
         input.moveReaderIndex(forwardBy: end)
         scanned = 0
-        var head = parsedHead
-        head.size = end
-        return (head, framing)
+        return parsed
     }
 
     static func parseHead(_ bytes: UnsafeRawBufferPointer, end: Int, maxFields: Int) throws(HTTP1ParseError) -> (Head, HTTP1Framing) {

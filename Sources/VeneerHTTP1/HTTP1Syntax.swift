@@ -146,16 +146,16 @@ enum HTTP1Syntax {
         return nil
     }
 
-    /// Runs `body` on the readable bytes of `buffer`.
+    /// Runs `body` on the readable bytes of `buffer`; what it returns is handed back as it is
+    /// (a `Result` in between was copied out by `get()`, a parsed head with all its parts).
     static func withBytes<T>(_ buffer: ByteBuffer, _ body: (UnsafeRawBufferPointer) throws(HTTP1ParseError) -> T) throws(HTTP1ParseError) -> T {
-        let result: Result<T, HTTP1ParseError> = buffer.withUnsafeReadableBytes { bytes in
-            do throws(HTTP1ParseError) {
-                return .success(try body(bytes))
-            } catch {
-                return .failure(error)
-            }
+        do {
+            return try buffer.withUnsafeReadableBytes { bytes in try body(bytes) }
+        } catch let error as HTTP1ParseError {
+            throw error
+        } catch {
+            preconditionFailure("only an HTTP1ParseError is thrown here")
         }
-        return try result.get()
     }
 
     /// The end of the line starting at `start` (the index of its CR), requiring CRLF; nil when
