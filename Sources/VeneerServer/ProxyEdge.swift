@@ -221,7 +221,7 @@ public final class ProxyEdge: Sendable {
     /// (with a lease of its own) for ``complete(_:)-swift.method``.
     func completeWithoutTask(_ pending: consuming Pending, to delivery: some AnswerDelivery) -> Pending? {
         guard case .callback(let handler, let request) = pending.work else { return pending }
-        let requestID = pending.requestID, work = pending.work
+        let requestID = pending.requestID
         // The callback, called exactly once (CallbackAnswering's contract), ends the lease.
         let lease = pending.lease.handOver()
         let started = handler.startAnswer(request) { [self] result in
@@ -235,7 +235,8 @@ public final class ProxyEdge: Sendable {
         }
         // Declined: the callback never runs; the request goes on in a task, still holding
         // the lease it had (the generation cannot drain in between).
-        return started ? nil : Pending(work: work, requestID: requestID, lease: GenerationLease(resuming: lease))
+        // (Its work made again of its parts: the work kept aside for this was copied for every request.)
+        return started ? nil : Pending(work: .callback(handler, request), requestID: requestID, lease: GenerationLease(resuming: lease))
     }
 
     /// The answer for an error the chain threw: a ``ProxyError`` as it says (its detail
