@@ -248,6 +248,26 @@ struct HTTP1ParserTests {
         }
     }
 
+    @Test("a request refused for its framing or its body is noted as interrupted, with the body bytes read; a malformed head is not")
+    func interruptedNoted() {
+        func interrupted(_ text: String) -> (head: HTTP1RequestParser.Head, bodyBytes: Int)? {
+            var parser = HTTP1RequestParser(maxHeadSize: 8192, maxFields: 20, bodyLimit: 1 << 20)
+            parser.append(ByteBuffer(string: text))
+            do {
+                while try parser.next() != nil {}
+                Issue.record("not refused: \(text)")
+            } catch {}
+            return parser.interrupted
+        }
+        for coding in ["gzip", "chunked, gzip", "chunked\r\nContent-Length: 3"] {
+            let noted = interrupted("POST /posts HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: \(coding)\r\n\r\n")
+            #expect(noted?.head.method == .post && noted?.head.target == "/posts" && noted?.bodyBytes == 0, "\(coding)")
+        }
+        let cut = interrupted("PUT /posts/1 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\nzz\r\n")
+        #expect(cut?.head.method == .put && cut?.head.target == "/posts/1" && cut?.bodyBytes == 4)
+        #expect(interrupted("GET / HTTP/1.1\r\nHost: h\r\nBad Name: x\r\n\r\n") == nil)
+    }
+
     @Test("a header section over the limit or with too many fields is refused as too large")
     func headTooLarge() {
         let long = "GET / HTTP/1.1\r\nHost: h\r\nX-Long: \(String(repeating: "a", count: 300))\r\n\r\n"
