@@ -252,21 +252,24 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         parsing = true
         defer { parsing = false }
         while machine.readsRequests {
-            let event: HTTP1RequestParser.Event?
+            // The event as the parser made it (not unwrapped from an optional, which copied it),
+            // taken apart by move: its head goes into the request's work without a copy.
+            let event: HTTP1RequestParser.Event
             do {
-                event = try parser.next()
+                guard let next = try parser.next() else { break }
+                event = next
             } catch {
                 let reason = error.kind == .headTooLarge ? "The request headers are larger than the limit." : error.reason
                 perform(machine.requestFailed(.malformed(reason), now: now), context: context)
                 return
             }
-            guard let event else { break }
-            switch event {
+            switch consume event {
             case .waitingForBody:
                 perform(machine.continueExpected(), context: context)
             case .request(let head, let body):
-                parsed(Work(head: head, body: .complete(body, reservation: parser.takeReservation()), received: now), keepAlive: head.keepAlive, bodyBytes: body.readableBytes, now: now,
-                       context: context)
+                let keepAlive = head.keepAlive, bodyBytes = body.readableBytes
+                parsed(Work(head: head, body: .complete(body, reservation: parser.takeReservation()), received: now), keepAlive: keepAlive, bodyBytes: bodyBytes,
+                       now: now, context: context)
             case .tooLarge(let head):
                 // The parser has stopped: the rest of the body is still on the wire, so this
                 // request is the connection's last, whatever answers it (the edge's 413, or any
