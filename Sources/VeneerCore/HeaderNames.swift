@@ -12,6 +12,15 @@ extension HTTPField.Name {
 }
 
 extension HTTPFields {
+    /// `self[name]`, found by one scan of the names when there is no such field, the usual case
+    /// for the fields the pass path asks about (`Sec-Fetch-Site`, `X-Forwarded-For`):
+    /// HTTPTypes' getter makes a filtered view of the fields and joins its values either way
+    /// (callgrind: about 170 instructions for a field that is not there, against about 60).
+    @inlinable
+    public func ifPresent(_ name: HTTPField.Name) -> String? {
+        contains(name) ? self[name] : nil
+    }
+
     /// Sets the field to one value: appended when there is none (the common case, which
     /// then costs no search and no rewrite of the list), else replacing every existing one.
     public mutating func setOrAppend(_ name: HTTPField.Name, _ value: String) {

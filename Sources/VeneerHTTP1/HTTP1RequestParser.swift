@@ -188,10 +188,8 @@ public struct HTTP1RequestParser {
                 scanned = 0
                 return nil
             }
-            var framing = HTTP1Framing()
-            guard let head = try readHead(framing: &framing) else { return nil }
-            // Handed over: a refusal for the framing notes the head itself (see begin), so
-            // none is kept here for a catch (keeping one copied the head and its framing).
+            // Handed on, not copied: the head moves into the event or the state for its body.
+            guard let (head, framing) = try readHead() else { return nil }
             return try begin(head, framing)
         case .body(let head, let remaining, var body):
             state = .stopped  // drop the reference so that appending does not copy
@@ -268,43 +266,34 @@ public struct HTTP1RequestParser {
         return .bodyEnd
     }
 
-    private mutating func complete(_ head: consuming Head, _ body: ByteBuffer) -> Event {
+    private mutating func complete(_ head: consuming Head, _ body: consuming ByteBuffer) -> Event {
         state = .head
         // Let go of the connection's read buffer as soon as nothing in it is waiting.
         if input.readableBytes == 0 { input = ByteBuffer() }
         return .request(head, body)
     }
 
-    /// What follows a head: the request itself, or the state for its body. A refusal for the
-    /// framing notes `head` as ``interrupted``; one for the body (a bad chunk) has noted it
-    /// already, with the body's bytes.
+    /// What follows a head: the request itself, or the state for its body. A request refused
+    /// for its framing is noted as ``interrupted`` with no body read (one refused for its body
+    /// is noted where its body is read, with its bytes).
     private mutating func begin(_ head: consuming Head, _ framing: HTTP1Framing) throws(HTTP1ParseError) -> Event? {
         if framing.hasTransferEncoding {
-            var refusal: HTTP1ParseError?
-            if head.minorVersion < 1 {
-                refusal = HTTP1ParseError("Transfer-Encoding is not allowed in HTTP/1.0.")
-            } else if framing.contentLength != nil {
-                refusal = HTTP1ParseError("Transfer-Encoding and Content-Length together are not accepted.")
-            } else if !framing.chunkedIsLast || framing.transferCodings != 1 || framing.emptyTransferCoding {
-                // Any other coding would reach the upstream still encoded, its Transfer-Encoding dropped.
-                refusal = HTTP1ParseError("Only the chunked transfer coding is accepted.")
-            }
-            if let refusal {
+            if let refusal = Self.transferEncodingRefusal(framing, minorVersion: head.minorVersion) {
                 interrupted = (head, 0)
                 throw refusal
             }
             if streamsBody?(head) == true {
-                state = .streamingChunked(copy head, ChunkedDecoder())
+                state = .streamingChunked(head, ChunkedDecoder())
                 return .bodyStreams(head, expectedLength: nil)
             }
             reservation = budget?.reserve(0)
-            state = .chunked(copy head, ChunkedDecoder(), ByteBuffer())
+            state = .chunked(head, ChunkedDecoder(), ByteBuffer())
             if head.expectsContinue { return .waitingForBody(head) }
             return try step()
         }
         let length = framing.contentLength ?? 0
         if length > 0, streamsBody?(head) == true {
-            state = .streaming(copy head, remaining: length)
+            state = .streaming(head, remaining: length)
             return .bodyStreams(head, expectedLength: length)
         }
         if length > bodyLimit {
@@ -323,13 +312,24 @@ public struct HTTP1RequestParser {
             }
             reservation = reserved
         }
-        state = .body(copy head, remaining: length, ByteBuffer())
+        state = .body(head, remaining: length, ByteBuffer())
         if head.expectsContinue, input.readableBytes == 0 { return .waitingForBody(head) }
         return try step()
     }
 
-    /// The head, once its last line has arrived, and its framing (into `framing`).
-    private mutating func readHead(framing: inout HTTP1Framing) throws(HTTP1ParseError) -> Head? {
+    /// Why a request with `Transfer-Encoding` is refused, if it is.
+    private static func transferEncodingRefusal(_ framing: HTTP1Framing, minorVersion: Int) -> HTTP1ParseError? {
+        guard minorVersion >= 1 else { return HTTP1ParseError("Transfer-Encoding is not allowed in HTTP/1.0.") }
+        guard framing.contentLength == nil else { return HTTP1ParseError("Transfer-Encoding and Content-Length together are not accepted.") }
+        // Any other coding would reach the upstream still encoded, its Transfer-Encoding dropped.
+        guard framing.chunkedIsLast, framing.transferCodings == 1, !framing.emptyTransferCoding else {
+            return HTTP1ParseError("Only the chunked transfer coding is accepted.")
+        }
+        return nil
+    }
+
+    /// The head, once its last line has arrived.
+    private mutating func readHead() throws(HTTP1ParseError) -> (Head, HTTP1Framing)? {
         // RFC 9112 §2.2: empty lines before a request line are ignored.
         while input.readableBytes >= 2, input.getInteger(at: input.readerIndex, as: UInt16.self) == 0x0D0A {
             input.moveReaderIndex(forwardBy: 2)
@@ -338,22 +338,23 @@ public struct HTTP1RequestParser {
         let start = scanned
         let maxHeadSize = maxHeadSize
         let maxFields = maxFields
-        // The head made whole where it is parsed (its size set there) and returned as it is:
-        // a tuple taken apart and put together again here copied it.
-        let parsed: Head? = try HTTP1Syntax.withBytes(input) { bytes throws(HTTP1ParseError) in
-            guard let end = try HTTP1Syntax.checkedHeadEnd(bytes, from: start) else { return nil }
-            guard end <= maxHeadSize else { throw HTTP1ParseError("The request headers are larger than the limit.", kind: .headTooLarge) }
-            var head: Head
-            (head, framing) = try Self.parseHead(bytes, end: end, maxFields: maxFields)
-            head.size = end
-            return head
+        // The head's end once found (0 until then): the head is returned as it was made, not
+        // taken apart and copied.
+        var end = 0
+        let parsed: (Head, HTTP1Framing)? = try HTTP1Syntax.withBytes(input) { bytes throws(HTTP1ParseError) in
+            guard let headEnd = try HTTP1Syntax.checkedHeadEnd(bytes, from: start) else { return nil }
+            guard headEnd <= maxHeadSize else { throw HTTP1ParseError("The request headers are larger than the limit.", kind: .headTooLarge) }
+            var (head, framing) = try Self.parseHead(bytes, end: headEnd, maxFields: maxFields)
+            head.size = headEnd
+            end = headEnd
+            return (head, framing)
         }
-        guard let parsed else {
+        guard end > 0 else {
             guard input.readableBytes <= maxHeadSize else { throw HTTP1ParseError("The request headers are larger than the limit.", kind: .headTooLarge) }
             scanned = max(0, input.readableBytes - 3)
             return nil
         }
-        input.moveReaderIndex(forwardBy: parsed.size)
+        input.moveReaderIndex(forwardBy: end)
         scanned = 0
         return parsed
     }

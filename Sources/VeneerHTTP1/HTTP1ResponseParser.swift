@@ -272,20 +272,23 @@ public struct HTTP1ResponseParser {
         let maxHeadSize = maxHeadSize
         // A HEAD answer's Content-Length says how long the GET answer would be: kept for the client.
         let keepLength = requestMethod == .head
-        let parsed: (Head, BodyFraming, Int, Int)? = try HTTP1Syntax.withBytes(input) { bytes throws(HTTP1ParseError) in
-            guard let end = HTTP1Syntax.headEnd(bytes, from: start) else { return nil }
-            guard end <= maxHeadSize else { throw HTTP1ParseError("The upstream's headers are larger than \(maxHeadSize) bytes.") }
-            let (head, framing, status) = try Self.parseHead(bytes, end: end, keepLength: keepLength)
-            return (head, framing, status, end)
+        // The head's end once found (0 until then): the head is returned as it was made, not
+        // taken apart and copied.
+        var end = 0
+        let parsed: (Head, BodyFraming, Int)? = try HTTP1Syntax.withBytes(input) { bytes throws(HTTP1ParseError) in
+            guard let headEnd = HTTP1Syntax.headEnd(bytes, from: start) else { return nil }
+            guard headEnd <= maxHeadSize else { throw HTTP1ParseError("The upstream's headers are larger than \(maxHeadSize) bytes.") }
+            end = headEnd
+            return try Self.parseHead(bytes, end: headEnd, keepLength: keepLength)
         }
-        guard let (head, framing, status, end) = parsed else {
+        guard end > 0 else {
             guard input.readableBytes <= maxHeadSize else { throw HTTP1ParseError("The upstream's headers are larger than \(maxHeadSize) bytes.") }
             scanned = max(0, input.readableBytes - 3)
             return nil
         }
         input.moveReaderIndex(forwardBy: end)
         scanned = 0
-        return (head, framing, status)
+        return parsed
     }
 
     static let maxFields = 500

@@ -146,20 +146,15 @@ enum HTTP1Syntax {
         return nil
     }
 
-    /// Runs `body` on the readable bytes of `buffer`.
+    /// Runs `body` on the readable bytes of `buffer`; what it returns is handed back as it is
+    /// (a `Result` in between was copied out by `get()`, a parsed head with all its parts).
     static func withBytes<T>(_ buffer: ByteBuffer, _ body: (UnsafeRawBufferPointer) throws(HTTP1ParseError) -> T) throws(HTTP1ParseError) -> T {
-        let result: Result<T, HTTP1ParseError> = buffer.withUnsafeReadableBytes { bytes in
-            do throws(HTTP1ParseError) {
-                return .success(try body(bytes))
-            } catch {
-                return .failure(error)
-            }
-        }
-        // Moved out of the result, not copied by `get()` (a parsed head copied through its
-        // tuple's metadata, then the result destroyed: some 600 instructions a request).
-        switch consume result {
-        case .success(let value): return value
-        case .failure(let error): throw error
+        do {
+            return try buffer.withUnsafeReadableBytes { bytes in try body(bytes) }
+        } catch let error as HTTP1ParseError {
+            throw error
+        } catch {
+            preconditionFailure("only an HTTP1ParseError is thrown here")
         }
     }
 

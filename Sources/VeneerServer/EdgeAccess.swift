@@ -88,7 +88,7 @@ public final class EdgeAccess: Sendable, Hashable {
     /// `authority` (its Host; nil for an HTTP/1.0 request without one) to local port `port`.
     func verdict(method: HTTPRequest.Method, authority: String?, fields: HTTPFields, port: Int, admin: Bool) -> Verdict {
         if let authority, !accepts(authority: authority, port: port, admin: admin) { return .misdirected }
-        let fetchSite = fields[.secFetchSite]
+        let fetchSite = fields.ifPresent(.secFetchSite)
         // Programs send no Origin: no list made for them.
         let origins = fields.contains(.origin) ? fields[values: .origin] : []
         if origins.isEmpty {

@@ -199,8 +199,10 @@ public final class ProxyEdge: Sendable {
             // Appended: an upstream's own Server-Timing (of a miss) stays, and Veneer's entries follow it.
             response.headers.append(HTTPField(name: .serverTiming, value: timing))
         }
-        if let origin = request.headers[.origin] { response = EdgeAccess.withCORS(response, origin: origin) }
-        return response
+        // Moved out, not copied: returned as it stood, the answer was copied out of the
+        // parameter and the parameter destroyed (callgrind).
+        guard let origin = request.headers[.origin] else { return consume response }
+        return EdgeAccess.withCORS(response, origin: origin)
     }
 
     /// The chain's answer, or the answer for the error it threw.
@@ -219,7 +221,7 @@ public final class ProxyEdge: Sendable {
     /// (with a lease of its own) for ``complete(_:)-swift.method``.
     func completeWithoutTask(_ pending: consuming Pending, to delivery: some AnswerDelivery) -> Pending? {
         guard case .callback(let handler, let request) = pending.work else { return pending }
-        let requestID = pending.requestID, work = pending.work
+        let requestID = pending.requestID
         // The callback, called exactly once (CallbackAnswering's contract), ends the lease.
         let lease = pending.lease.handOver()
         let started = handler.startAnswer(request) { [self] result in
@@ -233,7 +235,8 @@ public final class ProxyEdge: Sendable {
         }
         // Declined: the callback never runs; the request goes on in a task, still holding
         // the lease it had (the generation cannot drain in between).
-        return started ? nil : Pending(work: work, requestID: requestID, lease: GenerationLease(resuming: lease))
+        // (Its work made again of its parts: the work kept aside for this was copied for every request.)
+        return started ? nil : Pending(work: .callback(handler, request), requestID: requestID, lease: GenerationLease(resuming: lease))
     }
 
     /// The answer for an error the chain threw: a ``ProxyError`` as it says (its detail

@@ -252,21 +252,21 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
         parsing = true
         defer { parsing = false }
         while machine.readsRequests {
-            let next: HTTP1RequestParser.Event?
+            // The event as the parser made it (not unwrapped from an optional, which copied it),
+            // taken apart by move: its head goes into the request's work without a copy.
+            let event: HTTP1RequestParser.Event
             do {
-                next = try parser.next()
+                guard let next = try parser.next() else { break }
+                event = next
             } catch {
                 let reason = error.kind == .headTooLarge ? "The request headers are larger than the limit." : error.reason
                 perform(machine.requestFailed(.malformed(reason), now: now), context: context)
                 return
             }
-            // Moved out and taken apart, not copied: each request's head moves on into its Work.
-            guard let event = consume next else { break }
             switch consume event {
             case .waitingForBody:
                 perform(machine.continueExpected(), context: context)
             case .request(let head, let body):
-                // What the machine needs read first: a use of the head after the Work took it copied it whole.
                 let keepAlive = head.keepAlive, bodyBytes = body.readableBytes
                 parsed(Work(head: head, body: .complete(body, reservation: parser.takeReservation()), received: now), keepAlive: keepAlive, bodyBytes: bodyBytes,
                        now: now, context: context)
@@ -498,7 +498,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             stream = ActiveStream(head: answer.head, bytesOut: buffer.readableBytes)
             observer.streamStarted(exchange)
             context.write(wrapOutboundOut(buffer), promise: nil)
-            flusher.flushSoon(context.channel)
+            flusher.flushSoon(context)
             // Read (and discard) on, even if reading was paused: the client's close ends the stream.
             setAutoRead(true, context: context)
             context.read()
@@ -541,7 +541,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             stream?.bytesOut += chunk.readableBytes
             // The channel may turn unwritable here (channelWritabilityChanged, before this returns).
             context.write(wrapOutboundOut(chunk), promise: nil)
-            flusher.flushSoon(context.channel)
+            flusher.flushSoon(context)
         case .drop:
             stream?.dropped += 1
         case .stop:
@@ -667,7 +667,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             body = ActiveBody(stream: stream, head: response, exchange: exchange, bytesOut: buffer.readableBytes, chunked: chunked,
                               endsWithConnection: endsWithConnection)
             context.write(wrapOutboundOut(buffer), promise: nil)
-            flusher.flushSoon(context.channel)
+            flusher.flushSoon(context)
             let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
             let eventLoop = context.eventLoop
             stream.start { event in
@@ -700,7 +700,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 context.write(wrapOutboundOut(part), promise: nil)
             }
             body?.bytesOut += bytes
-            flusher.flushSoon(context.channel)
+            flusher.flushSoon(context)
             if machine.bodyPartWritten() { active.stream.read() }
         case .end:
             body = nil
@@ -710,7 +710,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
                 HTTP1ResponseWriter.writeChunkHead(size: 0, into: &last)
                 total += last.readableBytes
                 context.write(wrapOutboundOut(last), promise: nil)
-                flusher.flushSoon(context.channel)
+                flusher.flushSoon(context)
             }
             let now = NIODeadline.now()
             observer.written(active.exchange, active.head, bytesOut: total, now: now)
@@ -746,7 +746,7 @@ final class ProxyRequestHandler: ChannelInboundHandler, RemovableChannelHandler 
             // Flushed with the other answers of this batch (see TickFlusher). The channel may
             // turn unwritable here (channelWritabilityChanged, before this returns).
             context.write(wrapOutboundOut(buffer), promise: nil)
-            flusher.flushSoon(context.channel)
+            flusher.flushSoon(context)
             // Unique again once flushed and written: the next answer reuses its storage (if
             // NIO still holds it, clearing it copies, which costs what a new one would).
             outputBuffer = buffer

@@ -72,6 +72,7 @@ struct HTTP1ParserTests {
             "POST /posts HTTP/1.0\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
             "POST /posts HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
             "POST /posts HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n",
+            "POST /posts HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
         ]
         for text in framings {
             let noted = interrupted(text)
@@ -82,6 +83,7 @@ struct HTTP1ParserTests {
         #expect(noted?.target == "/posts/1" && noted?.method == .put && noted?.bodyBytes == 3)
         // A head that is not one: nothing to note.
         #expect(interrupted("GET /posts HTTP/2.0\r\nHost: h\r\n\r\n") == nil)
+        #expect(interrupted("GET / HTTP/1.1\r\nHost: h\r\nBad Name: x\r\n\r\n") == nil)
     }
 
     @Test("a GET becomes method, target, fields without Host, and the authority")

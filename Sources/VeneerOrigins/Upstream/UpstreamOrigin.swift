@@ -117,13 +117,17 @@ public struct UpstreamOrigin: CallbackAnswering {
     /// The caller's fields are shared, not copied, unless one must change: a directive to
     /// take off, an `X-Forwarded-For` to extend (the client's address alone goes in
     /// ``OutboundRequest/forwardedFor``).
+    /// Inlined where the request is sent: the trace is no longer copied into an argument and
+    /// destroyed after the call (callgrind: about 200 instructions a request; the request
+    /// itself is still copied whole once on its way out).
+    @inline(__always)
     func outbound(_ request: ProxyRequest, trace: OutgoingTrace? = nil) -> OutboundRequest {
         var headers = request.headers
         for directive in directives { headers[directive] = nil }
         var forwardedFor: String?
         if let client = request.client {
             let address = client.unmapped.description
-            if let existing = headers[.xForwardedFor] {
+            if let existing = headers.ifPresent(.xForwardedFor) {
                 headers[.xForwardedFor] = existing.isEmpty ? address : existing + ", " + address
             } else {
                 forwardedFor = address

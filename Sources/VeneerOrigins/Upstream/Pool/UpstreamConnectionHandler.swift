@@ -87,7 +87,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         // A write that fails closes the channel: channelInactive reports the exchange.
         // Flushed with the other writes of this batch (see TickFlusher).
         context.write(wrapOutboundOut(buffer), promise: nil)
-        flusher.flushSoon(context.channel)
+        flusher.flushSoon(context)
         outputBuffer = buffer
         if let stream = exchange.request.bodyStream { sendRequestBody(stream, context) }
     }

@@ -126,9 +126,36 @@ final class UpstreamLoopPool {
 
     // MARK: - Actions
 
-    /// Timer, then connection, then request (see ``UpstreamPoolStateMachine/Action``). The
-    /// answer is handed on, not copied (a copy retains and releases each of its parts).
-    private func perform(_ action: StateMachine.Action, answer: consuming ProxyResponse? = nil) {
+    /// Timer, then connection, then request (see ``UpstreamPoolStateMachine/Action``), for an
+    /// action that brings no answer. (Apart from the one that does: an absent answer passed
+    /// along was still destroyed, through its type's metadata, at every action.)
+    private func perform(_ action: StateMachine.Action) {
+        performTimerAndConnection(action)
+        switch action.request {
+        case .none:
+            break
+        case .succeed:
+            preconditionFailure("A request succeeds only with the response that arrived.")
+        case .fail(let exchange, let failure, let neverSent):
+            exchange.fail(failure, neverSent: neverSent)
+        }
+    }
+
+    /// ``perform(_:)`` for an action that brings `answer`, which is handed on, not copied (a
+    /// copy retains and releases each of its parts).
+    private func perform(_ action: StateMachine.Action, answer: consuming ProxyResponse) {
+        performTimerAndConnection(action)
+        switch action.request {
+        case .none:
+            break
+        case .succeed(let exchange):
+            exchange.finish(answer)
+        case .fail(let exchange, let failure, let neverSent):
+            exchange.fail(failure, neverSent: neverSent)
+        }
+    }
+
+    private func performTimerAndConnection(_ action: StateMachine.Action) {
         switch action.timer {
         case .none: break
         case .startDeadlineSweep: scheduleDeadlineSweep()
@@ -145,17 +172,6 @@ final class UpstreamLoopPool {
             connection.close()
         case .backOff(let id, let delay):
             scheduleBackoff(id, delay)
-        }
-        switch action.request {
-        case .none:
-            break
-        case .succeed(let exchange):
-            switch consume answer {
-            case .some(let answer): exchange.finish(answer)
-            case .none: preconditionFailure("A request succeeds only with the response that arrived.")
-            }
-        case .fail(let exchange, let failure, let neverSent):
-            exchange.fail(failure, neverSent: neverSent)
         }
     }
 
