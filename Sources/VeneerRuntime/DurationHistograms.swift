@@ -64,7 +64,8 @@ final class DurationHistogramRegistry: Sendable {
 }
 
 /// One series of a duration histogram: counts per bucket (not cumulative until written), the
-/// count and the sum, in integer nanoseconds.
+/// count and the sum (a `Duration`, as swift-prometheus keeps it: 64-bit nanoseconds would wrap
+/// after some 292 years of summed time, months of uptime for a busy series).
 final class FixedDurationHistogram: TimerHandler, Sendable {
     let name: String
     let labels: [(String, String)]
@@ -80,7 +81,7 @@ final class FixedDurationHistogram: TimerHandler, Sendable {
         /// One per bound, and one past the last.
         var buckets: [Int]
         var count = 0
-        var sumNanoseconds: Int64 = 0
+        var sum: Duration = .zero
     }
 
     private let counts: Mutex<Counts>
@@ -126,7 +127,7 @@ final class FixedDurationHistogram: TimerHandler, Sendable {
         counts.withLock { counts in
             counts.buckets.withUnsafeMutableBufferPointer { $0[index] += 1 }
             counts.count += 1
-            counts.sumNanoseconds &+= nanoseconds
+            counts.sum += .nanoseconds(nanoseconds)
         }
     }
 
@@ -146,7 +147,7 @@ final class FixedDurationHistogram: TimerHandler, Sendable {
             }
             buffer.append(contentsOf: "le=\"\(le)\"} \(cumulative)\n".utf8)
         }
-        for (suffix, value) in [("_sum", Duration.nanoseconds(counts.sumNanoseconds).bucketRepresentation), ("_count", "\(counts.count)")] {
+        for (suffix, value) in [("_sum", counts.sum.bucketRepresentation), ("_count", "\(counts.count)")] {
             buffer.append(contentsOf: name.utf8)
             buffer.append(contentsOf: suffix.utf8)
             if renderedLabels.isEmpty {

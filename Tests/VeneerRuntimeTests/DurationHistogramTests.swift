@@ -24,23 +24,58 @@ struct DurationHistogramTests {
             [("label", "0"), ("method", "DELETE"), ("route", "/posts"), ("status", "504")],
         ]
         for (name, labelSet) in [("veneer_request_duration_seconds", labelSets), ("veneer_upstream_request_duration_seconds", [[]])] {
-            let registry = PrometheusCollectorRegistry()
-            let ours = DurationHistogramRegistry()
-            let help = "Time spent \\ somewhere."
+            // Byte for byte, one series at a time; then all of a family's series together, as
+            // lines: swift-prometheus lists a family's series in its dictionary's order, which
+            // changes from one process to the next (ours lists them as they were made).
             for labels in labelSet {
-                let theirs = registry.makeDurationHistogram(descriptor: MetricNameDescriptor(metricName: name, unitName: "", helpText: help),
-                                                            labels: labels, buckets: Self.buckets)
-                let mine = ours.make(name: name, help: help, labels: labels, buckets: Self.buckets)
-                for time in Self.times {
-                    theirs.recordNanoseconds(time)
-                    mine.recordNanoseconds(time)
-                }
+                let (expected, written) = Self.texts(name: name, labelSets: [labels])
+                #expect(written == expected)
             }
-            var expected: [UInt8] = [], written: [UInt8] = []
-            registry.emit(into: &expected)
-            ours.emit(into: &written)
-            #expect(String(decoding: written, as: UTF8.self) == String(decoding: expected, as: UTF8.self))
+            let (expected, written) = Self.texts(name: name, labelSets: labelSet)
+            #expect(written.split(separator: "\n").sorted() == expected.split(separator: "\n").sorted())
+            #expect(written.hasPrefix("# HELP \(name) ") && expected.hasPrefix("# HELP \(name) "))
         }
+    }
+
+    /// The texts of swift-prometheus's registry and of ours, each given the same times for a
+    /// series per label set of `name`.
+    static func texts(name: String, labelSets: [[(String, String)]]) -> (expected: String, written: String) {
+        let registry = PrometheusCollectorRegistry()
+        let ours = DurationHistogramRegistry()
+        let help = "Time spent \\ somewhere."
+        for labels in labelSets {
+            let theirs = registry.makeDurationHistogram(descriptor: MetricNameDescriptor(metricName: name, unitName: "", helpText: help),
+                                                        labels: labels, buckets: buckets)
+            let mine = ours.make(name: name, help: help, labels: labels, buckets: buckets)
+            for time in times {
+                theirs.recordNanoseconds(time)
+                mine.recordNanoseconds(time)
+            }
+        }
+        var expected: [UInt8] = [], written: [UInt8] = []
+        registry.emit(into: &expected)
+        ours.emit(into: &written)
+        return (String(decoding: expected, as: UTF8.self), String(decoding: written, as: UTF8.self))
+    }
+
+    @Test("a sum past 2^63 nanoseconds is written as swift-prometheus writes it, not wrapped")
+    func largeSum() {
+        let times = Array(repeating: Int64.max / 2, count: 5)
+        let registry = PrometheusCollectorRegistry()
+        let ours = DurationHistogramRegistry()
+        let theirs = registry.makeDurationHistogram(descriptor: MetricNameDescriptor(metricName: "veneer_x_seconds", unitName: "", helpText: "x"),
+                                                    labels: [], buckets: Self.buckets)
+        let mine = ours.make(name: "veneer_x_seconds", help: "x", labels: [], buckets: Self.buckets)
+        for time in times {
+            theirs.recordNanoseconds(time)
+            mine.recordNanoseconds(time)
+        }
+        var expected: [UInt8] = [], written: [UInt8] = []
+        registry.emit(into: &expected)
+        ours.emit(into: &written)
+        let text = String(decoding: written, as: UTF8.self)
+        #expect(text == String(decoding: expected, as: UTF8.self))
+        #expect(text.contains("veneer_x_seconds_sum 23058430092."), "\(text)")
     }
 
     @Test("a series asked for again is the same one, and an unregistered one leaves the text")
