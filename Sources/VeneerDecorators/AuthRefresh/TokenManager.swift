@@ -333,9 +333,6 @@ actor TokenManager: CarriedService {
 
     private func loop() async {
         while !Task.isCancelled {
-            // The pause below is counted from here: time that passes while this turn works
-            // (or before its sleep starts) shortens the sleep rather than delaying the wake.
-            let turn = clock.monotonic()
             checkConfiguredToken()
             switch machine.timerFired(now: clock.now()) {
             case .none:
@@ -349,6 +346,10 @@ actor TokenManager: CarriedService {
             }
             // The token file is looked at every second, whatever else is due.
             var pause = Self.fileCheckInterval
+            // The pause is counted from this reading, not from when the sleeping task starts
+            // (later, on a busy machine): a wake is never pushed past its time. Read after the
+            // turn's work, so a slow store check is still followed by a whole pause.
+            let turn = clock.monotonic()
             let now = clock.now()
             if let wake = machine.nextWake(now: now) {
                 // A wake far off (an expiry from the endpoint or the store) is past the pause anyway.
