@@ -91,7 +91,7 @@ public final class VeneerInstance: Service, Sendable, CustomStringConvertible {
     public let configuration: InstanceConfiguration
     /// Health reports of the components.
     public let health: HealthBoard
-    /// The Prometheus registry behind `/-/metrics`.
+    /// The Prometheus registry behind `/-/metrics` (all but the duration histograms, below).
     public let metrics: PrometheusCollectorRegistry
     /// The duration histograms, written on `/-/metrics` after `metrics`.
     let durationHistograms = DurationHistogramRegistry()

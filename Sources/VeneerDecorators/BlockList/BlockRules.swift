@@ -160,24 +160,6 @@ public struct RuleSet: Hashable, Sendable {
         return nil
     }
 
-    /// A deny list: the first kind of rule the request matches, if any. A header rule matches
-    /// when any element of any field of that name is listed, compared without case: a caller
-    /// cannot slip a denied value past it in a list (`666, 1`), a second field or other case.
-    func firstMatch(_ request: ProxyRequest) -> String? {
-        if let client = request.client, let network = clients.first(where: { $0.contains(client) }) { return "client \(network)" }
-        if namesCallers, let caller = callerMatch(request.peer) { return caller }
-        for (name, values) in headers {
-            guard let fieldName = HTTPField.Name(name) else { continue }
-            let elements = Self.elements(of: fieldName, in: request)
-            if elements.contains(where: { element in values.contains { $0.lowercased() == element.lowercased() } }) {
-                return "header \(name)"
-            }
-        }
-        if methods.contains(request.method.rawValue) { return "method \(request.method.rawValue)" }
-        if let route = routes.first(where: { $0.matches(request.route) }) { return "route \(route)" }
-        return nil
-    }
-
     /// An allow list: the first kind of rule that is listed and that the request does not
     /// match (every listed kind must match; an empty list allows everything).
     func firstMiss(_ request: ProxyRequest) -> String? {
@@ -211,14 +193,13 @@ public struct RuleSet: Hashable, Sendable {
 }
 
 /// A deny list worked out once per chain: header names parsed and their values lower-cased,
-/// rules' item ids read as integers, methods listed. ``firstMatch(_:)`` answers what
-/// ``RuleSet/firstMatch(_:)`` answers, without the work per request that cost a hit in front
-/// of a cache some 2,000 instructions (callgrind).
+/// rules' item ids read as integers, methods listed: matching them per request cost a hit in
+/// front of a cache some 2,000 instructions (callgrind) when they were worked out each time.
 struct DenyRules: Sendable {
     let rules: RuleSet
     private let isEmpty: Bool
-    /// In the order the rule set lists them; names that are no field name are left out, as
-    /// ``RuleSet/firstMatch(_:)`` skips them.
+    /// In the order the rule set lists them; names that are no field name are left out (no
+    /// field can match them).
     private let headers: [(name: String, field: HTTPField.Name, values: Set<String>)]
     private let methods: [String]
     private let routes: [(pattern: RoutePattern, integerID: Int?)]
@@ -233,7 +214,9 @@ struct DenyRules: Sendable {
         routes = rules.routes.map { ($0, $0.integerID) }
     }
 
-    /// The first kind of rule the request matches, if any (see ``RuleSet/firstMatch(_:)``).
+    /// The first kind of rule the request matches, if any. A header rule matches when any
+    /// element of any field of that name is listed, compared without case: a caller cannot
+    /// slip a denied value past it in a list (`666, 1`), a second field or other case.
     func firstMatch(_ request: ProxyRequest) -> String? {
         guard !isEmpty else { return nil }
         if let client = request.client, let network = rules.clients.first(where: { $0.contains(client) }) { return "client \(network)" }
