@@ -157,25 +157,14 @@ public struct ResourceRoute: Hashable, Sendable, CustomStringConvertible {
     private static func joined(_ name: String, _ last: String?) -> String {
         let length = 1 + name.utf8.count + (last.map { 1 + $0.utf8.count } ?? 0)
         return String(unsafeUninitializedCapacity: length) { bytes in
-            var offset = 0
-            func put(_ byte: UInt8) {
-                bytes[offset] = byte
-                offset += 1
-            }
-            func put(_ text: String) {
-                let copied: Void? = text.utf8.withContiguousStorageIfAvailable { source in
-                    _ = UnsafeMutableBufferPointer(rebasing: bytes[offset..<(offset + source.count)]).initialize(fromContentsOf: source)
-                    offset += source.count
-                }
-                if copied == nil { for byte in text.utf8 { put(byte) } }
-            }
-            put(UInt8(ascii: "/"))
-            put(name)
+            var cursor = ByteCursor(UnsafeMutableRawBufferPointer(bytes), reserved: length)
+            cursor.append(byte: UInt8(ascii: "/"))
+            cursor.append(name)
             if let last {
-                put(UInt8(ascii: "/"))
-                put(last)
+                cursor.append(byte: UInt8(ascii: "/"))
+                cursor.append(last)
             }
-            return offset
+            return cursor.offset
         }
     }
 

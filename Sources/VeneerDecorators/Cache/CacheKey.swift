@@ -32,31 +32,20 @@ enum CacheKey {
         // piece is copied whole where its bytes are contiguous (a byte loop over a `UTF8View`
         // cost some 30 instructions a byte), as ResourceRoute's paths are.
         return String(unsafeUninitializedCapacity: length) { bytes in
-            var offset = 0
-            func put(_ byte: UInt8) {
-                bytes[offset] = byte
-                offset += 1
-            }
-            func put(_ text: String) {
-                let copied: Void? = text.utf8.withContiguousStorageIfAvailable { source in
-                    _ = UnsafeMutableBufferPointer(rebasing: bytes[offset..<(offset + source.count)]).initialize(fromContentsOf: source)
-                    offset += source.count
-                }
-                if copied == nil { for byte in text.utf8 { put(byte) } }
-            }
-            put(id == nil ? UInt8(ascii: "L") : UInt8(ascii: "I"))
-            put(UInt8(ascii: "/"))
-            put(resource.name)
+            var cursor = ByteCursor(UnsafeMutableRawBufferPointer(bytes), reserved: length)
+            cursor.append(byte: id == nil ? UInt8(ascii: "L") : UInt8(ascii: "I"))
+            cursor.append(byte: UInt8(ascii: "/"))
+            cursor.append(resource.name)
             if let id {
-                put(UInt8(ascii: "/"))
-                put(id)
+                cursor.append(byte: UInt8(ascii: "/"))
+                cursor.append(id)
             }
-            put(UInt8(ascii: " "))
-            put(query)
-            put(extra)
-            put(UInt8(ascii: " "))
-            put(partition)
-            return offset
+            cursor.append(byte: UInt8(ascii: " "))
+            cursor.append(query)
+            cursor.append(extra)
+            cursor.append(byte: UInt8(ascii: " "))
+            cursor.append(partition)
+            return cursor.offset
         }
     }
 
