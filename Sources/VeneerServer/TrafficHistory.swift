@@ -76,8 +76,11 @@ public final class TrafficHistory: Sendable {
     /// The bin of a duration of `nanoseconds`. The edge passes its nanoseconds: taking a
     /// `Duration` apart divides 128-bit attoseconds, some 250 instructions an answer.
     static func bin(nanoseconds: Int64) -> Int {
+        // The table read once: each read of the lazy global inside the loop was a
+        // `swift_once` check, one per bin passed.
+        let upper = upperNanoseconds
         var index = 0
-        while index < binCount - 1, nanoseconds > upperNanoseconds[index] { index += 1 }
+        while index < binCount - 1, nanoseconds > upper[index] { index += 1 }
         return index
     }
 

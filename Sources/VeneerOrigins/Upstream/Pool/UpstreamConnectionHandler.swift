@@ -83,7 +83,7 @@ final class UpstreamConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         var buffer = outputBuffer ?? context.channel.allocator.buffer(capacity: 512 + (exchange.request.body?.readableBytes ?? 0))
         outputBuffer = nil  // so that clearing finds the storage unshared
         buffer.clear()
-        exchange.request.writeHTTP1(into: &buffer)
+        exchange.writeRequest(into: &buffer)
         // A write that fails closes the channel: channelInactive reports the exchange.
         // Flushed with the other writes of this batch (see TickFlusher).
         context.write(wrapOutboundOut(buffer), promise: nil)
