@@ -172,7 +172,10 @@ enum ServerSpan {
         guard trace.sampled else { return }
         var fields = fields(response, client: memo.client, requestID: requestID, trace: trace, ownAnswer: record.originTime == nil)
         fields.add(head, received: received, record: record, now: now, memo: &memo)
-        record.exportSpans(rootBound: fields.bound, to: sink) { fields.write(into: &$0) }
+        // Moved into a constant that the closure borrows: a variable it captures was copied into
+        // its context, every string retained and released (about 500 instructions; callgrind).
+        let span = consume fields
+        record.exportSpans(rootBound: span.bound, to: sink) { span.write(into: &$0) }
     }
 
     /// Sends the span of a refusal of what could not be read as a request: a root span of its
