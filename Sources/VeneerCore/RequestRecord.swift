@@ -233,17 +233,16 @@ public final class RequestRecord: Sendable {
     }
 
     /// The spans of a sampled trace below its server span: one per decorator entry, in chain
-    /// order, then the cache's (with its decision and status), then Veneer's own requests.
+    /// order, then the cache's (with its decision; its status is the server span's), then Veneer's own requests.
     /// Empty unless sampled. (What ``exportSpans(rootBound:to:_:)`` writes, as values.)
     public var childSpans: [SpanNote] {
         guard timed, let trace else { return [] }
         return state.withLock { state in
             var spans: [SpanNote] = []
             var ids = TraceIDGenerator()
-            Self.forEachStep(&state, cacheSummary: Self.cacheSummary(of: state)) { name, times, decision, cacheStatus in
+            Self.forEachStep(&state, cacheSummary: Self.cacheSummary(of: state)) { name, times, decision in
                 var attributes: [(key: String, value: SpanNote.Value)] = []
                 if let decision { attributes.append(("veneer.decision", .string(decision))) }
-                if let cacheStatus { attributes.append(("veneer.cache_status", .string(cacheStatus))) }
                 spans.append(SpanNote(name: name, kind: .internal, traceID: trace.traceID, spanID: TraceContext.newSpanID(&ids),
                                       parentSpanID: trace.spanID, start: times.start, end: max(times.end, times.start), attributes: attributes))
             }
@@ -263,23 +262,21 @@ public final class RequestRecord: Sendable {
             var count = 1 + state.spans.count
             var bound = rootBound
             for span in state.spans { bound += SpanWriter.bound(of: span) }
-            Self.forEachStep(&state, cacheSummary: summary) { name, _, decision, cacheStatus in
+            Self.forEachStep(&state, cacheSummary: summary) { name, _, decision in
                 count += 1
                 // As SpanWriter.bound(of:) counts a SpanNote of these attributes.
                 bound += SpanWriter.fixedBound + 6 + name.utf8.count
                 if let decision { bound += 29 + 15 + decision.utf8.count }
-                if let cacheStatus { bound += 29 + 19 + cacheStatus.utf8.count }
             }
             sink.export(count: count, bound: bound) { writer in
                 root(&writer)
                 var ids = TraceIDGenerator()
-                Self.forEachStep(&state, cacheSummary: summary) { name, times, decision, cacheStatus in
+                Self.forEachStep(&state, cacheSummary: summary) { name, times, decision in
                     writer.nested(2) { span in                                               // ScopeSpans.spans
                         span.head(traceID: trace.traceID, spanID: TraceContext.newSpanID(&ids), traceState: nil, parentSpanID: trace.spanID)
                         span.string(5, name)
                         span.times(kind: .internal, start: times.start, end: max(times.end, times.start))
                         if let decision { span.attribute("veneer.decision", decision) }
-                        if let cacheStatus { span.attribute("veneer.cache_status", cacheStatus) }
                     }
                 }
                 for span in state.spans { writer.span(span) }
@@ -289,7 +286,7 @@ public final class RequestRecord: Sendable {
 
     /// The internal spans of `state`, in order: each decorator entry that says something (its
     /// detail the decision), then the cache's (its summary, `cacheSummary`, the decision unless
-    /// empty, and its status).
+    /// empty; not its status, which the server span carries as `veneer.cache_status`).
     /// The cache's summary: the one it noted, else made from its status.
     private static func cacheSummary(of state: State) -> String? {
         state.cacheSummary ?? state.cacheStatus.map(cacheSummary)
@@ -297,12 +294,12 @@ public final class RequestRecord: Sendable {
 
     /// (`state` in place: a copy of it retained and released each of its parts; callgrind.)
     private static func forEachStep(_ state: inout State, cacheSummary: String?,
-                                    _ body: (_ name: String, _ times: (start: Int64, end: Int64), _ decision: String?, _ cacheStatus: String?) -> Void) {
+                                    _ body: (_ name: String, _ times: (start: Int64, end: Int64), _ decision: String?) -> Void) {
         for (index, entry) in state.entries.enumerated() where !entry.isEmpty && index < state.entryTimes.count {
-            body(entry.name, state.entryTimes[index], entry.detail.isEmpty ? nil : entry.detail, nil)
+            body(entry.name, state.entryTimes[index], entry.detail.isEmpty ? nil : entry.detail)
         }
-        if let status = state.cacheStatus, let times = state.cacheTimes {
-            body("cache", times, cacheSummary.flatMap { $0.isEmpty ? nil : $0 }, status)
+        if state.cacheStatus != nil, let times = state.cacheTimes {
+            body("cache", times, cacheSummary.flatMap { $0.isEmpty ? nil : $0 })
         }
     }
 

@@ -202,9 +202,11 @@ struct AnswerObserver {
         // The admin API stays out of traces (README, Traces). Whether telemetry is on is read
         // from the sampler kept apart: the sink, an existential, is copied out only for a
         // sampled request (a copy for every request cost more than the sampling; callgrind).
-        if sampler != nil, route != "/-/" {
+        // An unsampled request is let go first, before the route is compared and without the
+        // exchange bound (a copy of it, its head's strings retained and released; callgrind).
+        if sampler != nil, exchange?.record.trace?.sampled != false, route != "/-/" {
             if let exchange {
-                if exchange.record.trace?.sampled != false, let telemetry = sinks.telemetry {
+                if let telemetry = sinks.telemetry {
                     ServerSpan.export(exchange.work.head, received: exchange.work.received, record: exchange.record, response,
                                       requestID: exchange.requestID, memo: &spanMemo, now: now, to: telemetry)
                 }

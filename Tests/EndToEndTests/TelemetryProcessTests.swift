@@ -71,6 +71,8 @@ struct TelemetryProcessTests {
             #expect(Set(children.map(\.name)) == ["latency_log", "cache"], "\(children.map(\.name))")
             #expect(children.allSatisfy { $0.parentSpanID == server.spanID })
             #expect(children.first { $0.name == "cache" }?.attribute("veneer.decision") as? String == "miss stored")
+            // Its status is the server span's alone (README, Traces): not repeated on the cache span.
+            #expect(children.first { $0.name == "cache" }?.attribute("veneer.cache_status") == nil)
             // The access log line joins the trace.
             try await eventually("the access log has the line") { ((try? String(contentsOfFile: directory + "/access.log", encoding: .utf8)) ?? "").contains(server.spanID) }
             let line = try String(contentsOfFile: directory + "/access.log", encoding: .utf8)
