@@ -169,4 +169,23 @@ struct EdgeTests {
         #expect(other.headers[values: .xRequestID] == ["id-1"])
         #expect(wire(other) == "HTTP/1.1 200 OK\r\nDate: x\r\nX-Request-Id: id-1\r\nContent-Length: 2\r\n\r\n{}")
     }
+
+    @Test("an answer is stamped with the request's id as Veneer spells it, whatever the request's last field")
+    func stampedFromRequest() throws {
+        func stamped(lastField: HTTPField, id: String) throws -> String {
+            let request = ProxyRequest(method: .get, route: .item(.posts, "1"), headers: HTTPFields([HTTPField(name: .accept, value: "*/*"), lastField]), requestID: id,
+                                       record: RequestRecord())
+            var response = ProxyResponse.json(.ok, ByteBuffer(string: "{}"))
+            ProxyEdge.stamp(&response, request)
+            return try #require(response.headers.first { $0.name == .xRequestID }).description
+        }
+        // resolve's own field, last: reused.
+        #expect(try stamped(lastField: HTTPField(name: .xRequestID, value: "r-1"), id: "r-1") == "X-Request-Id: r-1")
+        // A caller's kept id spelled its own way: the answer keeps Veneer's spelling.
+        #expect(try stamped(lastField: HTTPField(name: try #require(HTTPField.Name("x-request-id")), value: "r-1"), id: "r-1")
+                == "X-Request-Id: r-1")
+        // Another id, or another field last: the id made anew.
+        #expect(try stamped(lastField: HTTPField(name: .xRequestID, value: "theirs"), id: "r-1") == "X-Request-Id: r-1")
+        #expect(try stamped(lastField: HTTPField(name: .userAgent, value: "r-1"), id: "r-1") == "X-Request-Id: r-1")
+    }
 }
