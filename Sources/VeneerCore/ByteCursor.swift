@@ -34,6 +34,15 @@ package struct ByteCursor {
         offset += 1
     }
 
+    /// Two bytes (`": "`, `"\r\n"`): stored, not copied from a literal by `memcpy`.
+    @inline(__always)
+    package mutating func append(byte first: UInt8, _ second: UInt8) {
+        assertRoom(for: 2)
+        base.storeBytes(of: first, toByteOffset: offset, as: UInt8.self)
+        base.storeBytes(of: second, toByteOffset: offset + 1, as: UInt8.self)
+        offset += 2
+    }
+
     /// The text's bytes. (Through `withUTF8Buffer`: a one-character static string has no
     /// pointer, and its `utf8Start` traps.)
     @inline(__always)

@@ -33,9 +33,11 @@ public enum HTTP1ResponseWriter {
         switch response.headers.wire {
         case .shared(let storage, let appendedFields):
             let lines = storage.lines(orMake: SerializedFields.lines(of:))
-            written = !lines.sawConnection
-                && writeInOnePass(response, code: code, bodyless: bodyless, lines: lines, fields: appendedFields, method: method, close: close,
-                                  streamed: streamed, length: length, chunked: chunked, date: date, into: &buffer)
+            // Read through a pointer: fewer copies of the fields than iterating the array (callgrind).
+            written = !lines.sawConnection && appendedFields.withUnsafeBufferPointer { appended in
+                writeInOnePass(response, code: code, bodyless: bodyless, lines: lines, fields: appended, method: method, close: close,
+                               streamed: streamed, length: length, chunked: chunked, date: date, into: &buffer)
+            }
         case .fields(let fields):
             written = writeInOnePass(response, code: code, bodyless: bodyless, lines: nil, fields: fields, method: method, close: close,
                                      streamed: streamed, length: length, chunked: chunked, date: date, into: &buffer)
@@ -160,13 +162,14 @@ public enum HTTP1ResponseWriter {
             } else {
                 for byte in reason.utf8 { head.append(byte: byte < 0x20 && byte != 0x09 || byte == 0x7F ? UInt8(ascii: " ") : byte) }
             }
-            head.append("\r\n")
+            head.append(byte: UInt8(ascii: "\r"), UInt8(ascii: "\n"))
             if let lines { head.append(lines.bytes) }
+            // Separators as two stores each (a literal copied by memcpy cost some 40 instructions).
             for field in fields where !HopByHop.isRemoved(field.name.canonicalName) {
                 head.append(field.name.rawName)
-                head.append(": ")
+                head.append(byte: UInt8(ascii: ":"), UInt8(ascii: " "))
                 head.append(field.value)
-                head.append("\r\n")
+                head.append(byte: UInt8(ascii: "\r"), UInt8(ascii: "\n"))
             }
             if !bodyless, streamed, let length {
                 head.append("Content-Length: ")
@@ -178,7 +181,7 @@ public enum HTTP1ResponseWriter {
             if !bodyless, !streamed {
                 head.append("Content-Length: ")
                 if let passedLength { head.append(passedLength) } else { head.appendDecimal(max(response.body.readableBytes, 0)) }
-                head.append("\r\n")
+                head.append(byte: UInt8(ascii: "\r"), UInt8(ascii: "\n"))
             }
             if let dateText {
                 head.append("Date: ")
@@ -186,7 +189,7 @@ public enum HTTP1ResponseWriter {
                 head.append("\r\n")
             }
             if close { head.append("Connection: close\r\n") }
-            head.append("\r\n")
+            head.append(byte: UInt8(ascii: "\r"), UInt8(ascii: "\n"))
             return head.offset
         }
         if !bodyless, method != .head {

@@ -11,7 +11,9 @@ extension ProxyEdge {
         let work: Pending.Work
         switch admitted.lease.chain.plan {
         case .immediate(let handler):
-            switch handler.answerImmediately(request) {
+            // Taken apart by move: binding the answer out of the result copied it whole.
+            let answer = handler.answerImmediately(request)
+            switch consume answer {
             case .answer(let response):
                 admitted.lease.end()
                 return .answered(finish(request, response))

@@ -64,7 +64,7 @@ public final class ProxyEdge: Sendable {
     /// The request's id: its `X-Request-Id` when that is reasonable, else a new one.
     @inline(__always)
     static func requestID(_ fields: HTTPFields) -> String {
-        if let given = fields[.xRequestID], RequestID.isAcceptable(given) { return given }
+        if let given = fields.ifPresent(.xRequestID), RequestID.isAcceptable(given) { return given }
         return RequestID.generate()
     }
 
@@ -201,7 +201,7 @@ public final class ProxyEdge: Sendable {
         }
         // Moved out, not copied: returned as it stood, the answer was copied out of the
         // parameter and the parameter destroyed (callgrind).
-        guard let origin = request.headers[.origin] else { return consume response }
+        guard let origin = request.headers.ifPresent(.origin) else { return consume response }
         return EdgeAccess.withCORS(response, origin: origin)
     }
 

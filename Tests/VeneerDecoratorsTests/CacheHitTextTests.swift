@@ -44,4 +44,35 @@ struct CacheHitTextTests {
             #expect(CacheDecorator.freshHitStatus(ttl: ttl) == "veneer; hit; ttl=\(ttl)")
         }
     }
+
+    @Test("fresh hits of the same age and ttl share one Age and Cache-Status; any other age or ttl, even in the same slot, gets its own")
+    func freshHitFields() {
+        let memo = FreshHitFields()
+        func expectFields(age: Int, ttl: Int, sourceLocation: SourceLocation = #_sourceLocation) {
+            let made = memo.fields(age: age, ttl: ttl)
+            #expect(made.age == age && made.ttl == ttl, sourceLocation: sourceLocation)
+            #expect(made.ageField == HTTPField(name: .age, value: "\(age)"), sourceLocation: sourceLocation)
+            #expect(made.status == "veneer; hit; ttl=\(ttl)" && made.statusField == HTTPField(name: .cacheStatus, value: made.status),
+                    sourceLocation: sourceLocation)
+        }
+        // 5 and 9 share a slot (two low bits), as 5 with ttl 10 and 11 do.
+        for (age, ttl) in [(5, 10), (5, 10), (9, 10), (5, 10), (5, 11), (6, 10), (5, 11), (0, 0), (4, 0), (3600, -2), (Int.max, Int.min)] {
+            expectFields(age: age, ttl: ttl)
+        }
+    }
+
+    @Test("a request asks nothing of a read (no credentials, range or validators to look for) only when its one field is its X-Request-Id, or it has none")
+    func asksNothing() {
+        let id = HTTPField(name: .xRequestID, value: "abc")
+        #expect(CacheDecorator.asksNothing([:]))
+        #expect(CacheDecorator.asksNothing(HTTPFields([id])))
+        #expect(CacheDecorator.asksNothing(HTTPFields([HTTPField(name: HTTPField.Name("x-request-id")!, value: "abc")])))
+        for other in [HTTPField.Name.range, .ifNoneMatch, .ifModifiedSince, .authorization, .cookie, .accept] {
+            #expect(!CacheDecorator.asksNothing(HTTPFields([id, HTTPField(name: other, value: "x")])), "\(other)")
+            #expect(!CacheDecorator.asksNothing(HTTPFields([HTTPField(name: other, value: "x")])), "\(other)")
+        }
+        // Keys made with and without the shortcut agree whenever it applies.
+        let request = CacheRig.request(.get, "/posts/13", headers: [.xRequestID: "abc"])
+        #expect(CacheKey.make(request, plain: true) == CacheKey.make(request))
+    }
 }

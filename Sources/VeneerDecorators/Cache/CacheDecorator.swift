@@ -29,6 +29,8 @@ public struct CacheDecorator: ImmediateAnswering {
     var buffers = BufferBudget.unbounded
     /// Where the spans of a background refresh go (``BuildContext/spans``, `telemetry`).
     var spans: (any SpanSink)?
+    /// The `Age` and `Cache-Status` of recent fresh hits, shared by the hits that match them.
+    let freshHitFields = FreshHitFields()
 
     init(inner: any Handler, options: CacheOptions, storage: CacheStorage, keyedHeaders: [HTTPField.Name] = [],
          directives: [HTTPField.Name] = [], backgroundWork: any BackgroundWork = DetachedWork()) {
@@ -52,25 +54,35 @@ public struct CacheDecorator: ImmediateAnswering {
         guard request.isRead else { return .later(Deferred { try await self.write(request) }) }
         // A body is no part of the key: a GET or HEAD that has one is not the cache's to answer.
         guard request.body.readableBytes == 0 else { return .later(Deferred { try await self.bypass(request) }) }
-        let key = CacheKey.make(request, keyedHeaders: keyedHeaders)
-        let range = Self.range(of: request)
+        // The usual program's GET has no field but the id the edge gave it: no credentials, no
+        // range, no validators to look for (each a scan of its fields; callgrind).
+        let plain = Self.asksNothing(request.headers)
+        let key = CacheKey.make(request, keyedHeaders: keyedHeaders, plain: plain)
+        let range = plain ? nil : Self.range(of: request)
         guard let selection = storage.memoryLookup(key, request: request.headers, range: range) else {
             return .later(Deferred {
                 let selection = await self.storage.persistentLookup(key, request: request.headers, range: range)
-                switch self.read(request, key: key, range: range, selection: selection) {
+                switch self.read(request, key: key, range: range, selection: selection, plain: plain) {
                 case .answer(let response): return response
                 case .later(let rest): return try await rest()
                 }
             })
         }
-        return read(request, key: key, range: range, selection: selection)
+        return read(request, key: key, range: range, selection: selection, plain: plain)
+    }
+
+    /// Whether the request has no field but `X-Request-Id` (the one the edge sets): then it
+    /// has none of the fields a read looks for (credentials, a range, validators).
+    static func asksNothing(_ fields: HTTPFields) -> Bool {
+        fields.allSatisfy { $0.name == .xRequestID }
     }
 
     // MARK: Reads
 
     /// What the lookup of `key` found makes of a read: a fresh hit or a stale one served
     /// while it is refreshed, at once; else the upstream is asked.
-    func read(_ request: ProxyRequest, key: String, range: RangeRequest?, selection: CacheStorage.Selection) -> ImmediateAnswer {
+    /// `plain`: the request has no field but its id (``asksNothing(_:)``).
+    func read(_ request: ProxyRequest, key: String, range: RangeRequest?, selection: CacheStorage.Selection, plain: Bool = false) -> ImmediateAnswer {
         var reason = selection.missReason
         if let entry = selection.entry {
             let now = clock.now()
@@ -84,7 +96,9 @@ public struct CacheDecorator: ImmediateAnswering {
                 reason = "request"
             } else if entry.isFresh(at: now) {
                 storage.metrics.count(.hit)
-                return .answer(hit(entry, request, range: range, now: now, cacheStatus: Self.freshHitStatus(ttl: Int.clamping(ttl, to: .min ... .max)), summary: "hit"))
+                let fields = freshHitFields.fields(age: Int.clamping(entry.age(at: now), to: .min ... .max), ttl: Int.clamping(ttl, to: .min ... .max))
+                return .answer(hit(entry, request, range: range, age: fields.ageField, cacheStatus: fields.status, statusField: fields.statusField,
+                                   summary: "hit", plain: plain))
             } else if !entry.noCache, !entry.mustRevalidate, entry.staleWhileRevalidate > 0, -ttl <= entry.staleWhileRevalidate {
                 storage.metrics.count(.stale)
                 refreshInBackground(request, key: key, entry: entry)
@@ -333,13 +347,22 @@ public struct CacheDecorator: ImmediateAnswering {
 
     /// ``hit(_:_:range:now:status:)`` with the whole `Cache-Status` given (and its summary, if known: ``RequestRecord/noteCacheStatus(_:summary:)``).
     func hit(_ entry: CacheEntry, _ request: ProxyRequest, range: RangeRequest?, now: Date, cacheStatus: String, summary: String? = nil) -> ProxyResponse {
+        hit(entry, request, range: range, age: HTTPField(name: .age, value: String(Int.clamping(entry.age(at: now), to: .min ... .max))),
+            cacheStatus: cacheStatus, statusField: HTTPField(name: .cacheStatus, value: cacheStatus), summary: summary, plain: false)
+    }
+
+    /// ``hit(_:_:range:now:cacheStatus:summary:)`` with its `Age` field and its `Cache-Status`
+    /// (as text and as a field) made already (a fresh hit's: ``FreshHitFields``), taken rather
+    /// than copied; `plain`: the request has no validators to match (``asksNothing(_:)``).
+    func hit(_ entry: CacheEntry, _ request: ProxyRequest, range: RangeRequest?, age: consuming HTTPField, cacheStatus: String,
+             statusField: consuming HTTPField, summary: String?, plain: Bool) -> ProxyResponse {
         // Stored headers never hold Age or Cache-Status (CachePolicy drops them): appended
         // after the stored fields, which stay shared with the entry.
         var response = ProxyResponse(status: entry.status, headers: entry.headers, body: entry.body)
-        response.headers.append(HTTPField(name: .age, value: String(Int.clamping(entry.age(at: now), to: .min ... .max))))
-        response.headers.append(HTTPField(name: .cacheStatus, value: cacheStatus))
+        response.headers.append(age)
+        response.headers.append(statusField)
         request.record.noteCacheStatus(cacheStatus, summary: summary)
-        if CachePolicy.clientValidatorsMatch(request.headers, entry) {
+        if !plain, CachePolicy.clientValidatorsMatch(request.headers, entry) {
             let headers = response.headers
             var notModified = ProxyHeaders()
             for name in [HTTPField.Name.eTag, .lastModified, .cacheControl, .expires, .vary, .age, .cacheStatus, .date] {
@@ -409,7 +432,7 @@ public struct CacheDecorator: ImmediateAnswering {
 
     /// The one range a GET asks for; nil for none, for several (answered whole), and for HEAD.
     static func range(of request: ProxyRequest) -> RangeRequest? {
-        guard request.method == .get, let value = request.headers[.range], let ranges = RangeRequest.parse(value), ranges.count == 1 else {
+        guard request.method == .get, let value = request.headers.ifPresent(.range), let ranges = RangeRequest.parse(value), ranges.count == 1 else {
             return nil
         }
         return ranges[0]

@@ -13,12 +13,14 @@ enum CacheKey {
     /// The key of a read. `keyedHeaders` names request fields whose values also select the
     /// entry (their values follow the query, in the order given): a request field that the
     /// upstream may reflect in its answer must key the cache, or one caller's answer is
-    /// served to another.
-    static func make(_ request: ProxyRequest, keyedHeaders: [HTTPField.Name] = []) -> String {
+    /// served to another. `plain`: the request is known to have no field but its id
+    /// (``CacheDecorator/asksNothing(_:)``), so no credentials to look for.
+    static func make(_ request: ProxyRequest, keyedHeaders: [HTTPField.Name] = [], plain: Bool = false) -> String {
         let resource = request.route.resource
         let id = request.route.id
         let query = sortedQuery(request.query)
-        let partition = Self.partition(request.headers)
+        // A request with no field but its id has no credentials (CacheDecorator.asksNothing).
+        let partition = plain ? "" : Self.partition(request.headers)
         var extra = ""
         for name in keyedHeaders {
             // Length-prefixed, so that no value can pose as another field's.
