@@ -15,18 +15,18 @@ import HTTPTypes
 ///
 /// A few slots, each replaced by the latest fields that hash to it: it keeps at most
 /// ``slots`` storages alive beyond the copies that hold them. Not thread-safe: its owner locks it.
-public struct SharedHeadersPool: Sendable {
+package struct SharedHeadersPool: Sendable {
     /// How many storages it keeps at most.
-    public static let slots = 16
+    package static let slots = 16
 
     private var kept: [HeaderStorage?] = Array(repeating: nil, count: SharedHeadersPool.slots)
 
     /// An empty pool.
-    public init() {}
+    package init() {}
 
     /// Headers equal to `headers` kept earlier, whose storage `headers` can be replaced with;
     /// nil when there are none (`headers` is then kept for later copies, when it can be shared).
-    public mutating func sharing(_ headers: ProxyHeaders) -> ProxyHeaders? {
+    package mutating func sharing(_ headers: ProxyHeaders) -> ProxyHeaders? {
         guard headers.appended.isEmpty, case .shared(let storage) = headers.base, case .lines(let lines) = storage.source else { return nil }
         var hasher = Hasher()
         lines.bytes.withUnsafeBytes { hasher.combine(bytes: $0) }

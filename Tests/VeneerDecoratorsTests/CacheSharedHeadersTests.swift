@@ -14,11 +14,11 @@ import VeneerTestSupport
 /// (``SharedHeadersPool``): answers stay byte for byte what each entry's own fields give.
 @Suite("cache: entries share equal header fields")
 struct CacheSharedHeadersTests {
+    /// One `Date` for every answer of a test run (as within one second), and the next second's.
+    static let date = HTTPDate.format(Date()), nextDate = HTTPDate.format(Date().addingTimeInterval(1))
     /// nginx's head for a `return 200` location: no validator, the same for every resource
-    /// but for `Date` (fixed here, as within one second).
-    static let head: [(String, String)] = [
-        ("Server", "nginx"), ("Date", "Sat, 28 Nov 2026 03:05:24 GMT"), ("Cache-Control", "public, max-age=3600"),
-    ]
+    /// but for `Date`.
+    static let head: [(String, String)] = [("Server", "nginx"), ("Date", date), ("Cache-Control", "public, max-age=3600")]
 
     static func storage(_ response: ProxyResponse) -> HeaderStorage? {
         guard case .shared(let storage, _) = response.headers.wire else { return nil }
@@ -49,7 +49,7 @@ struct CacheSharedHeadersTests {
             for (hit, (id, title)) in zip(hits, [(1, "t"), (22, String(repeating: "t", count: 22))]) {
                 let body = #"{"id":\#(id),"title":"\#(title)"}"#
                 #expect(Self.written(hit) == "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nServer: nginx\r\n"
-                    + "Date: Sat, 28 Nov 2026 03:05:24 GMT\r\nCache-Control: public, max-age=3600\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+                    + "Date: \(Self.date)\r\nCache-Control: public, max-age=3600\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
             }
             // The miss that was stored answers as its entry does.
             #expect(zip(missed, hits).allSatisfy { Self.written($0) == Self.written($1) })
@@ -71,7 +71,7 @@ struct CacheSharedHeadersTests {
             #expect(try await cache.get("/posts/1").cacheStatus.contains("fwd=uri-miss"))
             let after = try await cache.get("/posts/2")
             #expect(after.cacheStatus.hasPrefix("veneer; hit") && Self.written(after) == before)
-            #expect(before.hasSuffix("\r\n\r\n{\"at\":\"/posts/2\"}") && before.contains("Server: nginx\r\nDate: Sat, 28 Nov 2026 03:05:24 GMT\r\n"))
+            #expect(before.hasSuffix("\r\n\r\n{\"at\":\"/posts/2\"}") && before.contains("Server: nginx\r\nDate: \(Self.date)\r\n"))
         }
     }
 
@@ -79,7 +79,7 @@ struct CacheSharedHeadersTests {
     func differentHeadsDoNot() async throws {
         try await withCache(reply: { request in
             let id = request.target.split(separator: "/").last.map(String.init) ?? ""
-            let date = id == "3" ? "Sat, 28 Nov 2026 03:05:25 GMT" : "Sat, 28 Nov 2026 03:05:24 GMT"
+            let date = id == "3" ? Self.nextDate : Self.date
             let tag = id == "3" ? [] : [("ETag", "\"v\(id)\"")]
             return .json("{}", headers: [("Date", date), ("Cache-Control", "max-age=60")] + tag)
         }) { cache in
@@ -88,7 +88,7 @@ struct CacheSharedHeadersTests {
             let storages = try hits.map { try #require(Self.storage($0)) }
             #expect(storages[0] !== storages[1] && storages[1] !== storages[2] && storages[0] !== storages[2])
             #expect(hits.map { $0.headers[.eTag] } == ["\"v1\"", "\"v2\"", nil])
-            #expect(hits.map { $0.headers[.date] } == ["Sat, 28 Nov 2026 03:05:24 GMT", "Sat, 28 Nov 2026 03:05:24 GMT", "Sat, 28 Nov 2026 03:05:25 GMT"])
+            #expect(hits.map { $0.headers[.date] } == [Self.date, Self.date, Self.nextDate])
         }
     }
 
