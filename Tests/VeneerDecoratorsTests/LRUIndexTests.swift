@@ -18,10 +18,16 @@ struct LRUIndexTests {
         }
     }
 
+    /// A value with a size of its own, as the cache's entries have.
+    private struct Item: LRUSized, Equatable {
+        let value: Int
+        let size: Int
+    }
+
     @Test("agrees with a model through 20,000 random operations on up to 600 keys", arguments: [1, 2, 3])
     func model(seed: UInt64) {
         var random = SplitMix(state: seed)
-        var index = LRUIndex<Int>()
+        var index = LRUIndex<Item>()
         var values: [String: (value: Int, size: Int)] = [:]
         var order: [String] = []  // oldest first
         // Short keys (inline strings) and long ones, as cache keys are.
@@ -35,35 +41,35 @@ struct LRUIndexTests {
             switch Int.random(in: 0..<10, using: &random) {
             case 0..<4:
                 let size = Int.random(in: 1..<1_000, using: &random)
-                index.set(key, step, size: size)
+                index.set(key, Item(value: step, size: size))
                 values[key] = (step, size)
                 touch(key)
             case 4..<6:
-                #expect(index.get(key) == values[key]?.value)
+                #expect(index.get(key)?.value == values[key]?.value)
                 if values[key] != nil { touch(key) }
             case 6:
-                #expect(index.peek(key) == values[key]?.value)
+                #expect(index.peek(key)?.value == values[key]?.value)
             case 7, 8:
-                #expect(index.remove(key) == values.removeValue(forKey: key)?.value)
+                #expect(index.remove(key)?.value == values.removeValue(forKey: key)?.value)
                 order.removeAll { $0 == key }
             default:
                 let oldest = index.removeOldest()
                 #expect(oldest?.key == order.first)
                 if let first = order.first {
-                    #expect(oldest?.value == values.removeValue(forKey: first)?.value)
+                    #expect(oldest?.value.value == values.removeValue(forKey: first)?.value)
                     order.removeFirst()
                 }
             }
             #expect(index.count == values.count)
             #expect(index.totalSize == values.values.reduce(0) { $0 + $1.size })
         }
-        for key in keys { #expect(index.peek(key) == values[key]?.value) }
+        for key in keys { #expect(index.peek(key)?.value == values[key]?.value) }
         #expect(Set(index.keys { _ in true }) == Set(values.keys))
         #expect(Set(index.keys { $0.hasPrefix("I/") }) == Set(values.keys.filter { $0.hasPrefix("I/") }))
         var swept: [String: Int] = [:]
         var slot = 0
         while let (entries, next) = index.chunk(from: slot, limit: 7) {
-            for entry in entries { swept[entry.key] = entry.value }
+            for entry in entries { swept[entry.key] = entry.value.value }
             slot = next
         }
         #expect(swept == values.mapValues(\.value))
@@ -76,10 +82,10 @@ struct LRUIndexTests {
 
     @Test("100,000 keys set, every other removed, the rest found and in order")
     func many() {
-        var index = LRUIndex<Int>()
-        for number in 0..<100_000 { index.set("I/posts/\(number) ", number, size: 1) }
-        for number in stride(from: 0, to: 100_000, by: 2) { #expect(index.remove("I/posts/\(number) ") == number) }
-        #expect(index.count == 50_000)
+        var index = LRUIndex<Item>()
+        for number in 0..<100_000 { index.set("I/posts/\(number) ", Item(value: number, size: 1)) }
+        for number in stride(from: 0, to: 100_000, by: 2) { #expect(index.remove("I/posts/\(number) ")?.value == number) }
+        #expect(index.count == 50_000 && index.totalSize == 50_000)
         var missing = 0
         for number in 0..<100_000 where (index.peek("I/posts/\(number) ") != nil) != (number % 2 == 1) { missing += 1 }
         #expect(missing == 0)

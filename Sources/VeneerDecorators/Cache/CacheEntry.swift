@@ -8,27 +8,51 @@ import VeneerCore
 ///
 /// One immutable object per stored response: every answer made from it shares its fields and
 /// body, and a refresh stores a new entry rather than changing this one. Its stored
-/// properties are kept few and small, since a cache holds tens of thousands of them.
-final class CacheEntry: Sendable {
-    // Stored properties are laid out in this order, packed: 104 bytes with the object header.
+/// properties are kept few and small, since a cache holds tens of thousands of them: the usual
+/// entry (no stale allowance, no `Vary`, a whole response) is this class alone, 88 bytes, and
+/// one with any of those is a ``Fuller`` one (``make(code:headers:body:responseTime:initialAge:lifetime:noCache:mustRevalidate:fromWrite:staleIfError:staleWhileRevalidate:vary:part:headerBytes:)``
+/// picks), 104 bytes. (88 bytes and glibc's 8-byte header take a chunk of 96, where 104 take 112.)
+///
+/// Not final, for that one subclass (this file's, and private); immutable, so sendable as
+/// its stored properties are.
+class CacheEntry: @unchecked Sendable {
+    // Stored properties are laid out in this order, packed: 88 bytes with the object header.
     /// The status code (a 206 is a part of a response, see ``part``).
-    let code: UInt16
-    private let flags: Flags
-    private let storedSize: UInt32
+    final let code: UInt16
+    private final let flags: Flags
+    private final let storedSize: UInt32
     /// The stored fields, shared by every answer made from the entry.
-    let headers: ProxyHeaders
+    final let headers: ProxyHeaders
     /// The body (of the part, for a 206).
-    let body: ByteBuffer
+    final let body: ByteBuffer
     /// When the response was received.
-    let responseTime: Date
+    final let responseTime: Date
     /// Age when received: max(apparent age, Age header + response delay), in seconds.
-    let initialAge: Double
+    final let initialAge: Double
     /// How long it is fresh, in seconds.
-    let lifetime: Double
-    private let storedStaleIfError: Float
-    private let storedStaleWhileRevalidate: Float
-    /// What few entries have: Vary keys, a part's place.
-    private let extras: Extras?
+    final let lifetime: Double
+
+    /// An entry with what few entries have: stale allowances, Vary keys, a part's place.
+    private final class Fuller: CacheEntry, @unchecked Sendable {
+        let storedStaleIfError: Float
+        let storedStaleWhileRevalidate: Float
+        let extras: Extras?
+
+        init(code: Int, headers: ProxyHeaders, body: ByteBuffer, responseTime: Date, initialAge: Double, lifetime: Double, flags: Flags,
+             staleIfError: Double, staleWhileRevalidate: Double, vary: [(name: String, value: String?)], part: Part?, headerBytes: Int) {
+            // Whole seconds from options and directives: a Float holds them exactly up to 2^24.
+            storedStaleIfError = Float(staleIfError)
+            storedStaleWhileRevalidate = Float(staleWhileRevalidate)
+            extras = vary.isEmpty && part == nil ? nil : Extras(vary: vary, part: part)
+            super.init(code: code, headers: headers, body: body, responseTime: responseTime, initialAge: initialAge, lifetime: lifetime,
+                       flags: flags, headerBytes: headerBytes)
+        }
+
+        override var staleIfError: Double { Double(storedStaleIfError) }
+        override var staleWhileRevalidate: Double { Double(storedStaleWhileRevalidate) }
+        override var vary: [(name: String, value: String?)] { extras?.vary ?? [] }
+        override var part: Part? { extras?.part }
+    }
 
     /// The rarer facts of an entry, kept apart so that most entries need no room for them.
     private final class Extras: Sendable {
@@ -57,14 +81,9 @@ final class CacheEntry: Sendable {
         let complete: Int
     }
 
-    init(code: Int, headers: ProxyHeaders, body: ByteBuffer, responseTime: Date, initialAge: Double, lifetime: Double,
-         noCache: Bool, mustRevalidate: Bool, fromWrite: Bool = false, staleIfError: Double, staleWhileRevalidate: Double,
-         vary: [(name: String, value: String?)], part: Part? = nil, headerBytes: Int) {
+    private init(code: Int, headers: ProxyHeaders, body: ByteBuffer, responseTime: Date, initialAge: Double, lifetime: Double, flags: Flags,
+                 headerBytes: Int) {
         self.code = UInt16(clamping: code)
-        var flags: Flags = []
-        if noCache { flags.insert(.noCache) }
-        if mustRevalidate { flags.insert(.mustRevalidate) }
-        if fromWrite { flags.insert(.fromWrite) }
         self.flags = flags
         storedSize = UInt32(clamping: body.readableBytes + headerBytes + 160)
         self.headers = headers
@@ -72,29 +91,51 @@ final class CacheEntry: Sendable {
         self.responseTime = responseTime
         self.initialAge = initialAge
         self.lifetime = lifetime
-        // Whole seconds from options and directives: a Float holds them exactly up to 2^24.
-        storedStaleIfError = Float(staleIfError)
-        storedStaleWhileRevalidate = Float(staleWhileRevalidate)
-        extras = vary.isEmpty && part == nil ? nil : Extras(vary: vary, part: part)
+    }
+
+    /// An entry: of this class alone when it has no stale allowance, no Vary keys and no part.
+    static func make(code: Int, headers: ProxyHeaders, body: ByteBuffer, responseTime: Date, initialAge: Double, lifetime: Double,
+                     noCache: Bool, mustRevalidate: Bool, fromWrite: Bool = false, staleIfError: Double, staleWhileRevalidate: Double,
+                     vary: [(name: String, value: String?)], part: Part? = nil, headerBytes: Int) -> CacheEntry {
+        var flags: Flags = []
+        if noCache { flags.insert(.noCache) }
+        if mustRevalidate { flags.insert(.mustRevalidate) }
+        if fromWrite { flags.insert(.fromWrite) }
+        guard Float(staleIfError) == 0, Float(staleWhileRevalidate) == 0, vary.isEmpty, part == nil else {
+            return Fuller(code: code, headers: headers, body: body, responseTime: responseTime, initialAge: initialAge, lifetime: lifetime,
+                          flags: flags, staleIfError: staleIfError, staleWhileRevalidate: staleWhileRevalidate, vary: vary, part: part,
+                          headerBytes: headerBytes)
+        }
+        return CacheEntry(code: code, headers: headers, body: body, responseTime: responseTime, initialAge: initialAge, lifetime: lifetime,
+                          flags: flags, headerBytes: headerBytes)
     }
 
     /// Seconds it may be served stale when the upstream fails (option or `stale-if-error`).
-    var staleIfError: Double { Double(storedStaleIfError) }
+    var staleIfError: Double { 0 }
     /// Seconds it may be served stale while it is refreshed in the background.
-    var staleWhileRevalidate: Double { Double(storedStaleWhileRevalidate) }
+    var staleWhileRevalidate: Double { 0 }
     /// The request header names of `Vary`, lower-case, and the values they had (normalised,
     /// RFC 9111 §4.1).
-    var vary: [(name: String, value: String?)] { extras?.vary ?? [] }
+    var vary: [(name: String, value: String?)] { [] }
     /// For a stored 206: which bytes of the complete response the body holds.
-    var part: Part? { extras?.part }
+    var part: Part? { nil }
     /// Bytes it occupies, roughly (for `max_bytes`), worked out once.
     var size: Int { Int(storedSize) }
 
     /// The same response with another body: a combination of parts (RFC 9111 §3.4).
     func replacing(body: ByteBuffer, part: Part?) -> CacheEntry {
-        CacheEntry(code: part == nil ? 200 : 206, headers: headers, body: body, responseTime: responseTime, initialAge: initialAge,
+        CacheEntry.make(code: part == nil ? 200 : 206, headers: headers, body: body, responseTime: responseTime, initialAge: initialAge,
                    lifetime: lifetime, noCache: noCache, mustRevalidate: mustRevalidate, fromWrite: fromWrite, staleIfError: staleIfError,
                    staleWhileRevalidate: staleWhileRevalidate, vary: vary, part: part, headerBytes: size - self.body.readableBytes - 160)
+    }
+
+    /// The same response holding `headers`, which must be equal to its own (another entry's,
+    /// see ``SharedHeadersPool``). Its size is unchanged: each entry still counts its header
+    /// fields, as if it held them alone.
+    func sharing(_ headers: ProxyHeaders) -> CacheEntry {
+        CacheEntry.make(code: Int(code), headers: headers, body: body, responseTime: responseTime, initialAge: initialAge, lifetime: lifetime,
+                   noCache: noCache, mustRevalidate: mustRevalidate, fromWrite: fromWrite, staleIfError: staleIfError,
+                   staleWhileRevalidate: staleWhileRevalidate, vary: vary, part: part, headerBytes: size - body.readableBytes - 160)
     }
 
     var status: HTTPResponse.Status { HTTPResponse.Status(code: Int(code)) }
@@ -132,8 +173,8 @@ final class CacheEntry: Sendable {
 
     /// Whether the request's header values match those this response varies on.
     func matches(_ request: HTTPFields) -> Bool {
-        guard let extras else { return true }
-        return extras.vary.allSatisfy { CacheEntry.varyValue(request, $0.name) == $0.value }
+        let vary = vary
+        return vary.isEmpty || vary.allSatisfy { CacheEntry.varyValue(request, $0.name) == $0.value }
     }
 
     /// Whether it was stored for the same selecting header values as `other`.
@@ -189,7 +230,7 @@ extension CacheEntry {
     }
 
     /// Reads the binary form; nil for anything damaged or of another version.
-    convenience init?(decoding bytes: [UInt8]) {
+    static func decoded(_ bytes: [UInt8]) -> CacheEntry? {
         var buffer = ByteBuffer(bytes: bytes)
         guard buffer.readInteger(as: UInt8.self) == CacheEntry.formatVersion,
               let code = buffer.readInteger(as: UInt16.self),
@@ -224,10 +265,10 @@ extension CacheEntry {
         }
         let part = code == 206 ? Part(first: Int(partFirst), complete: Int(partComplete)) : nil
         if code == 206, part!.first + body.readableBytes > part!.complete { return nil }
-        self.init(code: Int(code), headers: ProxyHeaders(fields).sharedCopy(removing: []), body: CachePolicy.compact(body),
-                  responseTime: Date(timeIntervalSince1970: responseTime), initialAge: initialAge, lifetime: lifetime,
-                  noCache: flags.contains(.noCache), mustRevalidate: flags.contains(.mustRevalidate), fromWrite: flags.contains(.fromWrite),
-                  staleIfError: staleIfError, staleWhileRevalidate: staleWhileRevalidate, vary: vary, part: part, headerBytes: headerBytes)
+        return make(code: Int(code), headers: ProxyHeaders(fields).sharedCopy(removing: []), body: CachePolicy.compact(body),
+                    responseTime: Date(timeIntervalSince1970: responseTime), initialAge: initialAge, lifetime: lifetime,
+                    noCache: flags.contains(.noCache), mustRevalidate: flags.contains(.mustRevalidate), fromWrite: flags.contains(.fromWrite),
+                    staleIfError: staleIfError, staleWhileRevalidate: staleWhileRevalidate, vary: vary, part: part, headerBytes: headerBytes)
     }
 
     private static func write(_ text: String, _ buffer: inout ByteBuffer) {

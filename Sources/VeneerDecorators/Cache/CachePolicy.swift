@@ -83,7 +83,7 @@ enum CachePolicy {
         let correctedAge = ageValue + max(0, responseTime.timeIntervalSince(requestTime))
         let stored = headers.sharedCopy(removing: code == 206 ? unstoredFieldsOfParts : unstoredFields)
         let headerBytes = stored.textSize
-        return CacheEntry(
+        return CacheEntry.make(
             code: code, headers: stored, body: compact(body), responseTime: responseTime,
             initialAge: max(apparentAge, correctedAge), lifetime: lifetime,
             noCache: control.noCache,

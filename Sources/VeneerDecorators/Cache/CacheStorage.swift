@@ -28,6 +28,9 @@ final class CacheStorage: CarriedService {
     }
 
     private let state = Mutex(State())
+    /// Recent entries' header fields, which later entries with the same fields share (a lock of
+    /// their own: the memory tier's, which every hit takes, is not held for them).
+    private let heads = Mutex(SharedHeadersPool())
     let persistent: (any KeyValueStore)?
     private let queue = SerialQueue()
     let maxEntries: Int
@@ -95,7 +98,7 @@ final class CacheStorage: CarriedService {
         }
         guard let stored, let decoded = Self.decode(stored.bytes), let variants = StoredVariants(decoded) else { return nil }
         state.withLock { state in
-            if state.memory.peek(key) == nil, state.removals == removalsBefore { state.memory.set(key, variants, size: variants.size) }
+            if state.memory.peek(key) == nil, state.removals == removalsBefore { state.memory.set(key, variants) }
         }
         enforceBounds()
         return variants
@@ -120,6 +123,8 @@ final class CacheStorage: CarriedService {
     /// response is combined with the stored parts of the same variant that share its strong
     /// validator and length (RFC 9111 §3.4), into the complete response once they cover it.
     func store(_ key: String, _ entry: CacheEntry) {
+        var entry = entry
+        if let shared = heads.withLock({ $0.sharing(entry.headers) }) { entry = entry.sharing(shared) }
         let variants: Variants = state.withLock { state in
             var variants = state.memory.peek(key)?.entries ?? []
             var incoming = [entry]
@@ -137,7 +142,7 @@ final class CacheStorage: CarriedService {
                 variants.insert(contentsOf: incoming, at: 0)
             }
             if variants.count > Self.maxVariants { variants.removeLast(variants.count - Self.maxVariants) }
-            if let stored = StoredVariants(variants) { state.memory.set(key, stored, size: stored.size) }
+            if let stored = StoredVariants(variants) { state.memory.set(key, stored) }
             return variants
         }
         enforceBounds()
@@ -428,7 +433,7 @@ final class CacheStorage: CarriedService {
                     state.memory.remove(key)
                     removed += 1
                 } else if kept.count != all.count, let stored = StoredVariants(kept) {
-                    state.memory.set(key, stored, size: stored.size)
+                    state.memory.set(key, stored)
                 }
             }
             return (next, removed)
@@ -521,7 +526,7 @@ final class CacheStorage: CarriedService {
             guard index + 4 <= bytes.count else { return nil }
             let length = bytes[index..<index + 4].reduce(0) { $0 << 8 | Int($1) }
             index += 4
-            guard index + length <= bytes.count, let entry = CacheEntry(decoding: Array(bytes[index..<index + length])) else { return nil }
+            guard index + length <= bytes.count, let entry = CacheEntry.decoded(Array(bytes[index..<index + length])) else { return nil }
             variants.append(entry)
             index += length
         }

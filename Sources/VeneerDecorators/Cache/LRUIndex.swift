@@ -2,16 +2,17 @@
 /// node once warm), found through an open-addressing table of slot numbers. Not thread-safe:
 /// its owner locks it.
 ///
-/// Slots, links and sizes are 32-bit: a cache holds at most 100 million keys (the bound on
+/// Slots and links are 32-bit: a cache holds at most 100 million keys (the bound on
 /// `max_entries`), and the smaller node and table save about 30 bytes a key. The key lives in
 /// its node only: the table holds 4-byte slot numbers and compares against the nodes' keys,
 /// where a `[String: Int32]` would keep a second copy of every key and cost 20 bytes a bucket
-/// (about 40 to 50 bytes a key at a dictionary's load), against 5 to 11 here.
-struct LRUIndex<Value> {
+/// (about 40 to 50 bytes a key at a dictionary's load), against 5 to 11 here. A value's size
+/// is asked of the value (an immutable entry's, worked out once) rather than kept in its node:
+/// a node of 32 bytes rather than 40.
+struct LRUIndex<Value: LRUSized> {
     private struct Node {
         var key: String
         var value: Value
-        var size: UInt32
         var newer: Int32
         var older: Int32
     }
@@ -41,17 +42,15 @@ struct LRUIndex<Value> {
     }
 
     /// Sets `key` as the most recently used value.
-    mutating func set(_ key: String, _ value: Value, size: Int) {
-        let size = UInt32(clamping: size)
+    mutating func set(_ key: String, _ value: Value) {
         if let slot = find(key).slot {
-            totalSize += Int(size) - Int(nodes[Int(slot)]!.size)
+            totalSize += value.size - nodes[Int(slot)]!.value.size
             nodes[Int(slot)]!.value = value
-            nodes[Int(slot)]!.size = size
             moveToFront(slot)
             return
         }
         if (count + 1) * 4 > table.count * 3 { grow() }
-        let node = Node(key: key, value: value, size: size, newer: -1, older: newest)
+        let node = Node(key: key, value: value, newer: -1, older: newest)
         let slot: Int32
         if let reused = freeSlots.popLast() {
             nodes[Int(reused)] = node
@@ -68,7 +67,7 @@ struct LRUIndex<Value> {
         if oldest < 0 { oldest = slot }
         table[find(key).bucket] = slot
         count += 1
-        totalSize += Int(size)
+        totalSize += value.size
     }
 
     /// Removes `key`; returns its value.
@@ -81,7 +80,7 @@ struct LRUIndex<Value> {
         nodes[Int(slot)] = nil
         freeSlots.append(slot)
         count -= 1
-        totalSize -= Int(node.size)
+        totalSize -= node.value.size
         return node.value
     }
 
@@ -178,4 +177,10 @@ struct LRUIndex<Value> {
         if node.older >= 0 { nodes[Int(node.older)]!.newer = node.newer } else { oldest = node.newer }
         return node
     }
+}
+
+/// A value an ``LRUIndex`` holds: its size never changes while it is held.
+protocol LRUSized {
+    /// What it occupies, for the index's ``LRUIndex/totalSize``.
+    var size: Int { get }
 }

@@ -1,6 +1,6 @@
 /// The responses stored under one key, one per set of `Vary` values: almost always one,
 /// held directly, so that a key costs no array of its own.
-enum StoredVariants: Sequence, Sendable {
+enum StoredVariants: Sequence, Sendable, LRUSized {
     case one(CacheEntry)
     case many([CacheEntry])
 
@@ -21,7 +21,7 @@ enum StoredVariants: Sequence, Sendable {
         }
     }
 
-    /// What they occupy together.
+    /// What they occupy together (the entries are immutable: it never changes).
     var size: Int {
         switch self {
         case .one(let entry): return entry.size
