@@ -285,9 +285,11 @@ public final class ProxyEdge: Sendable {
     /// caller's kept field in another case is not echoed in its spelling).
     @inline(__always)
     static func stamp(_ response: inout ProxyResponse, _ request: ProxyRequest) {
-        let last = request.headers.last
-        let own = last.flatMap { $0.name.rawName == HTTPField.Name.xRequestID.rawName && $0.value == request.requestID ? $0 : nil }
-        stamp(&response, request.requestID, reusing: own)
+        if let last = request.headers.last, last.name.rawName == "X-Request-Id", last.value == request.requestID {
+            stamp(&response, request.requestID, reusing: last)
+        } else {
+            stamp(&response, request.requestID)
+        }
     }
 
     /// At most 100 printable ASCII characters of client text, for messages.
