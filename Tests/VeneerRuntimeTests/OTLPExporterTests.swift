@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import Prometheus
+import ServiceLifecycle
 import Synchronization
 import Testing
 import VeneerConfig
@@ -23,7 +24,7 @@ struct OTLPExporterTests {
         let transports = StandardTransportProvider()
         let exporter: OTLPExporter
 
-        init(port: Int, queue: Int = 2048, timeout: Duration = .seconds(5)) {
+        init(port: Int, queue: Int = 2048, timeout: Duration = .seconds(5), interval: Duration = OTLPExporter.interval) {
             var spec = TelemetrySpec(endpoint: Endpoint(scheme: "http", host: "127.0.0.1", port: port, basePath: "/v1/traces"))
             spec.queue = queue
             spec.timeout = timeout
@@ -31,7 +32,7 @@ struct OTLPExporterTests {
             logger.logLevel = .critical
             exporter = OTLPExporter(spec: spec, headers: ["X-Api-Key": "secret"],
                                     transport: transports.transport(TransportOptions(connectTimeout: .seconds(2), connectionsPerLoop: 1)),
-                                    factory: PrometheusMetricsFactory(registry: registry), logger: logger)
+                                    factory: PrometheusMetricsFactory(registry: registry), logger: logger, interval: interval)
         }
 
         /// A counter's value (0 when it was never incremented).
@@ -183,10 +184,11 @@ struct OTLPExporterTests {
         }
     }
 
-    @Test("the queue holds `queue` spans: a request's spans that do not fit are dropped whole and counted as queue_full")
+    @Test("the queue holds `queue` spans: a request's spans that do not fit are dropped whole and counted as queue_full; a batch holds half a queue smaller than 1024")
     func queueBound() async throws {
         try await withTestUpstream({ _ in UpstreamReply(status: 200, body: "") }) { collector in
             let rig = Rig(port: collector.port, queue: 64)
+            #expect(rig.exporter.limit == 32)
             for number in 0..<30 { rig.exporter.export([Self.span(2 * number), Self.span(2 * number + 1)]) }
             // 60 queued: 5 more do not fit (dropped whole), 4 do, and then not one more.
             rig.exporter.export((60..<65).map(Self.span))
@@ -194,7 +196,7 @@ struct OTLPExporterTests {
             rig.exporter.export([Self.span(69)])
             #expect(rig.dropped("queue_full") == 6)
             await rig.exporter.drain()
-            #expect(collector.requests.map { Self.spanCount($0.body) } == [64])
+            #expect(collector.requests.map { Self.spanCount($0.body) } == [32, 32])
             #expect(rig.exported == 64)
             await rig.transports.shutdown()
         }
@@ -277,6 +279,41 @@ struct OTLPExporterTests {
             #expect(collector.requests.map { Self.spanCount($0.body) } == [3])
             running.cancel()
             await running.value
+            await rig.transports.shutdown()
+        }
+    }
+
+    @Test("a full batch goes out at once; the batch being filled waits for the timer, not for the last request to the collector to return")
+    func fullBatchesBetweenTicks() async throws {
+        try await withTestUpstream({ _ in UpstreamReply(status: 200, body: "") }) { collector in
+            // A timer that does not fire during the test: only full batches go out.
+            let rig = Rig(port: collector.port, interval: .seconds(3600))
+            let running = Task { await rig.exporter.run() }
+            for number in 0..<522 { rig.exporter.export([Self.span(number)]) }
+            try await eventually("the full batch was exported") { rig.exported == 512 }
+            // The ten left wait for more (sent as the first request returned, they were a
+            // request of their own: one per round trip to the collector, whatever the traffic).
+            for number in 522..<1024 { rig.exporter.export([Self.span(number)]) }
+            try await eventually("the second full batch was exported (\(rig.exported))") { rig.exported == 1024 }
+            #expect(collector.requests.map { Self.spanCount($0.body) } == [512, 512])
+            #expect(collector.requests.flatMap { Self.spanIDs($0.body) }.elementsEqual(1...1024))
+            running.cancel()
+            await running.value
+            await rig.transports.shutdown()
+        }
+    }
+
+    @Test("at graceful shutdown the batch being filled goes out, the timer not waited for")
+    func flushedAtShutdown() async throws {
+        try await withTestUpstream({ _ in UpstreamReply(status: 200, body: "") }) { collector in
+            let rig = Rig(port: collector.port, interval: .seconds(3600))
+            let group = ServiceGroup(configuration: .init(services: [rig.exporter], logger: Logger(label: "otlp-exporter-test")))
+            let running = Task { try await group.run() }
+            for number in 0..<10 { rig.exporter.export([Self.span(number)]) }
+            await group.triggerGracefulShutdown()
+            try await running.value
+            #expect(collector.requests.map { Self.spanCount($0.body) } == [10])
+            #expect(rig.exported == 10)
             await rig.transports.shutdown()
         }
     }

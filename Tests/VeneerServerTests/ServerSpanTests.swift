@@ -54,6 +54,32 @@ struct ServerSpanTests {
         #expect(memo.connection(authority: nil, minorVersion: 0) == encoded([("url.scheme", "http"), ("network.protocol.version", "1.0")]))
         #expect(ServerSpan.Memo(client: nil).client.isEmpty)
     }
+
+    @Test("a connection's memo encodes the span's name, method and route once, and again when a request says another")
+    func memoOfRequest() {
+        func name(_ text: String) -> [UInt8] {
+            [UInt8](unsafeUninitializedCapacity: 512) { buffer, count in
+                var writer = SpanWriter(base: buffer.baseAddress!)
+                writer.string(5, text)
+                count = writer.count
+            }
+        }
+        func encoded(_ pairs: [(StaticString, String)]) -> [UInt8] {
+            [UInt8](unsafeUninitializedCapacity: 512) { buffer, count in
+                var writer = SpanWriter(base: buffer.baseAddress!)
+                for (key, value) in pairs { writer.attribute(key, value) }
+                count = writer.count
+            }
+        }
+        var memo = ServerSpan.Memo(client: nil)
+        for (method, route) in [("GET", "/posts/{id}"), ("GET", "/posts/{id}"), ("GET", nil), ("POST", nil), ("POST", "/posts"), ("GET", "/posts")] {
+            let made = memo.request(method: method, route: route)
+            #expect(made.name == name(route.map { method + " " + $0 } ?? method), "\(method) \(route ?? "-")")
+            var attributes: [(StaticString, String)] = [("http.request.method", method)]
+            if let route { attributes.append(("http.route", route)) }
+            #expect(made.attributes == encoded(attributes))
+        }
+    }
 }
 
 /// The server span and its children are written straight from the request's head and record
