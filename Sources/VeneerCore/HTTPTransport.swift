@@ -72,7 +72,20 @@ public struct OutboundRequest: Sendable {
     /// Where it goes.
     public var endpoint: Endpoint
     /// Path and query after the endpoint's prefix, starting with `/`.
-    public var target: String
+    public var target: String {
+        get { route.map { endpoint.basePath + $0.path } ?? storedTarget }
+        set {
+            storedTarget = newValue
+            route = nil
+        }
+    }
+    /// ``target`` when no ``route`` stands for it.
+    @usableFromInline
+    var storedTarget: String
+    /// The upstream origin's request: ``target`` is the endpoint's prefix and this route's
+    /// canonical path, written from their parts by the pooled transport (no string made of
+    /// them per request) and joined only for a reader of ``target``; nil: ``target`` as set.
+    public var route: ResourceRoute?
     /// A query sent after ``target`` and a `?` (``target`` then has none), kept apart so that
     /// a short path and the caller's query need no string built of both; nil: none.
     public var query: String?
@@ -112,7 +125,7 @@ public struct OutboundRequest: Sendable {
                 body: ByteBuffer? = nil, timeout: Duration, maxResponseBodySize: Int = 16 << 20) {
         self.method = method
         self.endpoint = endpoint
-        self.target = target
+        storedTarget = target
         self.headers = headers
         self.body = body
         self.timeout = timeout
@@ -125,10 +138,11 @@ public struct OutboundRequest: Sendable {
     @inlinable
     package init(method: HTTPRequest.Method, endpoint: Endpoint, target: String, query: String?, headers: HTTPFields, forwardedFor: String?,
                  body: ByteBuffer?, bodyStream: BodyStream?, timeout: Duration, maxResponseBodySize: Int, streamThreshold: Int?,
-                 bodyTimeout: Duration, buffers: BufferBudget?, trace: OutgoingTrace? = nil) {
+                 bodyTimeout: Duration, buffers: BufferBudget?, trace: OutgoingTrace? = nil, route: ResourceRoute? = nil) {
         self.method = method
         self.endpoint = endpoint
-        self.target = target
+        storedTarget = target
+        self.route = route
         self.query = query
         self.headers = headers
         self.forwardedFor = forwardedFor

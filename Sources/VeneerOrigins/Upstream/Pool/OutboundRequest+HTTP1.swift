@@ -11,17 +11,19 @@ extension OutboundRequest {
     /// `Content-Length` when known, else `Transfer-Encoding: chunked`, and ends.
     ///
     /// Each part is copied in one write of the buffer's room (the request line and `Host`
-    /// together, each field, the end of the head): a `writeString` per piece checked the
-    /// buffer's room and uniqueness a dozen times per request.
+    /// together, each field, the rest of the head): a `writeString` per piece checked the
+    /// buffer's room and uniqueness a dozen times per request. (One write of the whole head,
+    /// sized by a first pass over the fields, cost more: each field is copied out of
+    /// `HTTPFields` once per pass.)
     func writeHTTP1(into buffer: inout ByteBuffer) {
         let method = method.rawValue, authority = endpoint.authority
-        var length = method.utf8.count + 1 + target.utf8.count + " HTTP/1.1\r\nHost: ".utf8.count + authority.utf8.count + 2
+        var length = method.utf8.count + 1 + targetLength + " HTTP/1.1\r\nHost: ".utf8.count + authority.utf8.count + 2
         if let query { length += 1 + query.utf8.count }
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { room in
             var out = ByteCursor(room, reserved: length)
             out.append(method)
             out.append(byte: UInt8(ascii: " "))
-            out.append(target)
+            writeTarget(into: &out)
             if let query {
                 out.append(byte: UInt8(ascii: "?"))
                 out.append(query)
@@ -37,32 +39,66 @@ extension OutboundRequest {
             if HopByHop.isRemoved(name) || name == "host" || traced && OutgoingTrace.replaces(name) { continue }
             Self.write(field.name.rawName, field.value, into: &buffer)
         }
-        if let trace {
-            // Veneer's `traceparent` in place of the caller's (and the caller's `tracestate`
-            // only with its trace continued): written here, the caller's fields never copied.
-            let length = trace.fieldsLength
-            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { room in
-                var out = ByteCursor(room, reserved: length)
-                trace.writeFields(into: &out)
-                return out.offset
-            }
+        let tail = tailLength
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: tail) { room in
+            var out = ByteCursor(room, reserved: tail)
+            writeTail(into: &out)
+            return out.offset
         }
-        if let forwardedFor { Self.write("X-Forwarded-For", forwardedFor, into: &buffer) }
+        if bodyStream == nil, let body { buffer.writeImmutableBuffer(body) }
+    }
+
+    /// How many bytes ``writeTarget(into:)`` writes.
+    private var targetLength: Int {
+        guard let route else { return target.utf8.count }
+        return endpoint.basePath.utf8.count + 1 + route.resource.name.utf8.count + (route.id.map { 1 + $0.utf8.count } ?? 0)
+    }
+
+    /// ``target``, from the parts of its ``route`` when it has one (the string is never made).
+    private func writeTarget(into out: inout ByteCursor) {
+        guard let route else { return out.append(target) }
+        out.append(endpoint.basePath)
+        out.append(byte: UInt8(ascii: "/"))
+        out.append(route.resource.name)
+        if case .item(let id) = route.target {
+            out.append(byte: UInt8(ascii: "/"))
+            out.append(id)
+        }
+    }
+
+    /// At most how many bytes ``writeTail(into:)`` writes.
+    private var tailLength: Int {
+        var length = "Content-Length: ".utf8.count + 20 + 4  // longer than `Transfer-Encoding: chunked` CRLF CRLF
+        if let trace { length += trace.fieldsLength }
+        if let forwardedFor { length += "X-Forwarded-For: ".utf8.count + forwardedFor.utf8.count + 2 }
+        return length
+    }
+
+    /// The head after the caller's fields, in one write (a write each cost more): the trace's
+    /// fields (Veneer's `traceparent` in place of the caller's, and the caller's `tracestate`
+    /// only with its trace continued: written here, the caller's fields never copied),
+    /// `X-Forwarded-For`, the body's framing and the head's end.
+    private func writeTail(into out: inout ByteCursor) {
+        if let trace { trace.writeFields(into: &out) }
+        if let forwardedFor {
+            out.append("X-Forwarded-For: ")
+            out.append(forwardedFor)
+            out.append("\r\n")
+        }
         if let bodyStream {
             if let length = bodyStream.expectedLength {
-                buffer.writeStaticString("Content-Length: ")
-                buffer.writeString(String(length))
-                buffer.writeStaticString("\r\n\r\n")
+                out.append("Content-Length: ")
+                out.appendDecimal(length)
+                out.append("\r\n\r\n")
             } else {
-                buffer.writeStaticString("Transfer-Encoding: chunked\r\n\r\n")
+                out.append("Transfer-Encoding: chunked\r\n\r\n")
             }
         } else if let body {
-            buffer.writeStaticString("Content-Length: ")
-            buffer.writeString(String(body.readableBytes))
-            buffer.writeStaticString("\r\n\r\n")
-            buffer.writeImmutableBuffer(body)
+            out.append("Content-Length: ")
+            out.appendDecimal(body.readableBytes)
+            out.append("\r\n\r\n")
         } else {
-            buffer.writeStaticString("\r\n")
+            out.append("\r\n")
         }
     }
 
