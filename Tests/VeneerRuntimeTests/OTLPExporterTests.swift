@@ -246,7 +246,9 @@ struct OTLPExporterTests {
             await gate.pass()
             return UpstreamReply(status: 200, body: "")
         }) { collector in
-            let rig = Rig(port: collector.port, queue: 2048)
+            // A time-out longer than any hold: a starved machine that opened the gate after the
+            // default 5 s counted the held batch as timed out, never exported (512 short).
+            let rig = Rig(port: collector.port, queue: 2048, timeout: .seconds(120))
             let running = Task { await rig.exporter.run() }
             // A full batch wakes the exporter at once: its request is held by the collector.
             for number in 0..<512 { rig.exporter.export([Self.span(number)]) }
