@@ -71,12 +71,13 @@ public struct OutboundRequest: Sendable {
     public var method: HTTPRequest.Method
     /// Where it goes.
     public var endpoint: Endpoint
-    /// Path and query after the endpoint's prefix, starting with `/`.
+    /// The path sent, starting with `/`: the endpoint's prefix and the request's path (the
+    /// query apart when ``query`` is set). Setting it clears ``route``.
     public var target: String {
-        get { route.map { endpoint.basePath + $0.path } ?? storedTarget }
+        get { storedRoute.map { endpoint.basePath + $0.path } ?? storedTarget }
         set {
             storedTarget = newValue
-            route = nil
+            storedRoute = nil
         }
     }
     /// ``target`` when no ``route`` stands for it.
@@ -85,7 +86,12 @@ public struct OutboundRequest: Sendable {
     /// The upstream origin's request: ``target`` is the endpoint's prefix and this route's
     /// canonical path, written from their parts by the pooled transport (no string made of
     /// them per request) and joined only for a reader of ``target``; nil: ``target`` as set.
-    public var route: ResourceRoute?
+    /// Given at creation only: cleared alone, it would leave the empty target it stands for
+    /// (setting ``target`` clears it).
+    public var route: ResourceRoute? { storedRoute }
+    /// ``route``.
+    @usableFromInline
+    var storedRoute: ResourceRoute?
     /// A query sent after ``target`` and a `?` (``target`` then has none), kept apart so that
     /// a short path and the caller's query need no string built of both; nil: none.
     public var query: String?
@@ -142,7 +148,7 @@ public struct OutboundRequest: Sendable {
         self.method = method
         self.endpoint = endpoint
         storedTarget = target
-        self.route = route
+        storedRoute = route
         self.query = query
         self.headers = headers
         self.forwardedFor = forwardedFor
