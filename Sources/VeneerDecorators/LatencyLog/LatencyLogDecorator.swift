@@ -96,8 +96,7 @@ public struct LatencyLogDecorator: ImmediateAnswering, CallbackAnswering {
         let route = request.route, method = request.method.rawValue
         // The route's template and path are written from its pieces: making the two texts
         // cost a hit some 650 instructions (callgrind).
-        let resource = route.resource.name, id = route.id
-        timers.timer(resource: resource, item: id != nil, method: method, status: status).record(elapsed)
+        timers.timer(route, method: method, status: status).record(elapsed)
         let requestID = request.requestID, label = options.label
         let trace = request.record.trace.flatMap { $0.sampled ? $0 : nil }
         let traceID = trace.map { $0.traceID.hex }, spanID = trace.map { TraceContext.hex($0.spanID) }
@@ -105,7 +104,7 @@ public struct LatencyLogDecorator: ImmediateAnswering, CallbackAnswering {
         // checked the buffer's capacity, and a line cost a hit some 13,000 instructions (callgrind).
         var length = 160 + Timestamp.iso8601Length + 20 + Timestamp.millisecondsLength
         length += ByteCursor.jsonQuotedLength(requestID) + ByteCursor.jsonQuotedLength(label) + (cacheStatus.map(ByteCursor.jsonQuotedLength) ?? 0)
-        length += method.utf8.count + 2 * resource.utf8.count + 8 + (id?.utf8.count ?? 0) + (traceID?.utf8.count ?? 0) + (spanID?.utf8.count ?? 0)
+        length += method.utf8.count + route.templateLength + route.pathLength + (traceID?.utf8.count ?? 0) + (spanID?.utf8.count ?? 0)
             + (error?.utf8.count ?? 0)
         let now = clock.now()
         let slow = options.slow.map { elapsed > $0 } ?? false
@@ -127,15 +126,10 @@ public struct LatencyLogDecorator: ImmediateAnswering, CallbackAnswering {
             }
             out.append(",\"method\":\"")
             out.append(method)
-            out.append("\",\"route\":\"/")
-            out.append(resource)
-            if id != nil { out.append("/{id}") }
-            out.append("\",\"path\":\"/")
-            out.append(resource)
-            if let id {
-                out.append(byte: UInt8(ascii: "/"))
-                out.append(id)
-            }
+            out.append("\",\"route\":\"")
+            route.appendTemplate(to: &out)
+            out.append("\",\"path\":\"")
+            route.appendPath(to: &out)
             out.append("\",\"status\":")
             out.appendDecimal(status)
             out.append(",\"duration_ms\":")
@@ -185,8 +179,8 @@ final class TimerCache: Sendable {
         self.factory = factory
     }
 
-    func timer(resource: String, item: Bool, method: String, status: Int) -> CoreMetrics.Timer {
-        let key = Key(resource: resource, item: item, method: method, status: status)
+    func timer(_ route: ResourceRoute, method: String, status: Int) -> CoreMetrics.Timer {
+        let key = Key(resource: route.resource.name, item: route.id != nil, method: method, status: status)
         let found: CoreMetrics.Timer? = timers.withLock { timers in
             if let last = timers.last, last.key == key { return last.timer }
             guard let timer = timers.byKey[key] else { return nil }
@@ -195,8 +189,7 @@ final class TimerCache: Sendable {
         }
         if let found { return found }
         let timer = CoreMetrics.Timer(label: "veneer_request_duration_seconds",
-                          dimensions: [("label", label), ("method", method), ("route", "/" + resource + (item ? "/{id}" : "")),
-                                                   ("status", String(status))],
+                          dimensions: [("label", label), ("method", method), ("route", route.template), ("status", String(status))],
                           factory: factory)
         timers.withLock { $0.byKey[key] = timer }
         return timer

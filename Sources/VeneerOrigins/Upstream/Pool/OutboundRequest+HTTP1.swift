@@ -51,19 +51,14 @@ extension OutboundRequest {
     /// How many bytes ``writeTarget(into:)`` writes.
     private var targetLength: Int {
         guard let route else { return target.utf8.count }
-        return endpoint.basePath.utf8.count + 1 + route.resource.name.utf8.count + (route.id.map { 1 + $0.utf8.count } ?? 0)
+        return endpoint.basePath.utf8.count + route.pathLength
     }
 
     /// ``target``, from the parts of its ``route`` when it has one (the string is never made).
     private func writeTarget(into out: inout ByteCursor) {
         guard let route else { return out.append(target) }
         out.append(endpoint.basePath)
-        out.append(byte: UInt8(ascii: "/"))
-        out.append(route.resource.name)
-        if case .item(let id) = route.target {
-            out.append(byte: UInt8(ascii: "/"))
-            out.append(id)
-        }
+        route.appendPath(to: &out)
     }
 
     /// At most how many bytes ``writeTail(into:)`` writes.
